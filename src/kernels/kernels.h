@@ -1,0 +1,67 @@
+// The kernel table: every hot numerical routine as a function pointer, filled once at
+// start-up for the best ISA this CPU has (scalar reference, AVX2, AVX-512). A new ISA is one
+// file (e.g. x86/avx512.cpp) plus one entry in dispatch.cpp.
+//
+// Conventions: activations are fp32, row-major; weights are row-major [rows, cols] in their
+// stored dtype; a kernel works on a caller-chosen range of output rows so the caller (ops.h)
+// can split work across threads. Kernels never allocate per call on the hot path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pagoda {
+
+enum class DType : uint8_t { kF32, kF16, kBF16 };
+
+inline int64_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
+const char* dtype_name(DType t);  // "f32", "f16", "bf16"
+
+// A weight matrix W of shape [rows, cols] (rows = output features), stored row-major.
+struct WeightView {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+enum class Isa : uint8_t { kScalar, kAvx2, kAvx512 };
+const char* isa_name(Isa isa);
+
+struct KernelTable {
+  Isa isa = Isa::kScalar;
+
+  // y[t, r] = sum_c x[t, c] * W[r, c] for t in [0, num_tokens), r in [row_begin, row_end).
+  // x is [num_tokens, W.cols] (row stride W.cols); y has row stride ldy.
+  void (*matmul)(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+                 int64_t row_end, float* y, int64_t ldy) = nullptr;
+
+  // out = x / rms(x) * weight, n values.
+  void (*rms_norm)(const float* x, const float* weight, float eps, int64_t n, float* out) = nullptr;
+  // Fused residual add + norm: residual += x; out = rms_norm(residual).
+  void (*add_rms_norm)(float* residual, const float* x, const float* weight, float eps, int64_t n,
+                       float* out) = nullptr;
+  // out[i] = silu(gate[i]) * up[i].
+  void (*silu_mul)(const float* gate, const float* up, int64_t n, float* out) = nullptr;
+  // In-place numerically stable softmax over n values.
+  void (*softmax)(float* x, int64_t n) = nullptr;
+  float (*dot)(const float* a, const float* b, int64_t n) = nullptr;
+  // y += a * x
+  void (*axpy)(float a, const float* x, int64_t n, float* y) = nullptr;
+  // Rotary embedding on one head vector in place, rotary_dim leading dims rotated.
+  // cos/sin hold rotary_dim/2 values for this position. neox=true pairs (i, i + rotary_dim/2)
+  // (HF rotate_half); neox=false pairs (2i, 2i+1) (interleaved, GPT-J style).
+  void (*rope)(float* x, const float* cos, const float* sin, int64_t rotary_dim, bool neox) = nullptr;
+  // Widen one row of a stored tensor to fp32 (embedding lookup, norm weights).
+  void (*to_f32)(const void* src, DType dtype, int64_t n, float* dst) = nullptr;
+};
+
+// The table for the best ISA this CPU supports (or the one forced with set_kernel_isa).
+const KernelTable& kernels();
+// The table for one ISA, or nullptr if this CPU cannot run it. Tests compare each to scalar.
+const KernelTable* kernels_for(Isa isa);
+// Force an ISA (e.g. `--isa scalar` for debugging); throws pagoda::Error if unsupported.
+void set_kernel_isa(Isa isa);
+Isa parse_isa(const std::string& name);
+
+}  // namespace pagoda

@@ -1,0 +1,46 @@
+// `pagoda`: one binary, one subcommand per job (serve, generate, chat, bench, tokenize, info).
+#include <cstdio>
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "tools/pagoda/commands.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Pagoda: serve DeepSeek models on CPU, the way vLLM does"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", PAGODA_VERSION);
+
+  using Registration = pagoda::cli::Command (*)(CLI::App&);
+  const Registration registrations[] = {
+      pagoda::cli::register_version,
+  };
+  std::vector<std::pair<CLI::App*, pagoda::cli::Command>> commands;
+  for (Registration reg : registrations) {
+    const size_t before = app.get_subcommands({}).size();
+    pagoda::cli::Command run = reg(app);
+    commands.emplace_back(app.get_subcommands({})[before], std::move(run));
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, run] : commands) {
+      if (sub->parsed()) return run();
+    }
+  } catch (const pagoda::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}
