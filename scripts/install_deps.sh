@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev
   libpcre2-dev libutf8proc-dev libnuma-dev
+  nettle-dev                                           # SHA-256 for prefix-cache block hashes
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-jinja2 python3-torch   # test references only
   prometheus                                           # promtool parses /metrics in tests

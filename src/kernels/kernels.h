@@ -10,12 +10,9 @@
 #include <cstdint>
 #include <string>
 
+#include "util/dtype.h"
+
 namespace pagoda {
-
-enum class DType : uint8_t { kF32, kF16, kBF16 };
-
-inline int64_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
-const char* dtype_name(DType t);  // "f32", "f16", "bf16"
 
 // A weight matrix W of shape [rows, cols] (rows = output features), stored row-major.
 struct WeightView {
@@ -30,6 +27,9 @@ const char* isa_name(Isa isa);
 
 struct KernelTable {
   Isa isa = Isa::kScalar;
+  // True when matmul on bf16 weights rounds the activations to bf16 too (AVX-512 vdpbf16ps):
+  // each product then carries up to 2^-8 relative error. fp32 and f16 weights never do.
+  bool matmul_bf16_activations = false;
 
   // y[t, r] = sum_c x[t, c] * W[r, c] for t in [0, num_tokens), r in [row_begin, row_end).
   // x is [num_tokens, W.cols] (row stride W.cols); y has row stride ldy.
@@ -51,9 +51,13 @@ struct KernelTable {
   // Rotary embedding on one head vector in place, rotary_dim leading dims rotated.
   // cos/sin hold rotary_dim/2 values for this position. neox=true pairs (i, i + rotary_dim/2)
   // (HF rotate_half); neox=false pairs (2i, 2i+1) (interleaved, GPT-J style).
-  void (*rope)(float* x, const float* cos, const float* sin, int64_t rotary_dim, bool neox) = nullptr;
+  void (*rope)(float* x, const float* cos, const float* sin, int64_t rotary_dim,
+               bool neox) = nullptr;
   // Widen one row of a stored tensor to fp32 (embedding lookup, norm weights).
   void (*to_f32)(const void* src, DType dtype, int64_t n, float* dst) = nullptr;
+  // x[i] = exp(x[i] - shift) in place; returns the sum of the results (online softmax in
+  // attention: shift is the running maximum).
+  float (*exp_shifted)(float* x, float shift, int64_t n) = nullptr;
 };
 
 // The table for the best ISA this CPU supports (or the one forced with set_kernel_isa).

@@ -12,8 +12,19 @@ namespace pagoda::cli {
 using Command = std::function<int()>;
 
 Command register_version(CLI::App& app);
+Command register_generate(CLI::App& app);
+Command register_chat(CLI::App& app);
+Command register_info(CLI::App& app);
 // Added by their rooms' cmd_*.cpp files:
 Command register_tokenize(CLI::App& app);
 Command register_detokenize(CLI::App& app);
+Command register_make_model(CLI::App& app);
+Command register_serve(CLI::App& app);
+// `pagoda bench`: a group of benchmarks. bench_command() creates the group on first use; each
+// child adds itself with bench_command(app)->add_subcommand(...) and add_bench_runner(child, run),
+// and register_bench (`bench serve`) returns the dispatcher that runs whichever child was chosen.
+Command register_bench(CLI::App& app);
+CLI::App* bench_command(CLI::App& app);
+void add_bench_runner(CLI::App* child, Command run);
 
 }  // namespace pagoda::cli

@@ -18,12 +18,21 @@ int main(int argc, char** argv) {
   using Registration = pagoda::cli::Command (*)(CLI::App&);
   const Registration registrations[] = {
       pagoda::cli::register_version,
+      pagoda::cli::register_tokenize,
+      pagoda::cli::register_detokenize,
+      pagoda::cli::register_generate,
+      pagoda::cli::register_chat,
+      pagoda::cli::register_info,
+      pagoda::cli::register_make_model,
+      pagoda::cli::register_serve,
+      pagoda::cli::register_bench,
   };
   std::vector<std::pair<CLI::App*, pagoda::cli::Command>> commands;
   for (Registration reg : registrations) {
     const size_t before = app.get_subcommands({}).size();
     pagoda::cli::Command run = reg(app);
-    commands.emplace_back(app.get_subcommands({})[before], std::move(run));
+    // A bench child (see bench_command) adds no top-level subcommand; `bench` dispatches to it.
+    if (app.get_subcommands({}).size() > before) commands.emplace_back(app.get_subcommands({})[before], std::move(run));
   }
 
   try {

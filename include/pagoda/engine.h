@@ -1,0 +1,132 @@
+// Pagoda's public C++ API: an engine that serves many requests at once from one paged KV
+// cache (continuous batching, prefix caching, chunked prefill), and the offline `generate`.
+//
+//   pagoda::EngineArgs args;
+//   args.model = "/models/deepseek-coder-1.3b-instruct";
+//   pagoda::Engine engine(args);
+//   auto outputs = engine.generate({"def fib(n):"}, {pagoda::SamplingParams{.max_tokens = 64}});
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pagoda/sampling_params.h"
+
+namespace pagoda {
+
+// Engine settings, with vLLM's names where vLLM has one.
+struct EngineArgs {
+  std::string model;                     // HF model directory, or "demo"
+  std::string tokenizer;                 // defaults to `model`
+  std::string served_model_name;         // defaults to the directory name
+  std::string chat_template;             // file overriding tokenizer_config.json's template
+  int32_t max_model_len = 0;             // 0: the model's max_position_embeddings
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t block_size = 16;
+  uint64_t kv_cache_space_bytes = 0;     // 0: a quarter of available memory, capped by need
+  bool enable_prefix_caching = true;
+  bool enable_chunked_prefill = true;
+  uint64_t seed = 0;
+  int32_t num_threads = 0;               // 0: all cores
+};
+
+struct TokenLogprobInfo {
+  int32_t token_id = 0;
+  std::string token;  // the token's text
+  float logprob = 0.0f;
+};
+
+struct GeneratedTokenLogprobs {
+  TokenLogprobInfo chosen;
+  std::vector<TokenLogprobInfo> top;  // params.logprobs most likely, best first
+};
+
+struct CompletionOutput {
+  int32_t index = 0;                    // which of the n samples
+  std::string text;                     // cumulative text (stop strings removed)
+  std::vector<int32_t> token_ids;       // cumulative generated ids
+  std::string delta_text;               // what this step added (streaming)
+  std::vector<int32_t> delta_token_ids;
+  std::vector<GeneratedTokenLogprobs> logprobs;  // cumulative, when params.logprobs is set
+  std::string finish_reason;            // "", "stop", "length", "abort"
+  std::optional<std::string> stop_reason;  // the stop string matched, if any
+  bool finished() const { return !finish_reason.empty(); }
+};
+
+struct RequestMetrics {
+  double arrival_time_s = 0;      // steady-clock seconds
+  double first_scheduled_time_s = 0;
+  double first_token_time_s = 0;
+  double last_token_time_s = 0;
+  double finished_time_s = 0;
+};
+
+struct RequestOutput {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<CompletionOutput> outputs;  // one per sample (n)
+  int32_t num_cached_tokens = 0;          // prompt tokens served from the prefix cache
+  bool finished = false;                  // every sample finished
+  RequestMetrics metrics;
+};
+
+// Engine-wide counters for /metrics and benchmarks (a snapshot).
+struct EngineStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  double kv_cache_usage = 0;  // fraction of blocks in use
+  int64_t kv_cache_total_bytes = 0;
+  int64_t num_preemptions = 0;
+  int64_t prefix_cache_queries = 0;  // tokens looked up
+  int64_t prefix_cache_hits = 0;     // tokens found
+  int64_t prompt_tokens = 0;
+  int64_t generation_tokens = 0;
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineArgs& args);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Streaming core, driven by one thread: add requests, call step() until idle. A prompt is
+  // text (tokenized with the model's tokenizer, BOS as its config says) or token ids.
+  // Throws pagoda::Error for invalid parameters or a prompt that does not fit.
+  void add_request(const std::string& request_id, const std::string& prompt, const SamplingParams& params);
+  void add_request_tokens(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
+                          const SamplingParams& params);
+  void abort_request(const std::string& request_id);
+  // Runs one scheduler step and one forward pass; returns the requests that made progress.
+  std::vector<RequestOutput> step();
+  bool has_unfinished_requests() const;
+
+  // Offline: runs until all are done. `on_output` (optional) sees every step's outputs.
+  std::vector<RequestOutput> generate(const std::vector<std::string>& prompts,
+                                      const std::vector<SamplingParams>& params,
+                                      const std::function<void(const RequestOutput&)>& on_output = {});
+
+  // Tokenizer and chat template of the model.
+  std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const;
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const;
+  // messages: JSON array of {role, content, ...}; kwargs: JSON object of extra template vars.
+  std::string apply_chat_template(const std::string& messages_json, bool add_generation_prompt,
+                                  const std::string& kwargs_json = "{}") const;
+
+  EngineStats stats() const;
+  const EngineArgs& args() const;
+  std::string model_name() const;
+  int32_t max_model_len() const;
+  SamplingParams default_sampling_params() const;  // from generation_config.json
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,462 @@
+// pagoda::Engine: the single-threaded engine core. It owns the model, the paged KV cache, the
+// scheduler and one sampler/detokenizer/stop matcher per generated sequence, and turns each
+// scheduler step into one forward pass plus streamed RequestOutputs.
+#include "pagoda/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "engine/kv_cache_sizing.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler.h"
+#include "loader/safetensors.h"
+#include "model/generation_config.h"
+#include "model/model_config.h"
+#include "model/model_generator.h"
+#include "model/model_registry.h"
+#include "sampling/sampler.h"
+#include "sampling/stop_strings.h"
+#include "sampling/validate.h"
+#include "template/chat_template.h"
+#include "tokenizer/incremental_decoder.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+#include "util/huge_buffer.h"
+#include "util/units.h"
+
+namespace pagoda {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double to_s(Request::Clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open chat template", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+class Engine::Impl {
+ public:
+  explicit Impl(const EngineArgs& args);
+
+  void add(const std::string& request_id, std::vector<int32_t> prompt_ids, const SamplingParams& params);
+  void abort(const std::string& request_id);
+  std::vector<RequestOutput> step();
+
+  EngineArgs args_;
+  std::string model_dir_;
+  ModelConfig config_;
+  GenerationConfig generation_config_;
+  TensorStore store_;
+  Tokenizer tokenizer_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<ChatTemplate> chat_template_;
+  std::vector<int32_t> eos_token_ids_;
+  int32_t max_model_len_ = 0;
+  HugeBuffer kv_memory_;
+  std::unique_ptr<KvCache> kv_cache_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  uint64_t num_requests_added_ = 0;
+  int64_t prompt_tokens_total_ = 0;
+  int64_t generation_tokens_total_ = 0;
+
+ private:
+  // One generated sequence (one of a request's n samples).
+  struct Sequence {
+    std::string parent_id;
+    int32_t index = 0;
+    std::unique_ptr<RequestSampler> sampler;
+    std::unique_ptr<IncrementalDecoder> decoder;
+    std::unique_ptr<StopStringMatcher> stop;
+    bool wants_logprobs = false;
+    bool done = false;
+  };
+  // What the caller asked for: the prompt and its n outputs.
+  struct Parent {
+    RequestOutput output;
+    std::vector<std::string> sequence_ids;
+    bool touched = false;  // has news for the caller this step
+  };
+
+  void append_token(Sequence& seq, CompletionOutput& out, int32_t token_id);
+  void finish_sequence(Sequence& seq, CompletionOutput& out, RequestStatus status);
+  GeneratedTokenLogprobs make_logprobs(const SampleResult& sample) const;
+  std::string token_text(int32_t id) const;
+
+  std::unordered_map<std::string, Sequence> sequences_;
+  std::unordered_map<std::string, Parent> parents_;
+  std::vector<SampleResult> step_samples_;
+  std::vector<std::string> aborted_parents_;
+};
+
+// "demo" names the built-in random model unless a directory of that name exists.
+std::string resolve_model_dir(const std::string& model) {
+  return model == "demo" && !std::filesystem::exists(model) ? ensure_demo_model() : model;
+}
+
+Engine::Impl::Impl(const EngineArgs& args)
+    : args_(args),
+      model_dir_(resolve_model_dir(args.model)),
+      config_(ModelConfig::from_dir(model_dir_)),
+      generation_config_(GenerationConfig::from_dir(model_dir_)),
+      store_(TensorStore::open(model_dir_)),
+      tokenizer_(Tokenizer::from_directory(args.tokenizer.empty() ? model_dir_ : args.tokenizer)) {
+  ModelOptions options;
+  options.max_num_batched_tokens = args.max_num_batched_tokens;
+  model_ = create_model(config_, store_, options);
+
+  const std::string template_source =
+      args.chat_template.empty() ? tokenizer_.chat_template() : read_text_file(args.chat_template);
+  if (!template_source.empty()) {
+    const std::string origin = args.chat_template.empty() ? model_dir_ + "/tokenizer_config.json" : args.chat_template;
+    chat_template_ = std::make_unique<ChatTemplate>(template_source, origin);
+  }
+
+  for (int64_t id : config_.eos_token_ids) eos_token_ids_.push_back(static_cast<int32_t>(id));
+  for (int64_t id : generation_config_.eos_token_ids) eos_token_ids_.push_back(static_cast<int32_t>(id));
+  if (tokenizer_.eos_id()) eos_token_ids_.push_back(*tokenizer_.eos_id());
+  std::sort(eos_token_ids_.begin(), eos_token_ids_.end());
+  eos_token_ids_.erase(std::unique(eos_token_ids_.begin(), eos_token_ids_.end()), eos_token_ids_.end());
+
+  max_model_len_ = args.max_model_len > 0 ? args.max_model_len : static_cast<int32_t>(config_.max_position_embeddings);
+  if (max_model_len_ > config_.max_position_embeddings) {
+    fail("--max-model-len {} exceeds the model's max_position_embeddings {} ({})", max_model_len_,
+         config_.max_position_embeddings, config_.config_path);
+  }
+
+  const KvCacheSpec spec = model_->kv_cache_spec();
+  const KvCachePlan plan = plan_kv_cache(spec, args.block_size, max_model_len_, args.max_num_seqs,
+                                         args.kv_cache_space_bytes);
+  kv_memory_ = HugeBuffer::allocate(static_cast<size_t>(plan.num_bytes));
+  kv_cache_ = std::make_unique<KvCache>(spec, plan.num_blocks, args.block_size, kv_memory_.data());
+  spdlog::info("KV cache: {} blocks of {} tokens ({}, {} per token) in {} pages", plan.num_blocks,
+               args.block_size, format_bytes(static_cast<uint64_t>(plan.num_bytes)),
+               format_bytes(static_cast<uint64_t>(spec.bytes_per_token())), kv_memory_.kind_name());
+
+  SchedulerConfig sc;
+  sc.max_num_seqs = args.max_num_seqs;
+  sc.max_num_batched_tokens = args.max_num_batched_tokens;
+  sc.max_model_len = max_model_len_;
+  sc.enable_chunked_prefill = args.enable_chunked_prefill;
+  sc.block_size = args.block_size;
+  sc.num_kv_blocks = plan.num_blocks;
+  sc.enable_prefix_caching = args.enable_prefix_caching;
+  scheduler_ = std::make_unique<Scheduler>(sc);
+  runner_ = std::make_unique<ModelRunner>(*model_, *kv_cache_);
+  spdlog::info("loaded {} ({}, {:.2f} B parameters, {})", model_dir_, config_.architecture,
+               model_->num_parameters() / 1e9, format_bytes(static_cast<uint64_t>(model_->weight_bytes())));
+}
+
+void Engine::Impl::add(const std::string& request_id, std::vector<int32_t> prompt_ids,
+                       const SamplingParams& params) {
+  if (std::optional<std::string> problem = validate(params)) fail("{}", *problem);
+  if (parents_.count(request_id) != 0) fail("request id '{}' is already in use", request_id);
+  if (prompt_ids.empty()) fail("the prompt is empty");
+  for (int32_t id : prompt_ids) {
+    if (id < 0 || id >= model_->vocab_size()) {
+      fail("prompt token id {} is outside the vocabulary [0, {})", id, model_->vocab_size());
+    }
+  }
+  const int64_t total = static_cast<int64_t>(prompt_ids.size()) + params.max_tokens;
+  if (total > max_model_len_) {
+    fail("the prompt ({} tokens) plus max_tokens ({}) is {} tokens over the context length of {}",
+         prompt_ids.size(), params.max_tokens, total - max_model_len_, max_model_len_);
+  }
+
+  Parent parent;
+  parent.output.request_id = request_id;
+  parent.output.prompt_token_ids = prompt_ids;
+  parent.output.metrics.arrival_time_s = now_s();
+  parent.output.outputs.resize(static_cast<size_t>(params.n));
+  const uint64_t base_seed = args_.seed * 0x9E3779B97F4A7C15ull + (++num_requests_added_);
+
+  Request request(request_id, std::move(prompt_ids), params, eos_token_ids_);
+  std::vector<Request> samples = split_samples(std::move(request));
+  for (size_t i = 0; i < samples.size(); ++i) {
+    Request& r = samples[i];
+    Sequence seq;
+    seq.parent_id = request_id;
+    seq.index = static_cast<int32_t>(i);
+    seq.sampler = std::make_unique<RequestSampler>(r.sampling_params, r.prompt_token_ids(), eos_token_ids_,
+                                                   base_seed + i);
+    seq.decoder = std::make_unique<IncrementalDecoder>(tokenizer_, r.sampling_params.skip_special_tokens,
+                                                       r.prompt_token_ids());
+    seq.stop = std::make_unique<StopStringMatcher>(r.sampling_params);
+    seq.wants_logprobs = r.sampling_params.logprobs.has_value();
+    parent.output.outputs[i].index = static_cast<int32_t>(i);
+    parent.sequence_ids.push_back(r.request_id);
+    sequences_.emplace(r.request_id, std::move(seq));
+  }
+  // Queue only once every sample is known to be valid, so a failure leaves nothing behind.
+  try {
+    for (Request& r : samples) scheduler_->add_request(std::move(r));
+  } catch (...) {
+    for (const std::string& id : parent.sequence_ids) {
+      scheduler_->abort_request(id);
+      sequences_.erase(id);
+    }
+    throw;
+  }
+  prompt_tokens_total_ += static_cast<int64_t>(parent.output.prompt_token_ids.size());
+  parents_.emplace(request_id, std::move(parent));
+}
+
+void Engine::Impl::abort(const std::string& request_id) {
+  auto it = parents_.find(request_id);
+  if (it == parents_.end()) return;
+  Parent& parent = it->second;
+  for (const std::string& id : parent.sequence_ids) {
+    auto seq = sequences_.find(id);
+    if (seq == sequences_.end() || seq->second.done) continue;
+    scheduler_->abort_request(id);
+    CompletionOutput& out = parent.output.outputs[static_cast<size_t>(seq->second.index)];
+    out.finish_reason = "abort";
+    seq->second.done = true;
+  }
+  parent.touched = true;
+  aborted_parents_.push_back(request_id);
+}
+
+std::string Engine::Impl::token_text(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= tokenizer_.vocab_size()) return "";
+  const int32_t ids[1] = {id};
+  return tokenizer_.decode(ids, false);
+}
+
+GeneratedTokenLogprobs Engine::Impl::make_logprobs(const SampleResult& sample) const {
+  GeneratedTokenLogprobs lp;
+  lp.chosen = {sample.token_id, token_text(sample.token_id), sample.logprob};
+  for (const TokenLogprob& t : sample.top_logprobs) lp.top.push_back({t.token_id, token_text(t.token_id), t.logprob});
+  return lp;
+}
+
+void Engine::Impl::append_token(Sequence& seq, CompletionOutput& out, int32_t token_id) {
+  seq.sampler->accept(token_id);
+  out.token_ids.push_back(token_id);
+  out.delta_token_ids.push_back(token_id);
+  ++generation_tokens_total_;
+  if (seq.stop->stopped()) return;
+  const StopStringMatcher::PushResult pushed = seq.stop->push(seq.decoder->step(token_id));
+  out.delta_text += pushed.text;
+}
+
+void Engine::Impl::finish_sequence(Sequence& seq, CompletionOutput& out, RequestStatus status) {
+  if (seq.done) return;
+  seq.done = true;
+  if (seq.stop->stopped()) {
+    out.finish_reason = "stop";
+    out.stop_reason = seq.stop->stop_reason();
+  } else {
+    const StopStringMatcher::PushResult pushed = seq.stop->push(seq.decoder->finish());
+    out.delta_text += pushed.text;
+    if (pushed.stopped) {
+      out.finish_reason = "stop";
+      out.stop_reason = seq.stop->stop_reason();
+    } else {
+      out.delta_text += seq.stop->flush();
+      out.finish_reason = std::string(finish_reason_name(status));
+    }
+  }
+}
+
+std::vector<RequestOutput> Engine::Impl::step() {
+  std::vector<RequestOutput> results;
+  SchedulerOutput scheduled = scheduler_->schedule();
+  const double t_scheduled = now_s();
+  if (!scheduled.empty()) {
+    runner_->execute(scheduled);
+
+    // Sample every request whose last row was computed; samplers are independent.
+    const int64_t num = static_cast<int64_t>(scheduled.requests.size());
+    step_samples_.resize(static_cast<size_t>(num));
+    ModelRunnerOutput runner_output;
+    runner_output.sampled_tokens.resize(static_cast<size_t>(num));
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t i = 0; i < num; ++i) {
+      const ScheduledRequest& r = scheduled.requests[static_cast<size_t>(i)];
+      if (!r.sample) continue;
+      Sequence& seq = sequences_.at(r.request_id);
+      step_samples_[static_cast<size_t>(i)] =
+          seq.sampler->sample(runner_->logits_row(static_cast<size_t>(i)), runner_->vocab_size());
+      runner_output.sampled_tokens[static_cast<size_t>(i)].token_id = step_samples_[static_cast<size_t>(i)].token_id;
+    }
+    const double t_sampled = now_s();
+
+    // Which sample produced each request's token, for logprobs.
+    std::unordered_map<std::string, size_t> sample_of;
+    for (size_t i = 0; i < scheduled.requests.size(); ++i) {
+      const ScheduledRequest& r = scheduled.requests[i];
+      Parent& parent = parents_.at(sequences_.at(r.request_id).parent_id);
+      if (parent.output.metrics.first_scheduled_time_s == 0) parent.output.metrics.first_scheduled_time_s = t_scheduled;
+      if (r.sample) sample_of[r.request_id] = i;
+    }
+
+    for (RequestUpdate& u : scheduler_->update_from_output(scheduled, runner_output)) {
+      auto seq_it = sequences_.find(u.request_id);
+      if (seq_it == sequences_.end()) continue;
+      Sequence& seq = seq_it->second;
+      Parent& parent = parents_.at(seq.parent_id);
+      CompletionOutput& out = parent.output.outputs[static_cast<size_t>(seq.index)];
+      parent.touched = true;
+      for (int32_t token : u.new_token_ids) {
+        const auto s = sample_of.find(u.request_id);
+        if (seq.wants_logprobs && s != sample_of.end() && step_samples_[s->second].token_id == token) {
+          out.logprobs.push_back(make_logprobs(step_samples_[s->second]));
+        }
+        append_token(seq, out, token);
+      }
+      RequestMetrics& m = parent.output.metrics;
+      if (!u.new_token_ids.empty()) {
+        if (m.first_token_time_s == 0) m.first_token_time_s = t_sampled;
+        m.last_token_time_s = t_sampled;
+      }
+      if (u.finished) {
+        if (u.finished_request) parent.output.num_cached_tokens = u.finished_request->num_cached_prompt_tokens;
+        finish_sequence(seq, out, u.finished_request ? u.finished_request->status
+                                                                    : RequestStatus::kFinishedStopped);
+      } else if (seq.stop->stopped()) {
+        std::shared_ptr<Request> done = scheduler_->finish_request(u.request_id, RequestStatus::kFinishedStopped);
+        if (done) parent.output.num_cached_tokens = done->num_cached_prompt_tokens;
+        finish_sequence(seq, out, RequestStatus::kFinishedStopped);
+      } else if (const Request* live = scheduler_->find_request(u.request_id)) {
+        parent.output.num_cached_tokens = live->num_cached_prompt_tokens;
+      }
+    }
+  }
+
+  // Report every request with news; retire the ones whose samples all finished.
+  std::vector<std::string> retired;
+  for (auto& [id, parent] : parents_) {
+    if (!parent.touched) continue;
+    parent.touched = false;
+    bool all_done = true;
+    for (const std::string& seq_id : parent.sequence_ids) all_done &= sequences_.at(seq_id).done;
+    parent.output.finished = all_done;
+    if (all_done) parent.output.metrics.finished_time_s = now_s();
+    for (CompletionOutput& out : parent.output.outputs) out.text += out.delta_text;
+    results.push_back(parent.output);
+    for (CompletionOutput& out : parent.output.outputs) {
+      out.delta_text.clear();
+      out.delta_token_ids.clear();
+    }
+    if (all_done) retired.push_back(id);
+  }
+  for (const std::string& id : retired) {
+    for (const std::string& seq_id : parents_.at(id).sequence_ids) sequences_.erase(seq_id);
+    parents_.erase(id);
+  }
+  aborted_parents_.clear();
+  return results;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Engine::Engine(const EngineArgs& args) : impl_(std::make_unique<Impl>(args)) {}
+Engine::~Engine() = default;
+
+void Engine::add_request(const std::string& request_id, const std::string& prompt, const SamplingParams& params) {
+  impl_->add(request_id, impl_->tokenizer_.encode(prompt, true), params);
+}
+
+void Engine::add_request_tokens(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
+                                const SamplingParams& params) {
+  impl_->add(request_id, std::move(prompt_token_ids), params);
+}
+
+void Engine::abort_request(const std::string& request_id) { impl_->abort(request_id); }
+
+std::vector<RequestOutput> Engine::step() { return impl_->step(); }
+
+bool Engine::has_unfinished_requests() const { return impl_->scheduler_->has_unfinished_requests(); }
+
+std::vector<RequestOutput> Engine::generate(const std::vector<std::string>& prompts,
+                                            const std::vector<SamplingParams>& params,
+                                            const std::function<void(const RequestOutput&)>& on_output) {
+  if (params.size() != 1 && params.size() != prompts.size()) {
+    fail("generate: {} prompts but {} sampling parameter sets", prompts.size(), params.size());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    add_request(std::to_string(i), prompts[i], params.size() == 1 ? params[0] : params[i]);
+  }
+  std::vector<RequestOutput> finished(prompts.size());
+  while (has_unfinished_requests()) {
+    for (RequestOutput& out : step()) {
+      if (on_output) on_output(out);
+      if (out.finished) {
+        const size_t index = std::stoul(out.request_id);
+        finished[index] = std::move(out);
+      }
+    }
+  }
+  return finished;
+}
+
+std::vector<int32_t> Engine::encode(const std::string& text, bool add_special_tokens) const {
+  return impl_->tokenizer_.encode(text, add_special_tokens);
+}
+
+std::string Engine::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  return impl_->tokenizer_.decode(ids, skip_special_tokens);
+}
+
+std::string Engine::apply_chat_template(const std::string& messages_json, bool add_generation_prompt,
+                                        const std::string& kwargs_json) const {
+  if (!impl_->chat_template_) {
+    fail("{} has no chat template; pass --chat-template FILE", impl_->model_dir_);
+  }
+  const nlohmann::json messages = nlohmann::json::parse(messages_json);
+  nlohmann::json context = nlohmann::json::parse(kwargs_json);
+  if (!context.is_object()) fail("chat template arguments must be a JSON object");
+  context["bos_token"] = impl_->tokenizer_.bos_token();
+  context["eos_token"] = impl_->tokenizer_.eos_token();
+  return impl_->chat_template_->render(messages, add_generation_prompt, context);
+}
+
+EngineStats Engine::stats() const {
+  const Scheduler& s = *impl_->scheduler_;
+  EngineStats st;
+  st.num_running = s.num_running();
+  st.num_waiting = s.num_waiting();
+  st.kv_cache_usage = s.kv_cache_manager().usage();
+  st.kv_cache_total_bytes = static_cast<int64_t>(impl_->kv_memory_.size_bytes());
+  st.num_preemptions = s.num_preemptions();
+  st.prefix_cache_queries = s.kv_cache_manager().prefix_cache_stats().num_query_tokens;
+  st.prefix_cache_hits = s.kv_cache_manager().prefix_cache_stats().num_hit_tokens;
+  st.prompt_tokens = impl_->prompt_tokens_total_;
+  st.generation_tokens = impl_->generation_tokens_total_;
+  return st;
+}
+
+const EngineArgs& Engine::args() const { return impl_->args_; }
+
+std::string Engine::model_name() const {
+  if (!impl_->args_.served_model_name.empty()) return impl_->args_.served_model_name;
+  return impl_->args_.model;
+}
+
+int32_t Engine::max_model_len() const { return impl_->max_model_len_; }
+
+SamplingParams Engine::default_sampling_params() const {
+  return impl_->generation_config_.default_sampling_params();
+}
+
+}  // namespace pagoda

@@ -1,0 +1,298 @@
+// Scheduler: admission checks, the per-step budget walk (running, then waiting), preemption,
+// n > 1 forks, and the stop checks after each step.
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+#include "util/error.h"
+
+namespace pagoda {
+
+namespace {
+
+KvCacheConfig cache_config(const SchedulerConfig& c) {
+  return KvCacheConfig{c.num_kv_blocks, c.block_size, c.enable_prefix_caching};
+}
+
+bool contains(const std::vector<int32_t>& ids, int32_t id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), kv_(cache_config(config)) {
+  if (config.max_num_seqs <= 0) fail("scheduler: max_num_seqs must be positive");
+  if (config.max_num_batched_tokens <= 0)
+    fail("scheduler: max_num_batched_tokens must be positive");
+  if (config.max_model_len <= 1) fail("scheduler: max_model_len must be at least 2");
+  // One sequence of max_model_len tokens must fit alone, or it could be preempted forever.
+  const int64_t blocks_per_seq =
+      (static_cast<int64_t>(config.max_model_len) + config.block_size - 1) / config.block_size;
+  if (blocks_per_seq > config.num_kv_blocks) {
+    fail(
+        "scheduler: max_model_len {} needs {} KV blocks of {} tokens but the pool has {}; "
+        "lower --max-model-len or raise --kv-cache-space",
+        config.max_model_len, blocks_per_seq, config.block_size, config.num_kv_blocks);
+  }
+}
+
+void Scheduler::add_request(Request request) {
+  const std::string& id = request.request_id;
+  if (requests_.contains(id)) fail("request {}: duplicate request id", id);
+  if (request.num_prompt_tokens() == 0) fail("request {}: empty prompt", id);
+  if (request.num_prompt_tokens() >= config_.max_model_len) {
+    fail("request {}: prompt of {} tokens leaves no room for output (max_model_len {})", id,
+         request.num_prompt_tokens(), config_.max_model_len);
+  }
+  if (!config_.enable_chunked_prefill &&
+      request.num_prompt_tokens() > config_.max_num_batched_tokens) {
+    fail(
+        "request {}: prompt of {} tokens exceeds max_num_batched_tokens {} and chunked prefill "
+        "is disabled",
+        id, request.num_prompt_tokens(), config_.max_num_batched_tokens);
+  }
+  if (request.sampling_params.max_tokens < 1) {
+    fail("request {}: max_tokens must be at least 1, got {}", id,
+         request.sampling_params.max_tokens);
+  }
+  if (!request.fork_leader_id.empty() && !requests_.contains(request.fork_leader_id)) {
+    request.fork_leader_id.clear();  // leader gone: compute the prompt like any request
+  }
+  request.status = RequestStatus::kWaiting;
+  request.num_computed_tokens = 0;
+  auto owned = std::make_unique<Request>(std::move(request));
+  waiting_.push_back(owned.get());
+  requests_.emplace(owned->request_id, std::move(owned));
+}
+
+Request* Scheduler::live(const std::string& request_id) const {
+  auto it = requests_.find(request_id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+const Request* Scheduler::find_request(const std::string& request_id) const {
+  return live(request_id);
+}
+
+std::shared_ptr<Request> Scheduler::abort_request(const std::string& request_id) {
+  return finish_request(request_id, RequestStatus::kFinishedAborted);
+}
+
+std::shared_ptr<Request> Scheduler::finish_request(const std::string& request_id,
+                                                   RequestStatus status) {
+  assert(is_finished(status));
+  Request* request = live(request_id);
+  if (request == nullptr) return nullptr;
+  return retire(request, status);
+}
+
+std::shared_ptr<Request> Scheduler::retire(Request* request, RequestStatus status) {
+  if (auto it = std::find(running_.begin(), running_.end(), request); it != running_.end()) {
+    running_.erase(it);
+  }
+  if (auto it = std::find(waiting_.begin(), waiting_.end(), request); it != waiting_.end()) {
+    waiting_.erase(it);
+  }
+  kv_.free(*request);
+  request->status = status;
+  finished_since_schedule_.push_back(request->request_id);
+  auto node = requests_.extract(request->request_id);
+  return std::shared_ptr<Request>(std::move(node.mapped()));
+}
+
+void Scheduler::preempt(Request* request) {
+  kv_.free(*request);
+  request->status = RequestStatus::kPreempted;
+  request->num_computed_tokens = 0;
+  ++request->num_preemptions;
+  ++num_preemptions_;
+  waiting_.push_front(request);
+}
+
+int32_t Scheduler::cap_chunk(int32_t num_new_tokens) const {
+  if (config_.enable_chunked_prefill && config_.long_prefill_token_threshold > 0) {
+    return std::min(num_new_tokens, config_.long_prefill_token_threshold);
+  }
+  return num_new_tokens;
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  out.block_size = config_.block_size;
+  out.finished_request_ids = std::move(finished_since_schedule_);
+  finished_since_schedule_.clear();
+
+  struct Pick {
+    Request* request;
+    int32_t num_new_tokens;
+  };
+  std::vector<Pick> picks;
+  int32_t budget = config_.max_num_batched_tokens;
+
+  // 1. Running requests, oldest first. If one cannot get blocks, preempt from the newest end
+  //    until it can (or it was itself the newest).
+  size_t index = 0;
+  while (index < running_.size() && budget > 0) {
+    Request* request = running_[index];
+    int32_t num_new = request->num_tokens() - request->num_computed_tokens;
+    num_new = std::min(cap_chunk(num_new), budget);
+    if (num_new <= 0) {
+      ++index;
+      continue;
+    }
+    bool allocated = false;
+    while (true) {
+      if (kv_.allocate_slots(*request, num_new)) {
+        allocated = true;
+        break;
+      }
+      Request* victim = running_.back();
+      running_.pop_back();
+      preempt(victim);
+      out.preempted_request_ids.push_back(victim->request_id);
+      if (victim == request) break;
+    }
+    if (!allocated) break;
+    picks.push_back({request, num_new});
+    budget -= num_new;
+    ++index;
+  }
+
+  // 2. Waiting requests, first come first served, unless this step had to preempt (then memory
+  //    is short and admitting more would only cause more preemption).
+  size_t w = 0;
+  while (out.preempted_request_ids.empty() && w < waiting_.size() && budget > 0 &&
+         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    Request* request = waiting_[w];
+
+    if (!request->fork_leader_id.empty()) {
+      const Request* leader = live(request->fork_leader_id);
+      if (leader == nullptr) {
+        request->fork_leader_id.clear();  // leader finished: fall through to a normal prefill
+      } else if (leader->status != RequestStatus::kRunning ||
+                 leader->num_computed_tokens < leader->num_prompt_tokens()) {
+        ++w;  // its prompt KV is not there yet; others may go ahead (not a resource wait)
+        continue;
+      } else {
+        BlockCopy copy;
+        if (!kv_.fork(*leader, *request, copy)) break;
+        request->fork_leader_id.clear();
+        request->num_computed_tokens = request->num_prompt_tokens() - 1;
+        request->num_cached_prompt_tokens = request->num_computed_tokens;
+        const bool ok = kv_.allocate_slots(*request, 1);  // the forked blocks already cover it
+        assert(ok);
+        (void)ok;
+        out.block_copies.push_back(copy);
+        request->status = RequestStatus::kRunning;
+        running_.push_back(request);
+        waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
+        picks.push_back({request, 1});
+        budget -= 1;
+        continue;
+      }
+    }
+
+    // A new or preempted request holds no blocks: start from its longest cached prefix.
+    ComputedBlocks computed;
+    if (request->num_computed_tokens == 0) computed = kv_.get_computed_blocks(*request);
+    int32_t num_new = request->num_tokens() - computed.num_tokens;
+    if (!config_.enable_chunked_prefill) {
+      // Whole or not at all; only a resumed request longer than any budget must be chunked.
+      if (num_new > budget && num_new <= config_.max_num_batched_tokens) break;
+    }
+    num_new = std::min(cap_chunk(num_new), budget);
+    if (!kv_.allocate_slots(*request, num_new, &computed)) break;
+    request->num_computed_tokens = computed.num_tokens;
+    request->num_cached_prompt_tokens = std::min(computed.num_tokens, request->num_prompt_tokens());
+    request->status = RequestStatus::kRunning;
+    running_.push_back(request);
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
+    picks.push_back({request, num_new});
+    budget -= num_new;
+  }
+
+  // 3. Emit the batch and advance num_computed_tokens (the runner computes these tokens now).
+  out.requests.reserve(picks.size());
+  for (const Pick& pick : picks) {
+    Request* r = pick.request;
+    ScheduledRequest s;
+    s.request_id = r->request_id;
+    s.request = r;
+    s.start_position = r->num_computed_tokens;
+    s.token_ids = std::span<const int32_t>(r->all_token_ids())
+                      .subspan(static_cast<size_t>(r->num_computed_tokens),
+                               static_cast<size_t>(pick.num_new_tokens));
+    const auto table = kv_.block_table(r->request_id);
+    s.block_ids.assign(table.begin(), table.end());
+    r->num_computed_tokens += pick.num_new_tokens;
+    s.sample = r->num_computed_tokens == r->num_tokens();
+    assert(r->num_computed_tokens <= r->num_tokens());
+    assert(static_cast<int64_t>(s.block_ids.size()) * config_.block_size >= r->num_computed_tokens);
+    out.total_num_scheduled_tokens += pick.num_new_tokens;
+    out.requests.push_back(std::move(s));
+  }
+  assert(out.total_num_scheduled_tokens <= config_.max_num_batched_tokens);
+  assert(static_cast<int32_t>(running_.size()) <= config_.max_num_seqs);
+  return out;
+}
+
+RequestStatus Scheduler::check_stop(Request& request) const {
+  const SamplingParams& params = request.sampling_params;
+  const int32_t last = request.all_token_ids().back();
+  if (request.num_output_tokens() >= params.min_tokens) {
+    if (!params.ignore_eos && contains(request.eos_token_ids, last)) {
+      return RequestStatus::kFinishedStopped;
+    }
+    if (contains(params.stop_token_ids, last)) {
+      request.stop_token_id = last;
+      return RequestStatus::kFinishedStopped;
+    }
+  }
+  if (request.num_output_tokens() >= params.max_tokens ||
+      request.num_tokens() >= config_.max_model_len) {
+    return RequestStatus::kFinishedLength;
+  }
+  return RequestStatus::kRunning;
+}
+
+std::vector<RequestUpdate> Scheduler::update_from_output(const SchedulerOutput& scheduler_output,
+                                                         const ModelRunnerOutput& runner_output) {
+  if (runner_output.sampled_tokens.size() != scheduler_output.requests.size()) {
+    fail("scheduler: model runner returned {} sampled tokens for a batch of {} requests",
+         runner_output.sampled_tokens.size(), scheduler_output.requests.size());
+  }
+  std::vector<RequestUpdate> updates;
+  for (size_t i = 0; i < scheduler_output.requests.size(); ++i) {
+    const ScheduledRequest& scheduled = scheduler_output.requests[i];
+    Request* request = live(scheduled.request_id);
+    // Gone (aborted after schedule()) or preempted and re-queued since: nothing to apply.
+    if (request == nullptr || request != scheduled.request ||
+        request->status != RequestStatus::kRunning) {
+      continue;
+    }
+    kv_.cache_computed_blocks(*request);
+    if (!scheduled.sample) continue;  // a prefill chunk short of the prompt's end
+    const int32_t token_id = runner_output.sampled_tokens[i].token_id;
+    assert(token_id >= 0);
+    request->append_output_token(token_id);
+    RequestUpdate update;
+    update.request_id = request->request_id;
+    update.new_token_ids.push_back(token_id);
+    const RequestStatus status = check_stop(*request);
+    if (is_finished(status)) {
+      update.finished = true;
+      update.finished_request = retire(request, status);
+    }
+    updates.push_back(std::move(update));
+  }
+  return updates;
+}
+
+KvSlotUsage Scheduler::kv_slot_usage() const {
+  std::vector<const Request*> running(running_.begin(), running_.end());
+  return kv_.slot_usage(running);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,95 @@
+// The vLLM v1-style scheduler: no prefill or decode phase, just requests whose
+// num_computed_tokens catches up with their num_tokens under one token budget per step.
+// Running requests go first (in order), then waiting ones first-come-first-served; prompts are
+// chunked to fit the budget; when blocks run out the newest running request is preempted
+// (blocks freed, recomputed later). It never touches tensors; the KvCacheManager is its only
+// view of memory. After vllm/v1/core/sched/scheduler.py.
+//
+// Call order (one engine thread): add_request / abort_request / finish_request at any time
+// between steps; then schedule() -> the model runner executes the SchedulerOutput (block copies
+// first) -> update_from_output(). An abort between schedule() and update_from_output() is fine:
+// the update skips requests that are gone.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv_cache_manager.h"
+#include "engine/request.h"
+#include "engine/scheduler_output.h"
+
+namespace pagoda {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 256;             // running requests at most
+  int32_t max_num_batched_tokens = 2048;  // token budget of one step
+  int32_t max_model_len = 4096;           // prompt + output tokens of one request
+  // A prefill chunk takes at most this many tokens per step, so long prompts don't crowd out
+  // short ones (vLLM's long_prefill_token_threshold); 0 = no limit. Chunked prefill only.
+  int32_t long_prefill_token_threshold = 0;
+  // Off: a prompt is admitted only in a step where it fits whole (prompts longer than
+  // max_num_batched_tokens are rejected by add_request).
+  bool enable_chunked_prefill = true;
+  int32_t block_size = 16;
+  int32_t num_kv_blocks = 0;  // the pool the model runner allocated
+  bool enable_prefix_caching = true;
+};
+
+class Scheduler {
+ public:
+  // Throws pagoda::Error if the settings are inconsistent, e.g. one max_model_len sequence
+  // needs more blocks than the pool has.
+  explicit Scheduler(const SchedulerConfig& config);
+
+  // Queues a request (status waiting). Throws pagoda::Error naming the request if it can never
+  // run: empty prompt, duplicate id, prompt leaving no room for output under max_model_len, or
+  // (chunked prefill off) a prompt over max_num_batched_tokens.
+  void add_request(Request request);
+
+  // Ends a request wherever it is (waiting, mid-prefill, decoding) and frees its blocks.
+  // Returns the request with status finished_aborted, or nullptr if the id is unknown.
+  std::shared_ptr<Request> abort_request(const std::string& request_id);
+  // Same with any finished status, e.g. kFinishedStopped when the engine matched a stop string.
+  std::shared_ptr<Request> finish_request(const std::string& request_id, RequestStatus status);
+
+  SchedulerOutput schedule();
+  // Appends sampled tokens, applies stop checks (max_tokens, EOS unless ignore_eos, stop token
+  // ids, max_model_len; EOS and stop ids not before min_tokens), caches newly computed blocks and
+  // retires finished requests. One entry per request that got a token or finished.
+  std::vector<RequestUpdate> update_from_output(const SchedulerOutput& scheduler_output,
+                                                const ModelRunnerOutput& runner_output);
+
+  bool has_unfinished_requests() const { return !requests_.empty(); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  const Request* find_request(const std::string& request_id) const;
+  const SchedulerConfig& config() const { return config_; }
+  const KvCacheManager& kv_cache_manager() const { return kv_; }
+  // Allocated vs. filled KV slots over the running requests (waste = unfilled block tails).
+  KvSlotUsage kv_slot_usage() const;
+
+ private:
+  Request* live(const std::string& request_id) const;
+  void preempt(Request* request);
+  // Removes the request from the queues and the map, frees its blocks, sets `status`.
+  std::shared_ptr<Request> retire(Request* request, RequestStatus status);
+  // Stop checks after a token was appended; returns a finished status or kRunning.
+  RequestStatus check_stop(Request& request) const;
+  // Cap a prefill chunk per long_prefill_token_threshold and chunked-prefill settings.
+  int32_t cap_chunk(int32_t num_new_tokens) const;
+
+  SchedulerConfig config_;
+  KvCacheManager kv_;
+  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;  // every live request
+  std::deque<Request*> waiting_;   // FCFS; preempted requests go back to the front
+  std::vector<Request*> running_;  // oldest admitted first; the newest is preempted first
+  std::vector<std::string> finished_since_schedule_;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace pagoda

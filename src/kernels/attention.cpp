@@ -1,0 +1,157 @@
+// Paged attention: the KV-cache write, the blocked online-softmax attention the model runs, and
+// the contiguous reference the tests compare it with.
+#include "kernels/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace pagoda {
+namespace {
+
+// Per-thread working memory, grown once to the largest shape seen and then reused.
+struct AttentionScratch {
+  std::vector<float> scores;  // [group, block_size]
+  std::vector<float> acc;     // [group, v_head_dim] running weighted sum of v
+  std::vector<float> max;     // [group] running max score
+  std::vector<float> sum;     // [group] running sum of exp(score - max)
+};
+
+// One work item: every query head of one kv-head group, for one new token of one sequence.
+// The group shares each k/v row read from the cache, which is what makes decode cheap under
+// GQA. For each block: scores for the block's positions, one rescale of the running state to
+// the new maximum, then exp and accumulate (Dao et al., FlashAttention, algorithm 1).
+void attend_one(const KernelTable& kt, const float* q, int32_t num_heads, const PagedKvLayer& cache,
+                const AttentionSequence& seq, int32_t token, int32_t kv_head, float scale,
+                float* out, AttentionScratch& s) {
+  const int32_t group = num_heads / cache.num_kv_heads;
+  const int32_t dk = cache.k_head_dim, dv = cache.v_head_dim, bs = cache.block_size;
+  const int64_t row = seq.token_begin + token;
+  const int32_t position = seq.context_len - seq.num_tokens + token;
+  const int32_t num_positions = position + 1;
+  const int64_t k_slot_stride = int64_t{cache.num_kv_heads} * dk;
+  const int64_t v_slot_stride = int64_t{cache.num_kv_heads} * dv;
+  const float* q_group = q + (row * num_heads + int64_t{kv_head} * group) * dk;
+
+  s.scores.resize(size_t(group) * bs);
+  s.acc.assign(size_t(group) * dv, 0.0f);
+  s.max.assign(group, -std::numeric_limits<float>::infinity());
+  s.sum.assign(group, 0.0f);
+
+  for (int32_t block_start = 0; block_start < num_positions; block_start += bs) {
+    const int32_t block_len = std::min(bs, num_positions - block_start);
+    const int64_t first_slot = int64_t{seq.block_table[block_start / bs]} * bs;
+    for (int32_t g = 0; g < group; ++g) {
+      const float* qh = q_group + int64_t{g} * dk;
+      float* scores = s.scores.data() + size_t(g) * bs;
+      float block_max = -std::numeric_limits<float>::infinity();
+      for (int32_t j = 0; j < block_len; ++j) {
+        const float* kr = cache.k + (first_slot + j) * k_slot_stride + int64_t{kv_head} * dk;
+        scores[j] = kt.dot(qh, kr, dk) * scale;
+        block_max = std::max(block_max, scores[j]);
+      }
+      const float new_max = std::max(s.max[g], block_max);
+      float* acc = s.acc.data() + size_t(g) * dv;
+      if (new_max > s.max[g] && s.sum[g] > 0.0f) {
+        const float correction = std::exp(s.max[g] - new_max);
+        s.sum[g] *= correction;
+        for (int32_t d = 0; d < dv; ++d) acc[d] *= correction;
+      }
+      s.max[g] = new_max;
+      s.sum[g] += kt.exp_shifted(scores, new_max, block_len);
+      for (int32_t j = 0; j < block_len; ++j) {
+        const float* vr = cache.v + (first_slot + j) * v_slot_stride + int64_t{kv_head} * dv;
+        kt.axpy(scores[j], vr, dv, acc);
+      }
+    }
+  }
+  for (int32_t g = 0; g < group; ++g) {
+    float* o = out + (row * num_heads + int64_t{kv_head} * group + g) * dv;
+    const float inv_sum = 1.0f / s.sum[g];
+    const float* acc = s.acc.data() + size_t(g) * dv;
+    for (int32_t d = 0; d < dv; ++d) o[d] = acc[d] * inv_sum;
+  }
+}
+
+}  // namespace
+
+void write_kv(const PagedKvLayer& cache, const float* k, const float* v,
+              const int64_t* slot_mapping, int64_t num_tokens) {
+  const int64_t k_row = int64_t{cache.num_kv_heads} * cache.k_head_dim;
+  const int64_t v_row = int64_t{cache.num_kv_heads} * cache.v_head_dim;
+  for (int64_t i = 0; i < num_tokens; ++i) {
+    const int64_t slot = slot_mapping[i];
+    if (slot < 0) continue;
+    std::memcpy(cache.k + slot * k_row, k + i * k_row, k_row * sizeof(float));
+    std::memcpy(cache.v + slot * v_row, v + i * v_row, v_row * sizeof(float));
+  }
+}
+
+void paged_attention(const float* q, int32_t num_heads, const PagedKvLayer& cache,
+                     const AttentionSequence* seqs, int32_t num_seqs, float scale, float* out) {
+  const KernelTable& kt = kernels();
+  // Work items in order: sequence, then token, then kv head. item_begin[i] is the first item of
+  // sequence i; kept per thread and grown once, like the scratch.
+  static thread_local std::vector<int64_t> item_begin;
+  item_begin.resize(size_t(num_seqs) + 1);
+  item_begin[0] = 0;
+  for (int32_t i = 0; i < num_seqs; ++i) {
+    item_begin[i + 1] = item_begin[i] + int64_t{seqs[i].num_tokens} * cache.num_kv_heads;
+  }
+  const int64_t num_items = item_begin[num_seqs];
+  const int64_t* begins = item_begin.data();
+  // Items differ in cost (later prefill tokens see more context), hence dynamic scheduling.
+#pragma omp parallel for schedule(dynamic, 1) if (num_items > 1 && !omp_in_parallel())
+  for (int64_t item = 0; item < num_items; ++item) {
+    static thread_local AttentionScratch scratch;
+    const int32_t seq =
+        static_cast<int32_t>(std::upper_bound(begins, begins + num_seqs + 1, item) - begins - 1);
+    const int64_t local = item - begins[seq];
+    attend_one(kt, q, num_heads, cache, seqs[seq], static_cast<int32_t>(local / cache.num_kv_heads),
+               static_cast<int32_t>(local % cache.num_kv_heads), scale, out, scratch);
+  }
+}
+
+void paged_attention_reference(const float* q, int32_t num_tokens, int32_t num_heads,
+                               const float* k, const float* v, int32_t context_len,
+                               int32_t num_kv_heads, int32_t k_head_dim, int32_t v_head_dim,
+                               float scale, float* out) {
+  const int32_t group = num_heads / num_kv_heads;
+  std::vector<double> scores(context_len);
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    const int32_t position = context_len - num_tokens + t;
+    for (int32_t h = 0; h < num_heads; ++h) {
+      const int32_t kv_head = h / group;
+      const float* qh = q + (int64_t{t} * num_heads + h) * k_head_dim;
+      double max_score = -std::numeric_limits<double>::infinity();
+      for (int32_t p = 0; p <= position; ++p) {
+        const float* kr = k + (int64_t{p} * num_kv_heads + kv_head) * k_head_dim;
+        double dot = 0.0;
+        for (int32_t d = 0; d < k_head_dim; ++d) dot += double{qh[d]} * kr[d];
+        scores[p] = dot * scale;
+        max_score = std::max(max_score, scores[p]);
+      }
+      double sum = 0.0;
+      for (int32_t p = 0; p <= position; ++p) {
+        scores[p] = std::exp(scores[p] - max_score);
+        sum += scores[p];
+      }
+      float* o = out + (int64_t{t} * num_heads + h) * v_head_dim;
+      for (int32_t d = 0; d < v_head_dim; ++d) {
+        double acc = 0.0;
+        for (int32_t p = 0; p <= position; ++p) {
+          acc += scores[p] * v[(int64_t{p} * num_kv_heads + kv_head) * v_head_dim + d];
+        }
+        o[d] = static_cast<float>(acc / sum);
+      }
+    }
+  }
+}
+
+}  // namespace pagoda

@@ -1,0 +1,52 @@
+// Paged attention over a flattened batch (vLLM v1: no separate prefill and decode phases):
+// every sequence contributes a run of new tokens (1 for decode, a chunk for prefill), and each
+// new token attends causally to everything in the cache up to and including itself. The cache
+// is read through per-sequence block tables, so sequences never need contiguous memory.
+#pragma once
+
+#include <cstdint>
+
+namespace pagoda {
+
+// One layer of the paged KV cache. Layout of k and v: [num_blocks, block_size, num_kv_heads,
+// head_dim] (v uses v_head_dim). Token slot s lives at block s / block_size, offset
+// s % block_size; since blocks are contiguous, slot s starts at k + s * num_kv_heads * k_head_dim.
+struct PagedKvLayer {
+  float* k = nullptr;
+  float* v = nullptr;
+  int32_t block_size = 0;
+  int32_t num_kv_heads = 0;
+  int32_t k_head_dim = 0;
+  int32_t v_head_dim = 0;
+};
+
+// Writes the new tokens' k [num_tokens, num_kv_heads, k_head_dim] and v [num_tokens,
+// num_kv_heads, v_head_dim] into their slots. A negative slot (padding) is skipped.
+void write_kv(const PagedKvLayer& cache, const float* k, const float* v,
+              const int64_t* slot_mapping, int64_t num_tokens);
+
+struct AttentionSequence {
+  int32_t token_begin = 0;               // first row of this sequence's new tokens in q/out
+  int32_t num_tokens = 0;                // new tokens this step (1 for decode, a chunk for prefill)
+  int32_t context_len = 0;               // tokens in the cache after this step, new ones included
+  const int32_t* block_table = nullptr;  // block ids covering [0, context_len)
+};
+
+// q: [total_tokens, num_heads, k_head_dim]; out: [total_tokens, num_heads, v_head_dim].
+// New token i of a sequence sits at position context_len - num_tokens + i and attends causally
+// to positions [0, that position]. GQA: head h uses kv head h / (num_heads / num_kv_heads).
+// Parallel over (sequence, kv head, token) with OpenMP; softmax is computed online block by
+// block (flash-attention style), so no buffer grows with the context length.
+void paged_attention(const float* q, int32_t num_heads, const PagedKvLayer& cache,
+                     const AttentionSequence* seqs, int32_t num_seqs, float scale, float* out);
+
+// The plain reference for one sequence with a contiguous cache: k [context_len, num_kv_heads,
+// k_head_dim], v [context_len, num_kv_heads, v_head_dim]; q and out hold this sequence's
+// num_tokens new tokens (the last num_tokens positions). Full score row, two-pass softmax,
+// double accumulation: slow and obviously correct, for tests.
+void paged_attention_reference(const float* q, int32_t num_tokens, int32_t num_heads,
+                               const float* k, const float* v, int32_t context_len,
+                               int32_t num_kv_heads, int32_t k_head_dim, int32_t v_head_dim,
+                               float scale, float* out);
+
+}  // namespace pagoda

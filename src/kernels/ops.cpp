@@ -1,0 +1,102 @@
+// Splits each op's work across OpenMP threads; the arithmetic is the kernel table's.
+#include "kernels/ops.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+namespace pagoda::ops {
+namespace {
+
+// Below this much work (multiply-adds or elements) a parallel region costs more than it saves
+// (fork/join is a few microseconds).
+constexpr int64_t kMinParallelMacs = 1 << 16;
+constexpr int64_t kMinParallelElements = 1 << 14;
+constexpr int64_t kRowAlign = 16;
+
+int available_threads() {
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+}
+
+}  // namespace
+
+void matmul(const float* x, int64_t num_tokens, const WeightView& w, float* y, int64_t ldy) {
+  const KernelTable& k = kernels();
+  const int64_t rows = w.rows, cols = w.cols;
+  const int num_threads = available_threads();
+  if (num_threads <= 1 || num_tokens * rows * cols < kMinParallelMacs) {
+    k.matmul(x, num_tokens, w, 0, rows, y, ldy);
+    return;
+  }
+  // Splitting rows lets each thread stream (and widen) only its own part of W, which is what
+  // matters when W is large; split tokens only when the rows are too few to share out.
+  const bool split_tokens = rows < 4 * kRowAlign * num_threads && num_tokens >= num_threads;
+#pragma omp parallel num_threads(num_threads)
+  {
+    const int64_t part = omp_get_thread_num(), num_parts = omp_get_num_threads();
+    if (split_tokens) {
+      const int64_t per = (num_tokens + num_parts - 1) / num_parts;
+      const int64_t begin = part * per, end = std::min(num_tokens, begin + per);
+      if (begin < end) k.matmul(x + begin * cols, end - begin, w, 0, rows, y + begin * ldy, ldy);
+    } else {
+      const int64_t per =
+          ((rows + num_parts - 1) / num_parts + kRowAlign - 1) / kRowAlign * kRowAlign;
+      const int64_t begin = part * per, end = std::min(rows, begin + per);
+      if (begin < end) k.matmul(x, num_tokens, w, begin, end, y, ldy);
+    }
+  }
+}
+
+void rms_norm_rows(const float* x, const float* weight, float eps, int64_t num_rows, int64_t n,
+                   float* out) {
+  const KernelTable& k = kernels();
+#pragma omp parallel for if (num_rows > 1 && num_rows * n >= kMinParallelElements && \
+                             !omp_in_parallel())
+  for (int64_t i = 0; i < num_rows; ++i) k.rms_norm(x + i * n, weight, eps, n, out + i * n);
+}
+
+void add_rms_norm_rows(float* residual, const float* x, const float* weight, float eps,
+                       int64_t num_rows, int64_t n, float* out) {
+  const KernelTable& k = kernels();
+#pragma omp parallel for if (num_rows > 1 && num_rows * n >= kMinParallelElements && \
+                             !omp_in_parallel())
+  for (int64_t i = 0; i < num_rows; ++i) {
+    k.add_rms_norm(residual + i * n, x + i * n, weight, eps, n, out + i * n);
+  }
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  const KernelTable& k = kernels();
+  const int num_threads = available_threads();
+  if (num_threads <= 1 || n < kMinParallelElements) {
+    k.silu_mul(gate, up, n, out);
+    return;
+  }
+#pragma omp parallel num_threads(num_threads)
+  {
+    const int64_t part = omp_get_thread_num(), num_parts = omp_get_num_threads();
+    const int64_t per = ((n + num_parts - 1) / num_parts + kRowAlign - 1) / kRowAlign * kRowAlign;
+    const int64_t begin = part * per, end = std::min(n, begin + per);
+    if (begin < end) k.silu_mul(gate + begin, up + begin, end - begin, out + begin);
+  }
+}
+
+void silu_mul_fused(const float* gate_up, int64_t num_rows, int64_t n, float* out) {
+  const KernelTable& k = kernels();
+#pragma omp parallel for if (num_rows > 1 && num_rows * n >= kMinParallelElements && \
+                             !omp_in_parallel())
+  for (int64_t i = 0; i < num_rows; ++i) {
+    k.silu_mul(gate_up + i * 2 * n, gate_up + i * 2 * n + n, n, out + i * n);
+  }
+}
+
+void embedding_lookup(const WeightView& table, const int32_t* ids, int64_t num_tokens, float* out) {
+  const KernelTable& k = kernels();
+  const auto* base = static_cast<const char*>(table.data);
+  const int64_t row_bytes = table.cols * dtype_size(table.dtype);
+  for (int64_t i = 0; i < num_tokens; ++i) {
+    k.to_f32(base + ids[i] * row_bytes, table.dtype, table.cols, out + i * table.cols);
+  }
+}
+
+}  // namespace pagoda::ops

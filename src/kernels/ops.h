@@ -1,0 +1,36 @@
+// The threaded layer the model calls: each op splits its work across the OpenMP threads
+// (the CLI sets their number from --threads) and runs the current kernel table (kernels())
+// on each share. Ops called from inside a parallel region run on the calling thread only.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace pagoda::ops {
+
+// y[t, r] = sum_c x[t, c] * W[r, c]: x [num_tokens, w.cols], y [num_tokens, ldy] (ldy >= w.rows,
+// so several projections can write side by side into one buffer). Output rows are split
+// across threads in chunks aligned to 16; when there are few rows and many tokens the tokens
+// are split instead.
+void matmul(const float* x, int64_t num_tokens, const WeightView& w, float* y, int64_t ldy);
+inline void matmul(const float* x, int64_t num_tokens, const WeightView& w, float* y) {
+  matmul(x, num_tokens, w, y, w.rows);
+}
+
+// out[i, :] = rms_norm(x[i, :]) * weight for num_rows rows of n values (row stride n).
+void rms_norm_rows(const float* x, const float* weight, float eps, int64_t num_rows, int64_t n,
+                   float* out);
+// residual[i, :] += x[i, :]; out[i, :] = rms_norm(residual[i, :]) * weight.
+void add_rms_norm_rows(float* residual, const float* x, const float* weight, float eps,
+                       int64_t num_rows, int64_t n, float* out);
+// out[i] = silu(gate[i]) * up[i] over n values (any number of rows laid end to end).
+void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+// Like silu_mul, for a fused gate_up projection: gate_up [num_rows, 2 * n] holds gate in the
+// first n columns and up in the last n; out is [num_rows, n].
+void silu_mul_fused(const float* gate_up, int64_t num_rows, int64_t n, float* out);
+// out[i, :] = table[ids[i], :] widened to fp32; table is [rows, cols]. ids are not checked
+// here: the caller validated them against the vocabulary at the edge.
+void embedding_lookup(const WeightView& table, const int32_t* ids, int64_t num_tokens, float* out);
+
+}  // namespace pagoda::ops

@@ -1,0 +1,131 @@
+// AVX2 + FMA + F16C kernels: the vector traits for 8 fp32 lanes in ymm registers; the kernels
+// themselves are the shared templates in simd_kernels.h. Compiled with -mavx2 -mfma -mf16c
+// (src/kernels/CMakeLists.txt) and only called after dispatch.cpp checked the CPU.
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/tables.h"
+#include "kernels/x86/simd_kernels.h"
+
+namespace pagoda::detail {
+namespace {
+
+// Sliding window over this gives the mask for the first n lanes: kLaneMask + 8 - n.
+alignas(64) constexpr int32_t kLaneMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                               0,  0,  0,  0,  0,  0,  0,  0};
+
+struct Avx2 {
+  using F = __m256;
+  static constexpr int kLanes = 8;
+  // Register tiles of the matmul (rows x tokens), sized to the 16 ymm registers and picked
+  // by measurement (docs/kernels.md): 4 x 3 = 12 accumulators + 4 weight vectors, with x
+  // mostly read as a memory operand of the FMA. kTileTokens: widened panel path;
+  // kStreamTileTokens: widening on the fly; kBf16TileTokens: bf16 even/odd pairs.
+  static constexpr int kTileRows = 4;
+  static constexpr int kTileTokens = 3;
+  static constexpr int kStreamTileTokens = 3;
+  static constexpr int kBf16TileTokens = 3;
+
+  static __m256i mask(int n) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask + 8 - n));
+  }
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float v) { return _mm256_set1_ps(v); }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static F load_n(const float* p, int n) { return _mm256_maskload_ps(p, mask(n)); }
+  static F load_n_fill(const float* p, int n, float fill) {
+    const __m256i m = mask(n);
+    return _mm256_blendv_ps(set1(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+  }
+  static F mask_n(F v, int n) { return _mm256_and_ps(v, _mm256_castsi256_ps(mask(n))); }
+  static void store_n(float* p, F v, int n) { _mm256_maskstore_ps(p, mask(n), v); }
+
+  // bf16 is the top half of fp32: zero-extend to 32 bits and shift into place.
+  static F load_bf16(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static F load_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  // 16-bit tails: copy into a zeroed block (0x0000 is +0 in both formats), then widen.
+  static F load_bf16_n(const uint16_t* p, int n) {
+    alignas(16) uint16_t block[8] = {};
+    for (int i = 0; i < n; ++i) block[i] = p[i];
+    return load_bf16(block);
+  }
+  static F load_f16_n(const uint16_t* p, int n) {
+    alignas(16) uint16_t block[8] = {};
+    for (int i = 0; i < n; ++i) block[i] = p[i];
+    return load_f16(block);
+  }
+
+  // 16 bf16 values as fp32: lane j of even = p[2j], of odd = p[2j + 1] (see simd_kernels.h).
+  static void load_bf16_even_odd(const uint16_t* p, F& even, F& odd) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    odd =
+        _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+  static void load_bf16_even_odd_n(const uint16_t* p, int n, F& even, F& odd) {
+    alignas(32) uint16_t block[16] = {};
+    for (int i = 0; i < n; ++i) block[i] = p[i];
+    load_bf16_even_odd(block, even, odd);
+  }
+
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+
+  static float reduce_add(F v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float reduce_max(F v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+
+  // e^x: x = n ln2 + r with |r| <= ln2/2, e^r from Cephes expf's degree-6 polynomial
+  // (relative error ~2e-7), 2^n built in the exponent field. Inputs are clamped to
+  // [-87.3, 88], where the result is still a normal finite float.
+  static F exp(F x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, set1(-87.3365f)), set1(88.0f));
+    const F n = _mm256_round_ps(_mm256_mul_ps(x, set1(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    F r = _mm256_fnmadd_ps(n, set1(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, set1(-2.12194440e-4f), r);
+    F p = set1(1.9875691500e-4f);
+    p = fma(p, r, set1(1.3981999507e-3f));
+    p = fma(p, r, set1(8.3334519073e-3f));
+    p = fma(p, r, set1(4.1665795894e-2f));
+    p = fma(p, r, set1(1.6666665459e-1f));
+    p = fma(p, r, set1(5.0000001201e-1f));
+    p = fma(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, set1(1.0f)));
+    const __m256i bits =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  }
+};
+
+}  // namespace
+
+const KernelTable& avx2_table() {
+  static const KernelTable table = x86::make_table<Avx2>(Isa::kAvx2);
+  return table;
+}
+
+}  // namespace pagoda::detail
+
+#endif  // __x86_64__

@@ -1,0 +1,596 @@
+// The body of the x86 SIMD kernels, written once against a small vector-traits type V and
+// compiled twice: by avx2.cpp (V = 8 fp32 lanes in ymm) and avx512.cpp (16 lanes in zmm), each
+// with its own -m flags (gemma.cpp/Highway style: one source, several targets).
+//
+// ODR safety: every function here is a template on V, and each ISA file defines its V in an
+// anonymous namespace, so every instantiation has internal linkage and the linker can never
+// hand an AVX-512 copy to code running on an AVX2 CPU. For the same reason this file calls no
+// inline function from shared headers (no std::min, no util/half.h): tails go through the
+// vector path with partial loads instead of scalar conversions.
+//
+// V provides: F (vector), kLanes, kTileTokens, zero/set1/load/store, load_n/store_n (first n
+// lanes, rest zero), load_bf16/load_f16 (+_n), add/sub/mul/div/max/fma(a, b, c) = a * b + c,
+// load_bf16_even_odd(_n) (bf16 pairs, see below), reduce_add/reduce_max and exp.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+
+#include "kernels/kernels.h"
+
+namespace pagoda::x86 {
+
+// A per-thread buffer that grows to the largest size asked for and is then reused, so the
+// hot path never allocates after warm-up. Template on V only to keep it TU-local (see above).
+template <class V>
+struct Scratch {
+  void* data = nullptr;
+  size_t capacity_bytes = 0;
+  ~Scratch() { std::free(data); }
+  void* get(size_t bytes) {
+    if (bytes > capacity_bytes) {
+      std::free(data);
+      capacity_bytes = (bytes + 4095) & ~size_t{4095};
+      data = std::aligned_alloc(64, capacity_bytes);
+    }
+    return data;
+  }
+};
+
+template <class V>
+inline int64_t min_i64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+// kLanes weights of row-major storage starting at element p, widened to fp32.
+template <class V, DType kType>
+inline typename V::F load_weights(const void* base, int64_t index) {
+  if constexpr (kType == DType::kF32) {
+    return V::load(static_cast<const float*>(base) + index);
+  } else if constexpr (kType == DType::kBF16) {
+    return V::load_bf16(static_cast<const uint16_t*>(base) + index);
+  } else {
+    return V::load_f16(static_cast<const uint16_t*>(base) + index);
+  }
+}
+
+template <class V, DType kType>
+inline typename V::F load_weights_n(const void* base, int64_t index, int n) {
+  if constexpr (kType == DType::kF32) {
+    return V::load_n(static_cast<const float*>(base) + index, n);
+  } else if constexpr (kType == DType::kBF16) {
+    return V::load_bf16_n(static_cast<const uint16_t*>(base) + index, n);
+  } else {
+    return V::load_f16_n(static_cast<const uint16_t*>(base) + index, n);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Matmul: y[t, r] = dot(x[t, :], W[r, :]).
+//
+// Batch invariance. Every path below computes each dot product in the same order: one
+// accumulator vector per (row, token), the columns visited left to right kLanes at a time, a
+// zero-padded last vector, one final reduce_add. So a token's result is bit-identical whatever
+// other tokens share the call, whichever path the token count selects, and however ops.h splits
+// rows or tokens across threads: a request's greedy output cannot change with the batch it is
+// scheduled in (issue 4 tests exactly that). The paths:
+//   * few tokens (decode): rows streamed from memory once, 16-bit weights widened on the fly,
+//     each row reused by a tile of tokens while it is in L1. Memory-bound, as decode should be.
+//   * many tokens (prefill): a panel of rows widened to fp32 once into scratch (L2), swept by
+//     register tiles of tokens, so widening is paid once per call rather than once per token.
+//   * bf16 weights use "pair order" in both (see below); x is permuted once per call to match.
+
+// Decode streams a group of kRows rows side by side: kRows concurrent streams, each a fresh
+// page, which the hardware prefetchers follow poorly (measured: ~55% of the single-stream
+// read bandwidth). So while a group is read, the group two ahead (contiguous in memory) is
+// prefetched into L2 linearly, as many bytes per step as the step consumes; with it decode
+// reaches ~80-90% of the probe (docs/kernels.md). Addresses are formed as integers: past the
+// end of W they are harmless (prefetches never fault) and not pointer arithmetic.
+constexpr int64_t kPrefetchGroupsAhead = 2;
+
+template <class V>
+inline void prefetch_linear(const void* group_base, int64_t group_bytes, int64_t offset_bytes,
+                            int64_t num_bytes) {
+  const uintptr_t base = reinterpret_cast<uintptr_t>(group_base) +
+                         static_cast<uintptr_t>(kPrefetchGroupsAhead * group_bytes + offset_bytes);
+  for (int64_t b = 0; b < num_bytes; b += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(base + static_cast<uintptr_t>(b)), _MM_HINT_T1);
+  }
+}
+
+// The register tile: kRows weight rows (row stride cols) x kTokens tokens (row stride ldx).
+template <class V, DType kType, int kRows, int kTokens>
+void dot_rows_tokens(const float* x, int64_t ldx, const void* w, int64_t row, int64_t cols,
+                     float* y, int64_t ldy) {
+  using F = typename V::F;
+  constexpr int kL = V::kLanes;
+  constexpr int64_t kElemBytes = kType == DType::kF32 ? 4 : 2;
+  F acc[kRows][kTokens];
+  for (int r = 0; r < kRows; ++r) {
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = V::zero();
+  }
+  const char* group = static_cast<const char*>(w) + row * cols * kElemBytes;
+  int64_t c = 0;
+  for (; c + kL <= cols; c += kL) {
+    if constexpr (kTokens == 1) {  // decode: the rows come from DRAM (see prefetch_linear)
+      prefetch_linear<V>(group, kRows * cols * kElemBytes, c * kRows * kElemBytes,
+                         kRows * kL * kElemBytes);
+    }
+    F wv[kRows];
+    for (int r = 0; r < kRows; ++r) wv[r] = load_weights<V, kType>(w, (row + r) * cols + c);
+    for (int t = 0; t < kTokens; ++t) {
+      const F xv = V::load(x + t * ldx + c);
+      for (int r = 0; r < kRows; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
+    }
+  }
+  if (c < cols) {  // one partial vector: zero lanes in both operands add nothing
+    const int n = static_cast<int>(cols - c);
+    F wv[kRows];
+    for (int r = 0; r < kRows; ++r) wv[r] = load_weights_n<V, kType>(w, (row + r) * cols + c, n);
+    for (int t = 0; t < kTokens; ++t) {
+      const F xv = V::load_n(x + t * ldx + c, n);
+      for (int r = 0; r < kRows; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
+    }
+  }
+  for (int t = 0; t < kTokens; ++t) {
+    for (int r = 0; r < kRows; ++r) y[t * ldy + r] = V::reduce_add(acc[r][t]);
+  }
+}
+
+// Runs the tile for (rows, tokens) with rows <= kRows and tokens <= kTokens, its shape picked
+// at compile time.
+template <class V, DType kType, int kRows, int kTokens>
+void run_tile(int64_t rows, int64_t tokens, const float* x, int64_t ldx, const void* w, int64_t row,
+              int64_t cols, float* y, int64_t ldy) {
+  if constexpr (kRows > 1) {
+    if (rows < kRows) {
+      run_tile<V, kType, kRows - 1, kTokens>(rows, tokens, x, ldx, w, row, cols, y, ldy);
+      return;
+    }
+  }
+  if constexpr (kTokens > 1) {
+    if (tokens < kTokens) {
+      run_tile<V, kType, kRows, kTokens - 1>(rows, tokens, x, ldx, w, row, cols, y, ldy);
+      return;
+    }
+  }
+  dot_rows_tokens<V, kType, kRows, kTokens>(x, ldx, w, row, cols, y, ldy);
+}
+
+template <class V, DType kType>
+void matmul_few_tokens(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+                       int64_t row_end, float* y, int64_t ldy) {
+  constexpr int kR = V::kTileRows, kT = V::kStreamTileTokens;
+  const int64_t cols = w.cols;
+  for (int64_t r = row_begin; r < row_end; r += kR) {
+    const int64_t rows = min_i64<V>(kR, row_end - r);
+    for (int64_t t = 0; t < num_tokens; t += kT) {
+      run_tile<V, kType, kR, kT>(rows, min_i64<V>(kT, num_tokens - t), x + t * cols, cols, w.data,
+                                 r, cols, y + t * ldy + r, ldy);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// bf16 pair order. A bf16 value is the top half of an fp32, so a 32-bit lane holding the pair
+// (w[2j], w[2j+1]) yields w[2j+1] as fp32 by masking off its low half and w[2j] by shifting it
+// left 16: one cheap integer op per vector of weights instead of a zero-extending shuffle plus
+// a shift. Products then come in "even" and "odd" vectors, so x is permuted once per call to
+// match: each block of 2 * kLanes values is stored as its even-indexed values, then its
+// odd-indexed ones, zero-padded to a whole block (row stride ldp). The many-token path widens
+// its bf16 panel into the same order, so both paths add the same products in the same order.
+
+template <class V>
+int64_t pair_stride(int64_t cols) {
+  return (cols + 2 * V::kLanes - 1) / (2 * V::kLanes) * (2 * V::kLanes);
+}
+
+template <class V>
+void permute_even_odd(const float* x, int64_t num_tokens, int64_t cols, int64_t ldp, float* out) {
+  constexpr int kL = V::kLanes;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const float* src = x + t * cols;
+    float* dst = out + t * ldp;
+    for (int64_t block = 0; block < ldp; block += 2 * kL) {
+      for (int j = 0; j < kL; ++j) {
+        const int64_t even = block + 2 * j, odd = even + 1;
+        dst[block + j] = even < cols ? src[even] : 0.0f;
+        dst[block + kL + j] = odd < cols ? src[odd] : 0.0f;
+      }
+    }
+  }
+}
+
+// kRows bf16 rows x kTokens tokens of permuted x. Per block: acc += even * x_even, then
+// acc += odd * x_odd — the same sequence dot_rows_tokens runs over a pair-order panel.
+template <class V, int kRows, int kTokens>
+void bf16_pairs_tile(const float* xp, int64_t ldp, const uint16_t* w, int64_t row, int64_t cols,
+                     float* y, int64_t ldy) {
+  using F = typename V::F;
+  constexpr int kL = V::kLanes;
+  F acc[kRows][kTokens];
+  for (int r = 0; r < kRows; ++r) {
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = V::zero();
+  }
+  auto step = [&](const F* even, const F* odd, int64_t c) {
+    for (int t = 0; t < kTokens; ++t) {
+      const F xe = V::load(xp + t * ldp + c), xo = V::load(xp + t * ldp + c + kL);
+      for (int r = 0; r < kRows; ++r) {
+        acc[r][t] = V::fma(odd[r], xo, V::fma(even[r], xe, acc[r][t]));
+      }
+    }
+  };
+  const uint16_t* group = w + row * cols;
+  int64_t c = 0;
+  for (; c + 2 * kL <= cols; c += 2 * kL) {
+    if constexpr (kTokens == 1) {  // decode: the rows come from DRAM (see prefetch_linear)
+      prefetch_linear<V>(group, kRows * cols * 2, c * kRows * 2, kRows * 2 * kL * 2);
+    }
+    F even[kRows], odd[kRows];
+    for (int r = 0; r < kRows; ++r)
+      V::load_bf16_even_odd(w + (row + r) * cols + c, even[r], odd[r]);
+    step(even, odd, c);
+  }
+  if (c < cols) {  // zero-padded weights meet zero-padded x
+    F even[kRows], odd[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      V::load_bf16_even_odd_n(w + (row + r) * cols + c, static_cast<int>(cols - c), even[r],
+                              odd[r]);
+    }
+    step(even, odd, c);
+  }
+  for (int t = 0; t < kTokens; ++t) {
+    for (int r = 0; r < kRows; ++r) y[t * ldy + r] = V::reduce_add(acc[r][t]);
+  }
+}
+
+template <class V, int kRows, int kTokens>
+void run_bf16_pairs_tile(int64_t rows, int64_t tokens, const float* xp, int64_t ldp,
+                         const uint16_t* w, int64_t row, int64_t cols, float* y, int64_t ldy) {
+  if constexpr (kRows > 1) {
+    if (rows < kRows) {
+      run_bf16_pairs_tile<V, kRows - 1, kTokens>(rows, tokens, xp, ldp, w, row, cols, y, ldy);
+      return;
+    }
+  }
+  if constexpr (kTokens > 1) {
+    if (tokens < kTokens) {
+      run_bf16_pairs_tile<V, kRows, kTokens - 1>(rows, tokens, xp, ldp, w, row, cols, y, ldy);
+      return;
+    }
+  }
+  bf16_pairs_tile<V, kRows, kTokens>(xp, ldp, w, row, cols, y, ldy);
+}
+
+// Few tokens on bf16: rows streamed once, each row reused by a tile of tokens.
+template <class V>
+void matmul_bf16_pairs(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+                       int64_t row_end, float* y, int64_t ldy) {
+  static thread_local Scratch<V> x_scratch;
+  constexpr int kR = V::kTileRows, kT = V::kBf16TileTokens;
+  const int64_t cols = w.cols, ldp = pair_stride<V>(cols);
+  float* xp = static_cast<float*>(x_scratch.get(num_tokens * ldp * sizeof(float)));
+  permute_even_odd<V>(x, num_tokens, cols, ldp, xp);
+  const auto* wb = static_cast<const uint16_t*>(w.data);
+  for (int64_t r = row_begin; r < row_end; r += kR) {
+    const int64_t rows = min_i64<V>(kR, row_end - r);
+    for (int64_t t = 0; t < num_tokens; t += kT) {
+      run_bf16_pairs_tile<V, kR, kT>(rows, min_i64<V>(kT, num_tokens - t), xp + t * ldp, ldp, wb, r,
+                                     cols, y + t * ldy + r, ldy);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Many tokens: a panel of kPanelRows rows, widened to fp32 once (natural order for f16, pair
+// order for bf16; f32 is used in place), is swept by tiles of V::kTileTokens tokens.
+
+constexpr int64_t kPanelRows = 16;
+
+template <class V, DType kType>
+void widen_rows(const void* w, int64_t row, int64_t num_rows, int64_t cols, float* out) {
+  constexpr int kL = V::kLanes;
+  const int64_t count = num_rows * cols;  // rows are contiguous, so widen them as one run
+  const int64_t begin = row * cols;
+  int64_t i = 0;
+  for (; i + kL <= count; i += kL) V::store(out + i, load_weights<V, kType>(w, begin + i));
+  if (i < count) {
+    const int n = static_cast<int>(count - i);
+    V::store_n(out + i, load_weights_n<V, kType>(w, begin + i, n), n);
+  }
+}
+
+// bf16 rows into pair order, each row padded with zeros to ldp = pair_stride(cols).
+template <class V>
+void widen_rows_pair_order(const uint16_t* w, int64_t row, int64_t num_rows, int64_t cols,
+                           int64_t ldp, float* out) {
+  constexpr int kL = V::kLanes;
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const uint16_t* src = w + (row + r) * cols;
+    float* dst = out + r * ldp;
+    for (int64_t c = 0; c < ldp; c += 2 * kL) {
+      typename V::F even, odd;
+      if (c + 2 * kL <= cols) {
+        V::load_bf16_even_odd(src + c, even, odd);
+      } else {
+        V::load_bf16_even_odd_n(src + c, static_cast<int>(cols - c), even, odd);
+      }
+      V::store(dst + c, even);
+      V::store(dst + c + kL, odd);
+    }
+  }
+}
+
+template <class V, DType kType>
+void matmul_many_tokens(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+                        int64_t row_end, float* y, int64_t ldy) {
+  static thread_local Scratch<V> panel_scratch;
+  static thread_local Scratch<V> x_scratch;
+  constexpr int kT = V::kTileTokens, kR = V::kTileRows;
+  const int64_t cols = w.cols;
+  // ld: the row stride of both x and the panel as the tiles see them.
+  int64_t ld = cols;
+  const float* xs = x;
+  if constexpr (kType == DType::kBF16) {
+    ld = pair_stride<V>(cols);
+    float* xp = static_cast<float*>(x_scratch.get(num_tokens * ld * sizeof(float)));
+    permute_even_odd<V>(x, num_tokens, cols, ld, xp);
+    xs = xp;
+  }
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
+    const int64_t panel_rows = min_i64<V>(kPanelRows, row_end - r0);
+    const float* panel;
+    if constexpr (kType == DType::kF32) {
+      panel = static_cast<const float*>(w.data) + r0 * cols;
+    } else {
+      float* widened = static_cast<float*>(panel_scratch.get(kPanelRows * ld * sizeof(float)));
+      if constexpr (kType == DType::kBF16) {
+        widen_rows_pair_order<V>(static_cast<const uint16_t*>(w.data), r0, panel_rows, cols, ld,
+                                 widened);
+      } else {
+        widen_rows<V, kType>(w.data, r0, panel_rows, cols, widened);
+      }
+      panel = widened;
+    }
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += kT) {
+      const int64_t tile_tokens = min_i64<V>(kT, num_tokens - t0);
+      for (int64_t r = 0; r < panel_rows; r += kR) {
+        run_tile<V, DType::kF32, kR, kT>(min_i64<V>(kR, panel_rows - r), tile_tokens, xs + t0 * ld,
+                                         ld, panel, r, ld, y + t0 * ldy + r0 + r, ldy);
+      }
+    }
+  }
+}
+
+// From this many tokens on, the panel path is faster than streaming (measured on Zen 3 with
+// single-thread GFLOP/s per CPU-second at 1..128 tokens, docs/kernels.md): the bf16 pair path
+// holds up to ~16 tokens, on-the-fly widening (f16) up to ~10. Results do not depend on it.
+constexpr int64_t kManyTokens = 10;
+constexpr int64_t kManyTokensBf16 = 16;
+
+template <class V, DType kType>
+void matmul_typed(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+                  int64_t row_end, float* y, int64_t ldy) {
+  if constexpr (kType == DType::kBF16) {
+    if (num_tokens < kManyTokensBf16) {
+      matmul_bf16_pairs<V>(x, num_tokens, w, row_begin, row_end, y, ldy);
+      return;
+    }
+  } else {
+    if (num_tokens < kManyTokens) {
+      matmul_few_tokens<V, kType>(x, num_tokens, w, row_begin, row_end, y, ldy);
+      return;
+    }
+  }
+  matmul_many_tokens<V, kType>(x, num_tokens, w, row_begin, row_end, y, ldy);
+}
+
+template <class V>
+void matmul(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+            int64_t row_end, float* y, int64_t ldy) {
+  if (row_end <= row_begin || num_tokens <= 0) return;
+  switch (w.dtype) {
+    case DType::kF32:
+      matmul_typed<V, DType::kF32>(x, num_tokens, w, row_begin, row_end, y, ldy);
+      break;
+    case DType::kBF16:
+      matmul_typed<V, DType::kBF16>(x, num_tokens, w, row_begin, row_end, y, ldy);
+      break;
+    case DType::kF16:
+      matmul_typed<V, DType::kF16>(x, num_tokens, w, row_begin, row_end, y, ldy);
+      break;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Element-wise and reduction kernels. Each loops over full vectors, then one partial vector.
+
+template <class V>
+float sum_squares(const float* x, int64_t n) {
+  constexpr int kL = V::kLanes;
+  typename V::F acc0 = V::zero(), acc1 = V::zero();
+  int64_t i = 0;
+  for (; i + 2 * kL <= n; i += 2 * kL) {
+    const auto a = V::load(x + i), b = V::load(x + i + kL);
+    acc0 = V::fma(a, a, acc0);
+    acc1 = V::fma(b, b, acc1);
+  }
+  for (; i < n; i += kL) {
+    const auto a = V::load_n(x + i, static_cast<int>(min_i64<V>(kL, n - i)));
+    acc0 = V::fma(a, a, acc0);
+  }
+  return V::reduce_add(V::add(acc0, acc1));
+}
+
+template <class V>
+float inverse_sqrt(float v) {
+  return 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(v)));
+}
+
+template <class V>
+void scale_by_weight(const float* x, float scale, const float* weight, int64_t n, float* out) {
+  constexpr int kL = V::kLanes;
+  const auto s = V::set1(scale);
+  for (int64_t i = 0; i < n; i += kL) {
+    const int m = static_cast<int>(min_i64<V>(kL, n - i));
+    const auto v = V::mul(V::mul(V::load_n(x + i, m), s), V::load_n(weight + i, m));
+    V::store_n(out + i, v, m);
+  }
+}
+
+template <class V>
+void rms_norm(const float* x, const float* weight, float eps, int64_t n, float* out) {
+  const float inv_rms = inverse_sqrt<V>(sum_squares<V>(x, n) / static_cast<float>(n) + eps);
+  scale_by_weight<V>(x, inv_rms, weight, n, out);
+}
+
+template <class V>
+void add_rms_norm(float* residual, const float* x, const float* weight, float eps, int64_t n,
+                  float* out) {
+  constexpr int kL = V::kLanes;
+  for (int64_t i = 0; i < n; i += kL) {
+    const int m = static_cast<int>(min_i64<V>(kL, n - i));
+    V::store_n(residual + i, V::add(V::load_n(residual + i, m), V::load_n(x + i, m)), m);
+  }
+  rms_norm<V>(residual, weight, eps, n, out);
+}
+
+template <class V>
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr int kL = V::kLanes;
+  const auto one = V::set1(1.0f);
+  for (int64_t i = 0; i < n; i += kL) {
+    const int m = static_cast<int>(min_i64<V>(kL, n - i));
+    const auto g = V::load_n(gate + i, m);
+    const auto sig_denominator = V::add(one, V::exp(V::sub(V::zero(), g)));
+    V::store_n(out + i, V::div(V::mul(g, V::load_n(up + i, m)), sig_denominator), m);
+  }
+}
+
+template <class V>
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  constexpr int kL = V::kLanes;
+  auto max_v = V::set1(x[0]);
+  for (int64_t i = 0; i < n; i += kL) {
+    const int m = static_cast<int>(min_i64<V>(kL, n - i));
+    // Lanes past n repeat x[0] so they cannot raise the maximum.
+    max_v = V::max(max_v, V::load_n_fill(x + i, m, x[0]));
+  }
+  const auto max_b = V::set1(V::reduce_max(max_v));
+  auto sum_v = V::zero();
+  for (int64_t i = 0; i < n; i += kL) {
+    const int m = static_cast<int>(min_i64<V>(kL, n - i));
+    const auto e = V::exp(V::sub(V::load_n(x + i, m), max_b));
+    const auto e_valid = V::mask_n(e, m);
+    V::store_n(x + i, e_valid, m);
+    sum_v = V::add(sum_v, e_valid);
+  }
+  const auto inv = V::set1(1.0f / V::reduce_add(sum_v));
+  for (int64_t i = 0; i < n; i += kL) {
+    const int m = static_cast<int>(min_i64<V>(kL, n - i));
+    V::store_n(x + i, V::mul(V::load_n(x + i, m), inv), m);
+  }
+}
+
+template <class V>
+float dot(const float* a, const float* b, int64_t n) {
+  constexpr int kL = V::kLanes;
+  typename V::F acc0 = V::zero(), acc1 = V::zero();
+  int64_t i = 0;
+  for (; i + 2 * kL <= n; i += 2 * kL) {
+    acc0 = V::fma(V::load(a + i), V::load(b + i), acc0);
+    acc1 = V::fma(V::load(a + i + kL), V::load(b + i + kL), acc1);
+  }
+  for (; i < n; i += kL) {
+    const int m = static_cast<int>(min_i64<V>(kL, n - i));
+    acc0 = V::fma(V::load_n(a + i, m), V::load_n(b + i, m), acc0);
+  }
+  return V::reduce_add(V::add(acc0, acc1));
+}
+
+template <class V>
+void axpy(float a, const float* x, int64_t n, float* y) {
+  constexpr int kL = V::kLanes;
+  const auto av = V::set1(a);
+  int64_t i = 0;
+  for (; i + kL <= n; i += kL) V::store(y + i, V::fma(av, V::load(x + i), V::load(y + i)));
+  if (i < n) {
+    const int m = static_cast<int>(n - i);
+    V::store_n(y + i, V::fma(av, V::load_n(x + i, m), V::load_n(y + i, m)), m);
+  }
+}
+
+template <class V>
+void rope(float* x, const float* cos, const float* sin, int64_t rotary_dim, bool neox) {
+  const int64_t half = rotary_dim / 2;
+  if (neox) {  // pairs (i, i + half): both halves are contiguous, so vectorise directly
+    constexpr int kL = V::kLanes;
+    for (int64_t i = 0; i < half; i += kL) {
+      const int m = static_cast<int>(min_i64<V>(kL, half - i));
+      const auto a = V::load_n(x + i, m), b = V::load_n(x + half + i, m);
+      const auto c = V::load_n(cos + i, m), s = V::load_n(sin + i, m);
+      V::store_n(x + i, V::sub(V::mul(a, c), V::mul(b, s)), m);
+      V::store_n(x + half + i, V::fma(a, s, V::mul(b, c)), m);
+    }
+    return;
+  }
+  // Interleaved (GPT-J) pairs (2i, 2i + 1): rare in DeepSeek models, kept simple.
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = x[2 * i], b = x[2 * i + 1];
+    x[2 * i] = a * cos[i] - b * sin[i];
+    x[2 * i + 1] = b * cos[i] + a * sin[i];
+  }
+}
+
+template <class V>
+void to_f32(const void* src, DType dtype, int64_t n, float* dst) {
+  switch (dtype) {
+    case DType::kF32:
+      widen_rows<V, DType::kF32>(src, 0, 1, n, dst);
+      break;
+    case DType::kBF16:
+      widen_rows<V, DType::kBF16>(src, 0, 1, n, dst);
+      break;
+    case DType::kF16:
+      widen_rows<V, DType::kF16>(src, 0, 1, n, dst);
+      break;
+  }
+}
+
+template <class V>
+float exp_shifted(float* x, float shift, int64_t n) {
+  constexpr int kL = V::kLanes;
+  const auto shift_v = V::set1(shift);
+  auto sum_v = V::zero();
+  for (int64_t i = 0; i < n; i += kL) {
+    const int m = static_cast<int>(min_i64<V>(kL, n - i));
+    const auto e = V::mask_n(V::exp(V::sub(V::load_n(x + i, m), shift_v)), m);
+    V::store_n(x + i, e, m);
+    sum_v = V::add(sum_v, e);
+  }
+  return V::reduce_add(sum_v);
+}
+
+// Fills every entry of a table with this ISA's versions.
+template <class V>
+KernelTable make_table(Isa isa) {
+  KernelTable t;
+  t.isa = isa;
+  t.matmul = matmul<V>;
+  t.rms_norm = rms_norm<V>;
+  t.add_rms_norm = add_rms_norm<V>;
+  t.silu_mul = silu_mul<V>;
+  t.softmax = softmax<V>;
+  t.dot = dot<V>;
+  t.axpy = axpy<V>;
+  t.rope = rope<V>;
+  t.to_f32 = to_f32<V>;
+  t.exp_shifted = exp_shifted<V>;
+  return t;
+}
+
+}  // namespace pagoda::x86

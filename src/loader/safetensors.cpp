@@ -1,0 +1,327 @@
+// Opening and validating safetensors files; see safetensors.h for the format.
+#include "loader/safetensors.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+
+namespace pagoda {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+// nlohmann's parse errors quote the input they stopped at, which may span lines; the message
+// we throw must stay one line.
+std::string one_line(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  return text;
+}
+
+uint64_t read_u64_le(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+std::string json_type(const json& j) { return j.type_name(); }
+
+struct Range {
+  uint64_t begin;
+  uint64_t end;
+  const std::string* name;
+};
+
+}  // namespace
+
+int64_t Tensor::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string format_shape(std::span<const int64_t> shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+int64_t safetensors_dtype_size(const std::string& dtype) {
+  static const std::map<std::string, int64_t> sizes = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},     {"U32", 4},
+      {"F32", 4},  {"F64", 8}, {"I64", 8}, {"U64", 8},
+  };
+  const auto it = sizes.find(dtype);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+void TensorStore::add_file(const std::string& file_path) {
+  auto file = std::make_unique<MappedFile>(file_path);
+  const std::string& path = file->path();
+  const uint64_t file_size = file->size();
+  if (file_size < 8) {
+    fail("{}: file is {} bytes, too short for a safetensors header (needs at least 8)", path,
+         file_size);
+  }
+  const uint64_t header_len = read_u64_le(file->data());
+  if (header_len > file_size - 8) {
+    fail("{}: header length {} exceeds the file size ({} bytes after the 8-byte prefix); the "
+         "file is truncated or not safetensors",
+         path, header_len, file_size - 8);
+  }
+  const char* header_begin = reinterpret_cast<const char*>(file->data() + 8);
+  json header;
+  try {
+    header = json::parse(header_begin, header_begin + header_len);
+  } catch (const json::parse_error& e) {
+    fail("{}: header is not valid JSON: {}", path, one_line(e.what()));
+  }
+  if (!header.is_object()) {
+    fail("{}: header is a JSON {}, expected an object of tensors", path, json_type(header));
+  }
+
+  const uint8_t* data_section = file->data() + 8 + header_len;
+  const uint64_t data_size = file_size - 8 - header_len;
+  std::vector<Tensor> parsed;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object() && !entry.is_null()) {
+        fail("{}: __metadata__ is a JSON {}, expected an object", path, json_type(entry));
+      }
+      continue;
+    }
+    if (!entry.is_object()) {
+      fail("{}: tensor {}: entry is a JSON {}, expected an object", path, name, json_type(entry));
+    }
+    for (const char* key : {"dtype", "shape", "data_offsets"}) {
+      if (!entry.contains(key)) fail("{}: tensor {}: missing '{}'", path, name, key);
+    }
+    Tensor t;
+    t.name = name;
+    t.path = path;
+    const json& dtype = entry["dtype"];
+    if (!dtype.is_string()) {
+      fail("{}: tensor {}: 'dtype' is a JSON {}, expected a string", path, name, json_type(dtype));
+    }
+    t.stored_dtype = dtype.get<std::string>();
+    if (t.stored_dtype == "F32") {
+      t.dtype = DType::kF32;
+      t.dtype_supported = true;
+    } else if (t.stored_dtype == "F16") {
+      t.dtype = DType::kF16;
+      t.dtype_supported = true;
+    } else if (t.stored_dtype == "BF16") {
+      t.dtype = DType::kBF16;
+      t.dtype_supported = true;
+    }
+
+    const json& shape = entry["shape"];
+    if (!shape.is_array()) {
+      fail("{}: tensor {}: 'shape' is a JSON {}, expected an array", path, name, json_type(shape));
+    }
+    // Element counts are bounded by the file size, so a product beyond it is an error
+    // already; checking against the limit first keeps the multiplication from overflowing.
+    uint64_t num_elements = 1;
+    for (const json& dim : shape) {
+      if (!dim.is_number_unsigned()) {
+        fail("{}: tensor {}: shape {} has an entry that is not a non-negative integer", path, name,
+             one_line(shape.dump()));
+      }
+      const uint64_t d = dim.get<uint64_t>();
+      if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        fail("{}: tensor {}: shape {} is too large", path, name, one_line(shape.dump()));
+      }
+      t.shape.push_back(static_cast<int64_t>(d));
+      if (d != 0 && num_elements > file_size / d) {
+        fail("{}: tensor {}: shape {} has more elements than the file has bytes", path, name,
+             one_line(shape.dump()));
+      }
+      num_elements *= d;
+    }
+
+    const json& offsets = entry["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned()) {
+      fail("{}: tensor {}: 'data_offsets' is {}, expected [begin, end] as non-negative integers",
+           path, name, one_line(offsets.dump()));
+    }
+    const uint64_t begin = offsets[0].get<uint64_t>();
+    const uint64_t end = offsets[1].get<uint64_t>();
+    if (begin > end) {
+      fail("{}: tensor {}: data_offsets [{}, {}] end before they begin", path, name, begin, end);
+    }
+    if (end > data_size) {
+      fail("{}: tensor {}: data_offsets [{}, {}] lie outside the data section ({} bytes)", path,
+           name, begin, end, data_size);
+    }
+    const int64_t element_size = safetensors_dtype_size(t.stored_dtype);
+    // An unknown dtype name cannot be size-checked; it is reported if the tensor is used.
+    if (element_size != 0 && num_elements * static_cast<uint64_t>(element_size) != end - begin) {
+      fail("{}: tensor {}: shape {} of {} needs {} bytes but data_offsets [{}, {}] cover {}", path,
+           name, format_shape(t.shape), t.stored_dtype,
+           num_elements * static_cast<uint64_t>(element_size), begin, end, end - begin);
+    }
+    t.data = data_section + begin;
+    t.size_bytes = static_cast<int64_t>(end - begin);
+    parsed.push_back(std::move(t));
+  }
+
+  // Overlap check: sorted by start, each range must end before the next begins.
+  std::vector<Range> ranges;
+  for (const Tensor& t : parsed) {
+    if (t.size_bytes == 0) continue;  // an empty tensor occupies no bytes
+    const uint64_t begin = static_cast<uint64_t>(t.data - data_section);
+    ranges.push_back({begin, begin + static_cast<uint64_t>(t.size_bytes), &t.name});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    const Range& a = ranges[i - 1];
+    const Range& b = ranges[i];
+    if (b.begin < a.end) {
+      fail("{}: tensors {} [{}, {}] and {} [{}, {}] overlap", path, *a.name, a.begin, a.end,
+           *b.name, b.begin, b.end);
+    }
+  }
+
+  for (Tensor& t : parsed) {
+    const auto existing = tensors_.find(t.name);
+    if (existing != tensors_.end()) {
+      fail("{}: tensor {} is also in {}", path, t.name, existing->second.path);
+    }
+    std::string name = t.name;
+    tensors_.emplace(std::move(name), std::move(t));
+  }
+  files_.push_back(std::move(file));
+}
+
+TensorStore TensorStore::open(const std::string& path) {
+  TensorStore store;
+  store.path_ = path;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) fail("{}: no such file or directory", path);
+  if (!fs::is_directory(status)) {
+    store.add_file(path);
+    return store;
+  }
+
+  const fs::path dir(path);
+  const fs::path index_path = dir / kIndexFile;
+  const fs::path single_path = dir / kSingleFile;
+  if (fs::exists(index_path)) {
+    const std::string index_name = index_path.string();
+    std::ifstream in(index_path);
+    if (!in) fail("{}: cannot open", index_name);
+    json index;
+    try {
+      index = json::parse(in);
+    } catch (const json::parse_error& e) {
+      fail("{}: not valid JSON: {}", index_name, one_line(e.what()));
+    }
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
+      fail("{}: key 'weight_map' is missing or not an object", index_name);
+    }
+    const json& weight_map = index["weight_map"];
+    std::set<std::string> shards;
+    for (const auto& [name, shard] : weight_map.items()) {
+      if (!shard.is_string()) {
+        fail("{}: weight_map entry for tensor {} is a JSON {}, expected a file name", index_name,
+             name, json_type(shard));
+      }
+      shards.insert(shard.get<std::string>());
+    }
+    for (const std::string& shard : shards) {
+      const fs::path shard_path = dir / shard;
+      if (!fs::exists(shard_path)) {
+        fail("{}: weight_map names shard '{}', which does not exist in {}", index_name, shard,
+             path);
+      }
+      store.add_file(shard_path.string());
+    }
+    for (const auto& [name, shard] : weight_map.items()) {
+      const auto it = store.tensors_.find(name);
+      const std::string shard_path = (dir / shard.get<std::string>()).string();
+      if (it == store.tensors_.end() || it->second.path != shard_path) {
+        fail("{}: weight_map puts tensor {} in {}, but that shard does not contain it", index_name,
+             name, shard.get<std::string>());
+      }
+    }
+  } else if (fs::exists(single_path)) {
+    store.add_file(single_path.string());
+  } else {
+    std::vector<std::string> found;
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.path().extension() == ".safetensors") found.push_back(entry.path().string());
+    }
+    if (found.empty()) {
+      fail("{}: no {}, {} or other *.safetensors file", path, kSingleFile, kIndexFile);
+    }
+    std::sort(found.begin(), found.end());
+    for (const std::string& file : found) store.add_file(file);
+  }
+  return store;
+}
+
+const Tensor* TensorStore::find(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+const Tensor& TensorStore::get(const std::string& name) const {
+  const Tensor* t = find(name);
+  if (t == nullptr) fail("tensor {} not found in {}", name, path_);
+  if (!t->dtype_supported) {
+    fail("{}: tensor {} has dtype {}, which Pagoda does not read (supported: F32, F16, BF16)",
+         t->path, name, t->stored_dtype);
+  }
+  return *t;
+}
+
+const Tensor& TensorStore::get(const std::string& name,
+                               std::initializer_list<int64_t> expected_shape) const {
+  return get(name, std::span<const int64_t>(expected_shape.begin(), expected_shape.size()));
+}
+
+const Tensor& TensorStore::get(const std::string& name,
+                               std::span<const int64_t> expected_shape) const {
+  const Tensor& t = get(name);
+  if (!std::equal(t.shape.begin(), t.shape.end(), expected_shape.begin(), expected_shape.end())) {
+    fail("{}: tensor {} has shape {}, expected {}", t.path, name, format_shape(t.shape),
+         format_shape(expected_shape));
+  }
+  return t;
+}
+
+std::vector<std::string> TensorStore::names() const {
+  std::vector<std::string> out;
+  out.reserve(tensors_.size());
+  for (const auto& [name, t] : tensors_) out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> TensorStore::files() const {
+  std::vector<std::string> out;
+  for (const auto& f : files_) out.push_back(f->path());
+  return out;
+}
+
+int64_t TensorStore::total_bytes() const {
+  int64_t total = 0;
+  for (const auto& [name, t] : tensors_) total += t.size_bytes;
+  return total;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,81 @@
+// Reading the weights of a Hugging Face model directory: one `model.safetensors`, shards
+// listed by `model.safetensors.index.json`, or several *.safetensors without an index.
+// Files are memory-mapped and tensors point into the maps (zero-copy); every header is
+// validated at open so later code can trust offsets and sizes.
+//
+// Format (https://github.com/huggingface/safetensors): 8-byte little-endian header length N,
+// N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}},
+// then the data section; offsets are relative to the start of the data section.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "util/dtype.h"
+#include "util/mapped_file.h"
+
+namespace pagoda {
+
+struct Tensor {
+  std::string name;
+  std::string path;          // the .safetensors file holding it
+  std::string stored_dtype;  // as written in the header: "BF16", "F8_E4M3", ...
+  bool dtype_supported = false;
+  DType dtype = DType::kF32;  // meaningful only when dtype_supported
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;  // inside the file's memory map
+  int64_t size_bytes = 0;
+
+  int64_t num_elements() const;
+  template <typename T>
+  const T* data_as() const {
+    return reinterpret_cast<const T*>(data);
+  }
+};
+
+// "[2, 3]", as error messages print shapes.
+std::string format_shape(std::span<const int64_t> shape);
+
+// Bytes per element of a safetensors dtype name, 0 if the name is unknown.
+int64_t safetensors_dtype_size(const std::string& dtype);
+
+class TensorStore {
+ public:
+  // `path` is a model directory or a single .safetensors file. Throws pagoda::Error with one
+  // line naming the file (and tensor) and the problem.
+  static TensorStore open(const std::string& path);
+
+  TensorStore(TensorStore&&) noexcept = default;
+  TensorStore& operator=(TensorStore&&) noexcept = default;
+
+  // Tensor lookup. The checked versions throw "tensor NAME not found in DIR", "FILE: tensor
+  // NAME has dtype F8_E4M3, which Pagoda does not read (...)" or "FILE: tensor NAME has shape
+  // [a, b], expected [c, d]".
+  const Tensor& get(const std::string& name) const;
+  const Tensor& get(const std::string& name, std::initializer_list<int64_t> expected_shape) const;
+  const Tensor& get(const std::string& name, std::span<const int64_t> expected_shape) const;
+  const Tensor* find(const std::string& name) const;  // nullptr if absent; no dtype check
+  bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
+
+  const std::string& path() const { return path_; }
+  size_t num_tensors() const { return tensors_.size(); }
+  std::vector<std::string> names() const;  // sorted
+  const std::map<std::string, Tensor>& tensors() const { return tensors_; }
+  std::vector<std::string> files() const;  // the mapped .safetensors paths
+  int64_t total_bytes() const;              // sum of tensor sizes
+
+ private:
+  TensorStore() = default;
+  void add_file(const std::string& file_path);
+
+  std::string path_;
+  std::vector<std::unique_ptr<MappedFile>> files_;
+  std::map<std::string, Tensor> tensors_;
+};
+
+}  // namespace pagoda

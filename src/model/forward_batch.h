@@ -1,0 +1,39 @@
+// The input of one forward pass: every scheduled token of every request, flattened.
+// Decodes (one token) and prefill chunks (many) sit side by side; nothing here says which
+// is which, because attention only needs each sequence's new-token range and context length.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace pagoda {
+
+struct ForwardSequence {
+  int32_t token_begin = 0;  // first row of this sequence in token_ids/positions
+  int32_t num_tokens = 0;   // new tokens this step
+  int32_t context_len = 0;  // tokens in the KV cache after this step (new ones included)
+  const int32_t* block_table = nullptr;  // block ids covering [0, context_len)
+  bool needs_logits = false;  // its last row is sampled this step
+};
+
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;     // [num_tokens]
+  std::vector<int32_t> positions;     // [num_tokens]
+  std::vector<int64_t> slot_mapping;  // [num_tokens] block_id * block_size + offset
+  std::vector<ForwardSequence> sequences;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+  int64_t num_logit_rows() const {
+    int64_t n = 0;
+    for (const ForwardSequence& s : sequences) n += s.needs_logits ? 1 : 0;
+    return n;
+  }
+  void clear() {
+    token_ids.clear();
+    positions.clear();
+    slot_mapping.clear();
+    sequences.clear();
+  }
+};
+
+}  // namespace pagoda

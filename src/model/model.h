@@ -1,0 +1,37 @@
+// The interface every model family implements: one forward pass over a flattened batch,
+// reading and writing the paged KV cache. A family is one file plus one registry line.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+
+namespace pagoda {
+
+struct ModelConfig;
+class TensorStore;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual int64_t vocab_size() const = 0;
+  virtual KvCacheSpec kv_cache_spec() const = 0;
+  virtual int64_t num_parameters() const = 0;
+  virtual int64_t weight_bytes() const = 0;
+
+  // Runs every token of `batch`, writes their K/V into `cache`, and fills `logits`
+  // [batch.num_logit_rows(), vocab_size()] with the last row of each sequence that
+  // needs_logits, in sequence order.
+  virtual void forward(const ForwardBatch& batch, KvCache& cache, float* logits) = 0;
+};
+
+struct ModelOptions {
+  // Activation rows the scratch buffers are sized for up front (grown if ever exceeded).
+  int64_t max_num_batched_tokens = 2048;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,69 @@
+// Writes complete Hugging Face model directories with random weights (config.json,
+// generation_config.json, *.safetensors with an index when sharded, tokenizer.json,
+// tokenizer_config.json) at any shape: for tests, benchmarks and the built-in `demo` model.
+// The tensor table below (model_tensor_layout) is the one list of names and shapes the
+// generator writes; the loader's tests read it back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "loader/safetensors_writer.h"
+#include "util/dtype.h"
+
+namespace pagoda {
+
+struct ModelSpec {
+  std::string preset;  // informational; "" when built by hand
+  std::string architecture = "LlamaForCausalLM";  // or "Qwen2ForCausalLM"
+  int64_t hidden_size = 64;
+  int64_t intermediate_size = 172;
+  int64_t num_layers = 2;
+  int64_t num_heads = 4;
+  int64_t num_kv_heads = 2;
+  int64_t head_dim = 0;  // 0: hidden_size / num_heads
+  int64_t vocab_size = 512;
+  int64_t max_position_embeddings = 2048;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  nlohmann::json rope_scaling = nullptr;  // written to config.json as given
+  bool tie_word_embeddings = false;
+  DType dtype = DType::kBF16;
+  int num_shards = 1;
+  uint64_t seed = 0;
+  std::string tokenizer_from;  // "" = the built-in tokenizer
+  bool demo = false;           // adds config.json's "pagoda_demo" label
+
+  int64_t effective_head_dim() const { return head_dim > 0 ? head_dim : hidden_size / num_heads; }
+  bool qkv_bias() const { return architecture == "Qwen2ForCausalLM"; }
+};
+
+// tiny, demo, ds-coder-1.3b, ds-llm-7b, r1-distill-qwen-1.5b; throws pagoda::Error otherwise.
+ModelSpec model_preset(const std::string& name);
+std::vector<std::string> model_preset_names();
+
+// Every weight tensor with its HF name and shape, in file order.
+std::vector<TensorLayout> model_tensor_layout(const ModelSpec& spec);
+
+struct GeneratedModel {
+  std::string dir;
+  int64_t num_parameters = 0;
+  int64_t weight_bytes = 0;
+  int64_t vocab_size = 0;            // in config.json (may exceed the spec's for --tokenizer-from)
+  int64_t tokenizer_vocab_size = 0;  // ids the tokenizer uses
+  std::vector<std::string> weight_files;
+};
+
+// Writes the directory `out_dir` (created if needed; existing model files are replaced).
+// Deterministic for a given spec and seed, whatever the thread count. Throws pagoda::Error.
+GeneratedModel generate_model(const ModelSpec& spec, const std::string& out_dir);
+
+// The built-in demo model's directory: `cache_root`/pagoda/demo, generated on first use into
+// a temporary directory and renamed into place, so concurrent first runs are safe. An empty
+// `cache_root` means $XDG_CACHE_HOME, else $HOME/.cache.
+std::string ensure_demo_model(const std::string& cache_root = "");
+
+}  // namespace pagoda

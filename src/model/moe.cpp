@@ -1,0 +1,217 @@
+// The router and the grouped expert dispatch; see moe.h for the semantics and their source.
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/ops.h"
+
+namespace pagoda {
+namespace {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+// Index of the largest value among `n` entries not yet taken (lowest index on ties).
+int32_t argmax_untaken(const float* values, const bool* taken, int32_t n) {
+  int32_t best = -1;
+  float best_value = kMinusInf;
+  for (int32_t i = 0; i < n; ++i) {
+    if (taken[i]) continue;
+    if (best < 0 || values[i] > best_value) {
+      best = i;
+      best_value = values[i];
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+void route_token(const MoeRouterConfig& c, const float* logits, const float* bias, float* scratch,
+                 int32_t* expert_ids, float* weights) {
+  const int32_t num_experts = c.num_experts;
+  float* scores = scratch;                // [E] the weights come from these
+  float* choice = scratch + num_experts;  // [E] experts are chosen by these
+  float* group_scores = scratch + 2 * num_experts;  // [groups]
+
+  if (c.scoring == MoeScoring::kSoftmax) {
+    float max_logit = kMinusInf;
+    for (int32_t e = 0; e < num_experts; ++e) max_logit = std::max(max_logit, logits[e]);
+    float sum = 0.0f;
+    for (int32_t e = 0; e < num_experts; ++e) {
+      scores[e] = std::exp(logits[e] - max_logit);
+      sum += scores[e];
+    }
+    for (int32_t e = 0; e < num_experts; ++e) scores[e] /= sum;
+  } else {
+    for (int32_t e = 0; e < num_experts; ++e) scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+  }
+  // The bias only steers which experts are chosen (noaux_tc); the weights stay raw scores.
+  const bool use_bias = c.method == MoeTopkMethod::kNoauxTc && bias != nullptr;
+  for (int32_t e = 0; e < num_experts; ++e) choice[e] = use_bias ? scores[e] + bias[e] : scores[e];
+
+  if (c.method != MoeTopkMethod::kGreedy && c.num_groups > 1) {
+    const int32_t group_size = num_experts / c.num_groups;
+    for (int32_t g = 0; g < c.num_groups; ++g) {
+      const float* v = choice + g * group_size;
+      if (c.method == MoeTopkMethod::kGroupLimitedGreedy) {
+        // V2: a group is as good as its best expert.
+        group_scores[g] = *std::max_element(v, v + group_size);
+      } else {
+        // V3: a group is as good as the sum of its two best (bias-corrected) experts.
+        float first = kMinusInf, second = kMinusInf;
+        for (int32_t i = 0; i < group_size; ++i) {
+          if (v[i] > first) {
+            second = first;
+            first = v[i];
+          } else if (v[i] > second) {
+            second = v[i];
+          }
+        }
+        group_scores[g] = first + second;
+      }
+    }
+    // Keep the topk_group best groups; every expert of the others becomes unchoosable.
+    bool group_taken[256] = {};
+    bool group_kept[256] = {};
+    const int32_t num_groups = std::min<int32_t>(c.num_groups, 256);
+    for (int32_t k = 0; k < c.topk_groups; ++k) {
+      const int32_t g = argmax_untaken(group_scores, group_taken, num_groups);
+      group_taken[g] = true;
+      group_kept[g] = true;
+    }
+    for (int32_t g = 0; g < num_groups; ++g) {
+      if (group_kept[g]) continue;
+      for (int32_t i = 0; i < group_size; ++i) choice[g * group_size + i] = kMinusInf;
+    }
+  }
+
+  // top_k of the choice scores. `taken` marks chosen experts and, via -inf, excluded ones.
+  bool taken[1024] = {};
+  for (int32_t k = 0; k < c.top_k; ++k) {
+    int32_t best = -1;
+    float best_value = kMinusInf;
+    for (int32_t e = 0; e < num_experts; ++e) {
+      if (taken[e] || choice[e] == kMinusInf) continue;
+      if (best < 0 || choice[e] > best_value) {
+        best = e;
+        best_value = choice[e];
+      }
+    }
+    taken[best] = true;
+  }
+  int32_t k = 0;
+  float sum = 0.0f;
+  for (int32_t e = 0; e < num_experts; ++e) {
+    if (!taken[e]) continue;
+    expert_ids[k] = e;
+    weights[k] = scores[e];
+    sum += scores[e];
+    ++k;
+  }
+  const bool normalise = c.top_k > 1 && c.norm_topk_prob;
+  if (normalise) {
+    for (int32_t i = 0; i < c.top_k; ++i) weights[i] /= (sum + 1e-20f);
+  }
+  if (c.scale_after_norm || !normalise) {
+    for (int32_t i = 0; i < c.top_k; ++i) weights[i] *= c.routed_scaling_factor;
+  }
+}
+
+void MoeDispatcher::reserve(const MoeRouterConfig& c, int64_t hidden, int64_t inter,
+                            int64_t shared_inter, int64_t max_tokens) {
+  hidden_ = hidden;
+  max_inter_ = std::max({max_inter_, inter, shared_inter});
+  if (max_tokens <= capacity_ && logits_.size() >= static_cast<size_t>(max_tokens * c.num_experts)) {
+    return;
+  }
+  capacity_ = std::max(capacity_, max_tokens);
+  const auto n = static_cast<size_t>(capacity_);
+  logits_.resize(n * c.num_experts);
+  route_scratch_.resize(n * (2 * c.num_experts + c.num_groups));
+  expert_ids_.resize(n * c.top_k);
+  route_weights_.resize(n * c.top_k);
+  expert_offsets_.resize(static_cast<size_t>(c.num_experts) + 1);
+  expert_cursor_.resize(static_cast<size_t>(c.num_experts));
+  expert_rows_.resize(n * c.top_k);
+  expert_row_weights_.resize(n * c.top_k);
+  gathered_.resize(n * hidden_);
+  gate_.resize(n * max_inter_);
+  up_.resize(n * max_inter_);
+  expert_out_.resize(n * hidden_);
+}
+
+void MoeDispatcher::run_mlp(const ExpertMlp& mlp, const float* x, int64_t num_rows, float* y) {
+  const int64_t inter = mlp.gate.rows;
+  ops::matmul(x, num_rows, mlp.gate, gate_.data());  // [n, inter]
+  ops::matmul(x, num_rows, mlp.up, up_.data());      // [n, inter]
+  ops::silu_mul(gate_.data(), up_.data(), num_rows * inter, gate_.data());
+  ops::matmul(gate_.data(), num_rows, mlp.down, y);  // [n, hidden]
+}
+
+void MoeDispatcher::forward(const MoeRouterConfig& c, const MoeWeights& w, const float* x,
+                            int64_t num_tokens, float* out) {
+  const int64_t T = num_tokens;
+  const int32_t E = c.num_experts;
+  const int32_t K = c.top_k;
+  reserve(c, w.router.cols, w.experts.empty() ? 0 : w.experts[0].gate.rows,
+          w.has_shared ? w.shared.gate.rows : 0, T);
+
+  // Router logits in fp32 (HF casts both operands to fp32 for the gate).
+  ops::matmul(x, T, w.router, logits_.data());  // [T, E]
+  const float* bias = w.score_bias.empty() ? nullptr : w.score_bias.data();
+  const int64_t scratch_per_token = 2 * E + c.num_groups;
+#pragma omp parallel for schedule(static) if (T > 16)
+  for (int64_t t = 0; t < T; ++t) {
+    route_token(c, &logits_[static_cast<size_t>(t * E)], bias,
+                &route_scratch_[static_cast<size_t>(t * scratch_per_token)],
+                &expert_ids_[static_cast<size_t>(t * K)], &route_weights_[static_cast<size_t>(t * K)]);
+  }
+
+  // Counting sort of (token, slot) pairs by expert: tokens stay in ascending order within an
+  // expert, so each token's sum below runs over its experts in ascending id order whatever
+  // else is in the batch (a request's output does not depend on its neighbours).
+  std::fill(expert_offsets_.begin(), expert_offsets_.end(), 0);
+  for (int64_t i = 0; i < T * K; ++i) ++expert_offsets_[static_cast<size_t>(expert_ids_[static_cast<size_t>(i)]) + 1];
+  for (int32_t e = 0; e < E; ++e) expert_offsets_[e + 1] += expert_offsets_[e];
+  {
+    std::copy(expert_offsets_.begin(), expert_offsets_.end() - 1, expert_cursor_.begin());
+    int32_t* cursor = expert_cursor_.data();
+    for (int64_t t = 0; t < T; ++t) {
+      for (int32_t k = 0; k < K; ++k) {
+        const int32_t e = expert_ids_[static_cast<size_t>(t * K + k)];
+        const int32_t slot = cursor[e]++;
+        expert_rows_[static_cast<size_t>(slot)] = static_cast<int32_t>(t);
+        expert_row_weights_[static_cast<size_t>(slot)] = route_weights_[static_cast<size_t>(t * K + k)];
+      }
+    }
+  }
+
+  std::fill(out, out + T * hidden_, 0.0f);
+  for (int32_t e = 0; e < E; ++e) {
+    const int32_t begin = expert_offsets_[e];
+    const int32_t n = expert_offsets_[e + 1] - begin;
+    if (n == 0) continue;
+    // Gather this expert's tokens into contiguous rows: its weights are then read once.
+    for (int32_t r = 0; r < n; ++r) {
+      const int64_t t = expert_rows_[static_cast<size_t>(begin + r)];
+      std::copy(x + t * hidden_, x + (t + 1) * hidden_, &gathered_[static_cast<size_t>(r * hidden_)]);
+    }
+    run_mlp(w.experts[static_cast<size_t>(e)], gathered_.data(), n, expert_out_.data());
+    for (int32_t r = 0; r < n; ++r) {
+      const int64_t t = expert_rows_[static_cast<size_t>(begin + r)];
+      const float weight = expert_row_weights_[static_cast<size_t>(begin + r)];
+      const float* src = &expert_out_[static_cast<size_t>(r * hidden_)];
+      float* dst = out + t * hidden_;
+      for (int64_t i = 0; i < hidden_; ++i) dst[i] += weight * src[i];
+    }
+  }
+
+  if (w.has_shared) {
+    run_mlp(w.shared, x, T, expert_out_.data());
+    for (int64_t i = 0; i < T * hidden_; ++i) out[i] += expert_out_[static_cast<size_t>(i)];
+  }
+}
+
+}  // namespace pagoda

@@ -1,0 +1,78 @@
+// DeepSeek's mixture of experts: the router (softmax or sigmoid scores, optional bias
+// correction, greedy / group-limited / noaux_tc top-k, normalisation, routed scaling) and an
+// expert dispatch that gathers the batch's tokens by expert, so each expert's weights are
+// streamed from memory once per step for all the tokens routed to it.
+//
+// Semantics follow MoEGate / DeepseekV2MoE / DeepseekV3MoE of the published
+// modeling_deepseek.py:
+//   scores  = softmax(logits) | sigmoid(logits)                       [T, E], fp32
+//   choice  = scores (+ e_score_correction_bias for noaux_tc)
+//   groups  = top topk_group groups by max(choice) (V2) | sum of top-2 choice (V3)
+//   experts = top_k of choice within those groups; weight = scores[expert] (never the bias)
+//   weights /= sum(weights) if norm_topk_prob and top_k > 1; weights *= routed_scaling_factor
+//   y = sum_k weight_k * expert_k(x) + shared(x)
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "model/deepseek_config.h"
+
+namespace pagoda {
+
+// One SwiGLU MLP: down(silu(gate(x)) * up(x)).
+struct ExpertMlp {
+  WeightView gate;  // [inter, hidden]
+  WeightView up;    // [inter, hidden]
+  WeightView down;  // [hidden, inter]
+};
+
+struct MoeWeights {
+  WeightView router;               // [num_experts, hidden] (mlp.gate.weight)
+  std::vector<float> score_bias;   // [num_experts] e_score_correction_bias; empty if unused
+  std::vector<ExpertMlp> experts;  // [num_experts]
+  bool has_shared = false;
+  ExpertMlp shared;  // n_shared_experts fused into one MLP of n_shared x moe_inter
+};
+
+// Routes one token. `logits` [num_experts]; `bias` [num_experts] or nullptr; `scratch` holds
+// 2 * num_experts + num_groups floats. Writes top_k expert ids (ascending) and their weights.
+void route_token(const MoeRouterConfig& config, const float* logits, const float* bias,
+                 float* scratch, int32_t* expert_ids, float* weights);
+
+// Runs MoE layers. Owns its scratch, sized once by reserve() and grown only if a larger batch
+// ever arrives; forward() itself does not allocate after that.
+class MoeDispatcher {
+ public:
+  void reserve(const MoeRouterConfig& config, int64_t hidden, int64_t inter, int64_t shared_inter,
+               int64_t max_tokens);
+
+  // out[T, hidden] = MoE(x[T, hidden]). `out` may not alias `x`.
+  void forward(const MoeRouterConfig& config, const MoeWeights& weights, const float* x,
+               int64_t num_tokens, float* out);
+
+  // The routing decision of the last forward: [T, top_k] ids and weights (for tests).
+  const std::vector<int32_t>& last_expert_ids() const { return expert_ids_; }
+  const std::vector<float>& last_weights() const { return route_weights_; }
+
+ private:
+  void run_mlp(const ExpertMlp& mlp, const float* x, int64_t num_rows, float* y);
+
+  int64_t hidden_ = 0;
+  int64_t max_inter_ = 0;
+  int64_t capacity_ = 0;
+  std::vector<float> logits_;         // [T, E]
+  std::vector<float> route_scratch_;  // [T, 2E + groups]
+  std::vector<int32_t> expert_ids_;   // [T, top_k]
+  std::vector<float> route_weights_;  // [T, top_k]
+  std::vector<int32_t> expert_offsets_;  // [E + 1] counting sort of (token, slot) by expert
+  std::vector<int32_t> expert_cursor_;   // [E] fill positions during the sort
+  std::vector<int32_t> expert_rows_;     // [T * top_k] token index, grouped by expert
+  std::vector<float> expert_row_weights_;  // [T * top_k]
+  std::vector<float> gathered_;  // [T, hidden] the tokens of one expert
+  std::vector<float> gate_, up_;  // [T, inter]
+  std::vector<float> expert_out_;  // [T, hidden]
+};
+
+}  // namespace pagoda

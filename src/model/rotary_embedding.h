@@ -1,0 +1,52 @@
+// Rotary position embedding: per-frequency inverse wavelengths with the context-extension
+// scalings Hugging Face models declare in `rope_scaling`, and cos/sin rows per position.
+// Frequencies follow transformers' `_compute_*_rope_parameters`; see rotary_embedding.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pagoda {
+
+struct RopeParams {
+  enum class Type { kDefault, kLinear, kDynamic, kYarn, kLlama3 };
+  Type type = Type::kDefault;
+  double theta = 10000.0;
+  int32_t rotary_dim = 0;  // dimensions rotated per head
+  double factor = 1.0;
+  int64_t max_position_embeddings = 2048;           // the model's (possibly extended) context
+  int64_t original_max_position_embeddings = 0;     // yarn / llama3; 0 = use max_position_embeddings
+  double beta_fast = 32.0, beta_slow = 1.0;         // yarn
+  double mscale = 0.0, mscale_all_dim = 0.0;        // yarn (DeepSeek); 0 = not given
+  double attention_factor = 0.0;                    // yarn; 0 = derive from factor
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+};
+
+// "default", "linear", "dynamic", "yarn", "llama3"; throws pagoda::Error otherwise.
+RopeParams::Type parse_rope_type(const std::string& name);
+
+class RotaryEmbedding {
+ public:
+  explicit RotaryEmbedding(const RopeParams& params);
+
+  int32_t rotary_dim() const { return params_.rotary_dim; }
+  // rotary_dim/2 inverse frequencies, fp32 as the reference computes them.
+  const std::vector<float>& inv_freq() const { return inv_freq_; }
+  // Multiplies cos and sin (YaRN's attention-temperature correction); 1 otherwise.
+  float attention_factor() const { return attention_factor_; }
+
+  // cos/sin for one position: each rotary_dim/2 values.
+  void cos_sin(int64_t position, float* cos, float* sin) const;
+
+ private:
+  RopeParams params_;
+  std::vector<float> inv_freq_;
+  float attention_factor_ = 1.0f;
+};
+
+// YaRN's magnitude scale: 0.1 * mscale * ln(scale) + 1 for scale > 1 (DeepSeek-V2 paper,
+// HF `get_mscale`). DeepSeek multiplies its softmax scale by yarn_get_mscale(f, mscale_all_dim)^2.
+double yarn_get_mscale(double scale, double mscale);
+
+}  // namespace pagoda

@@ -1,0 +1,111 @@
+// Per-request sampling; the order of operations is documented in sampler.h.
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace pagoda {
+namespace {
+
+// Scratch shared by all samplers of a thread: the engine samples one request after another,
+// so one vocabulary-sized set of buffers per thread suffices instead of one per request.
+struct ThreadScratch {
+  SamplingWorkspace workspace;
+  std::vector<float> raw_logits;  // [vocab_size] copy kept for the chosen token's logprob
+};
+
+ThreadScratch& thread_scratch() {
+  thread_local ThreadScratch scratch;
+  return scratch;
+}
+
+}  // namespace
+
+RequestSampler::RequestSampler(const SamplingParams& params,
+                               std::span<const int32_t> prompt_token_ids,
+                               std::span<const int32_t> eos_token_ids, uint64_t default_seed)
+    : greedy_(params.greedy()),
+      temperature_(std::max(params.temperature, kMinTemperature)),
+      truncation_{params.top_k, params.top_p, params.min_p},
+      num_logprobs_(params.logprobs.has_value() ? std::max(*params.logprobs, 0) : -1),
+      min_tokens_(params.min_tokens),
+      penalties_(PenaltyParams{params.repetition_penalty, params.frequency_penalty,
+                               params.presence_penalty},
+                 prompt_token_ids, params.max_tokens),
+      seed_(params.seed.value_or(default_seed)),
+      rng_(seed_) {
+  if (min_tokens_ > 0) {
+    // vLLM's _all_stop_token_ids: the model's EOS ids are suppressed even with ignore_eos.
+    min_tokens_blocked_ids_.assign(eos_token_ids.begin(), eos_token_ids.end());
+    min_tokens_blocked_ids_.insert(min_tokens_blocked_ids_.end(), params.stop_token_ids.begin(),
+                                   params.stop_token_ids.end());
+    std::sort(min_tokens_blocked_ids_.begin(), min_tokens_blocked_ids_.end());
+    min_tokens_blocked_ids_.erase(
+        std::unique(min_tokens_blocked_ids_.begin(), min_tokens_blocked_ids_.end()),
+        min_tokens_blocked_ids_.end());
+  }
+  if (num_logprobs_ > 0) top_ids_.reserve(static_cast<size_t>(num_logprobs_));
+}
+
+SampleResult RequestSampler::sample(float* logits, int64_t vocab_size) {
+  ThreadScratch& scratch = thread_scratch();
+  penalties_.reserve(vocab_size);
+  SampleResult result;
+
+  // 1. Raw logprobs, before anything touches the row.
+  double log_normalizer = 0.0;
+  if (num_logprobs_ >= 0) {
+    log_normalizer = log_sum_exp(logits, vocab_size);
+    if (scratch.raw_logits.size() < static_cast<size_t>(vocab_size)) {
+      scratch.raw_logits.resize(static_cast<size_t>(vocab_size));
+    }
+    std::memcpy(scratch.raw_logits.data(), logits, static_cast<size_t>(vocab_size) * sizeof(float));
+    if (num_logprobs_ > 0) {
+      top_n_tokens(logits, vocab_size, num_logprobs_, top_ids_);
+      result.top_logprobs.reserve(top_ids_.size());
+      for (int32_t id : top_ids_) {
+        result.top_logprobs.push_back(
+            {id, static_cast<float>(static_cast<double>(logits[id]) - log_normalizer)});
+      }
+    }
+  }
+
+  // 2. min_tokens.
+  if (num_generated_ < min_tokens_) {
+    for (int32_t id : min_tokens_blocked_ids_) {
+      if (id >= 0 && id < vocab_size) logits[id] = -std::numeric_limits<float>::infinity();
+    }
+  }
+
+  // 3. Penalties.
+  penalties_.apply(logits, vocab_size);
+
+  // 4./5. Greedy, or temperature + truncation + one draw.
+  if (greedy_) {
+    result.token_id = argmax_token(logits, vocab_size);
+  } else {
+    if (temperature_ != 1.0f) {
+      for (int64_t i = 0; i < vocab_size; ++i) logits[i] /= temperature_;
+    }
+    const Candidates candidates =
+        truncate_logits(logits, vocab_size, truncation_, scratch.workspace);
+    const double u = rng_.next_double();
+    result.token_id = draw_token(logits, vocab_size, candidates, u, scratch.workspace);
+    // Every logit is -inf (all tokens suppressed): fall back to the lowest id, as argmax would.
+    if (result.token_id < 0) result.token_id = argmax_token(logits, vocab_size);
+  }
+
+  if (num_logprobs_ >= 0) {
+    result.logprob = static_cast<float>(static_cast<double>(scratch.raw_logits[result.token_id]) -
+                                        log_normalizer);
+  }
+  return result;
+}
+
+void RequestSampler::accept(int32_t token_id) {
+  ++num_generated_;
+  penalties_.accept(token_id);
+}
+
+}  // namespace pagoda

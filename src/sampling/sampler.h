@@ -1,0 +1,79 @@
+// RequestSampler: turns one row of logits into the next token of one sequence with vLLM v1's
+// semantics (vllm/v1/sample/sampler.py). It owns the sequence's RNG and penalty statistics, so a
+// seeded request draws the same tokens whatever else is in the batch.
+//
+// Per step, in order:
+//   1. logprobs (if params.logprobs): log_softmax of the raw logits, before any processing
+//      (vLLM v1's default logprobs_mode "raw_logprobs");
+//   2. min_tokens: EOS ids and stop_token_ids get -inf until min_tokens tokens were accepted
+//      (whether or not ignore_eos is set; stopping itself is the scheduler's job);
+//   3. penalties: repetition (prompt + output), then frequency and presence (output only);
+//   4. temperature == 0: argmax (ties to the lowest id), no random draw;
+//   5. otherwise: divide by temperature, then min-p, top-k, top-p (vLLM v1 applies min-p before
+//      top-k/top-p), then one draw from the remaining distribution.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "pagoda/sampling_params.h"
+#include "sampling/logits_ops.h"
+#include "sampling/penalties.h"
+#include "sampling/rng.h"
+
+namespace pagoda {
+
+struct TokenLogprob {
+  int32_t token_id;
+  float logprob;
+};
+
+struct SampleResult {
+  int32_t token_id = -1;
+  // log-probability of token_id under the raw logits; only computed when params.logprobs is set
+  // (0 otherwise).
+  float logprob = 0.0f;
+  // The params.logprobs most likely tokens under the raw logits, most likely first (ties: lower
+  // id first); empty unless params.logprobs > 0.
+  std::vector<TokenLogprob> top_logprobs;
+};
+
+// One per generated sequence. Not thread-safe; different samplers may run on different threads.
+class RequestSampler {
+ public:
+  // default_seed seeds the RNG when params.seed is unset; the engine should give each request
+  // its own (e.g. derived from --seed and the request's index) so unseeded requests differ.
+  RequestSampler(const SamplingParams& params, std::span<const int32_t> prompt_token_ids,
+                 std::span<const int32_t> eos_token_ids, uint64_t default_seed);
+
+  // logits: [vocab_size], modified in place (it is scratch afterwards). Call once per generated
+  // token. After the first call no memory is allocated, except the top_logprobs vector of the
+  // result when params.logprobs > 0.
+  SampleResult sample(float* logits, int64_t vocab_size);
+
+  // Records the token actually appended to the sequence (penalties, min_tokens).
+  void accept(int32_t token_id);
+
+  int num_generated() const { return num_generated_; }
+  uint64_t seed() const { return seed_; }
+
+  // Temperatures in (0, kMinTemperature) are raised to it, as vLLM's SamplingParams does, to keep
+  // logits / temperature finite.
+  static constexpr float kMinTemperature = 1e-2f;
+
+ private:
+  bool greedy_;
+  float temperature_;
+  TruncationParams truncation_;
+  int num_logprobs_;  // -1: none requested
+  int min_tokens_;
+  std::vector<int32_t> min_tokens_blocked_ids_;  // EOS ids and stop_token_ids
+  PenaltyState penalties_;
+  uint64_t seed_;
+  SamplingRng rng_;
+  int num_generated_ = 0;
+  std::vector<int32_t> top_ids_;  // scratch for the top-N logprobs
+};
+
+}  // namespace pagoda

@@ -1,0 +1,318 @@
+// The engine thread and its command queue; see async_engine.h.
+#include "server/async_engine.h"
+
+#include <algorithm>
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
+
+namespace pagoda::server {
+
+void OutputQueue::push(EngineEvent event) {
+  {
+    std::lock_guard lock(mutex_);
+    events_.push_back(std::move(event));
+  }
+  cv_.notify_one();
+}
+
+bool OutputQueue::pop_all(std::vector<EngineEvent>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;
+  while (!events_.empty()) {
+    out.push_back(std::move(events_.front()));
+    events_.pop_front();
+  }
+  return true;
+}
+
+AsyncEngine::AsyncEngine(Factory factory, AsyncEngineOptions options)
+    : factory_(std::move(factory)), options_(options) {}
+
+AsyncEngine::~AsyncEngine() { stop(); }
+
+void AsyncEngine::start() { thread_ = std::thread([this] { run(); }); }
+
+void AsyncEngine::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string AsyncEngine::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+const EngineBackend* AsyncEngine::backend() const {
+  const State s = state_.load();
+  return (s == State::kReady || s == State::kDraining) ? backend_.get() : nullptr;
+}
+
+EngineStats AsyncEngine::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+bool AsyncEngine::wait_ready(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  return cv_.wait_for(lock, timeout, [&] { return state_.load() != State::kLoading; }) &&
+         state_.load() == State::kReady;
+}
+
+void AsyncEngine::submit(Submission submission) {
+  switch (state_.load()) {
+    case State::kLoading:
+      throw RequestError(service_unavailable_error("The model is still loading"));
+    case State::kDraining:
+    case State::kStopped:
+      throw RequestError(service_unavailable_error("The server is shutting down"));
+    case State::kDead:
+      throw RequestError(service_unavailable_error("The engine has failed: " + failure()));
+    case State::kReady:
+      break;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    // Everything submitted and unfinished that is not running is waiting, including commands the
+    // engine thread has not picked up yet; counting it this way is exact even when the last
+    // published stats lag a step behind (num_running only changes while requests run).
+    const int64_t waiting = std::max<int64_t>(0, num_in_flight_.load() - stats_.num_running);
+    if (waiting >= options_.max_waiting_requests) {
+      throw RequestError(service_unavailable_error(
+          fmt::format("Too many requests waiting ({} >= --max-waiting-requests {}); retry later", waiting,
+                      options_.max_waiting_requests)));
+    }
+    ++num_in_flight_;
+    Command c{Command::Kind::kAdd, std::move(submission), {}};
+    commands_.push_back(std::move(c));
+  }
+  cv_.notify_all();
+}
+
+void AsyncEngine::abort(const std::string& request_id) {
+  {
+    std::lock_guard lock(mutex_);
+    commands_.push_back(Command{Command::Kind::kAbort, {}, request_id});
+  }
+  cv_.notify_all();
+}
+
+void AsyncEngine::abort_all() {
+  {
+    std::lock_guard lock(mutex_);
+    commands_.push_back(Command{Command::Kind::kAbortAll, {}, {}});
+  }
+  cv_.notify_all();
+}
+
+void AsyncEngine::begin_drain() {
+  State expected = State::kReady;
+  state_.compare_exchange_strong(expected, State::kDraining);
+  expected = State::kLoading;
+  state_.compare_exchange_strong(expected, State::kDraining);
+}
+
+void AsyncEngine::publish_stats() {
+  EngineStats s = backend_->stats();
+  std::lock_guard lock(mutex_);
+  stats_ = s;
+}
+
+void AsyncEngine::run() {
+  try {
+    backend_ = factory_();
+    metrics_ = std::make_unique<Metrics>(backend_->model_name(), backend_->max_model_len());
+    publish_stats();
+  } catch (const std::exception& e) {
+    spdlog::error("loading the engine failed: {}", e.what());
+    {
+      std::lock_guard lock(mutex_);
+      failure_ = std::string("loading failed: ") + e.what();
+      backend_.reset();
+    }
+    state_ = State::kDead;
+    cv_.notify_all();
+    return;
+  }
+  {
+    // Under the lock, so that wait_ready() cannot miss the change.
+    std::lock_guard lock(mutex_);
+    State expected = State::kLoading;
+    state_.compare_exchange_strong(expected, State::kReady);
+  }
+  cv_.notify_all();
+  spdlog::info("engine ready: model {}, max_model_len {}", backend_->model_name(), backend_->max_model_len());
+
+  try {
+    while (true) {
+      std::vector<Command> commands;
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return stop_ || !commands_.empty() || backend_->has_unfinished_requests(); });
+        if (stop_) break;
+        commands.swap(commands_);
+      }
+      for (Command& c : commands) apply(c);
+      if (backend_->has_unfinished_requests()) {
+        std::vector<RequestOutput> outputs = backend_->step();
+        dispatch(outputs);
+      }
+      publish_stats();
+    }
+    // Shutting down: whatever is still running ends as aborted, so that its client gets an end.
+    std::vector<std::string> ids;
+    for (auto& [id, live] : live_) ids.push_back(id);
+    for (const std::string& id : ids) {
+      Command c{Command::Kind::kAbort, {}, id};
+      apply(c);
+    }
+    std::lock_guard lock(mutex_);
+    for (Command& c : commands_) {
+      if (c.kind == Command::Kind::kAdd) {
+        c.submission.queue->push({EngineEvent::Kind::kError, c.submission.tag, {},
+                                  service_unavailable_error("The server is shutting down")});
+        --num_in_flight_;
+      }
+    }
+    commands_.clear();
+    if (state_.load() != State::kDead) state_ = State::kStopped;
+  } catch (const std::exception& e) {
+    spdlog::error("the engine loop failed and stopped: {}", e.what());
+    fail_all(e.what());
+  }
+}
+
+void AsyncEngine::apply(Command& c) {
+  switch (c.kind) {
+    case Command::Kind::kAdd: {
+      Submission& s = c.submission;
+      try {
+        backend_->add_request(s.request_id, s.prompt_token_ids, s.params);
+      } catch (const std::exception& e) {
+        // A request the engine refuses (e.g. a token id outside the vocabulary) is the client's;
+        // add_request validates before it changes any state, so the engine carries on.
+        ApiError err;
+        err.message = e.what();
+        s.queue->push({EngineEvent::Kind::kError, s.tag, {}, err});
+        --num_in_flight_;
+        return;
+      }
+      Live live;
+      live.queue = s.queue;
+      live.tag = s.tag;
+      live.num_prompt_tokens = static_cast<int64_t>(s.prompt_token_ids.size());
+      live.last.request_id = s.request_id;
+      live.last.prompt_token_ids = std::move(s.prompt_token_ids);
+      live_.emplace(s.request_id, std::move(live));
+      s.queue->push({EngineEvent::Kind::kAccepted, s.tag, {}, {}});
+      return;
+    }
+    case Command::Kind::kAbort: {
+      auto it = live_.find(c.request_id);
+      if (it == live_.end()) return;  // already finished
+      backend_->abort_request(c.request_id);
+      RequestOutput out = it->second.last;
+      out.finished = true;
+      if (out.outputs.empty()) out.outputs.resize(1);
+      for (CompletionOutput& o : out.outputs) {
+        o.delta_text.clear();
+        o.delta_token_ids.clear();
+        if (o.finish_reason.empty()) o.finish_reason = "abort";
+      }
+      finish(c.request_id, it->second, out);
+      live_.erase(it);
+      return;
+    }
+    case Command::Kind::kAbortAll: {
+      std::vector<std::string> ids;
+      for (auto& [id, live] : live_) ids.push_back(id);
+      for (const std::string& id : ids) {
+        Command one{Command::Kind::kAbort, {}, id};
+        apply(one);
+      }
+      return;
+    }
+  }
+}
+
+void AsyncEngine::dispatch(std::vector<RequestOutput>& outputs) {
+  for (RequestOutput& out : outputs) {
+    auto it = live_.find(out.request_id);
+    if (it == live_.end()) continue;  // aborted by us a moment ago
+    Live& live = it->second;
+    int64_t num_tokens = 0;
+    for (const CompletionOutput& o : out.outputs) num_tokens += static_cast<int64_t>(o.token_ids.size());
+    const int64_t num_new = num_tokens - live.num_tokens_seen;
+    if (num_new > 0) {
+      // Inter-token latency: the gap since the previous token, spread over the tokens this step
+      // added; the first token's latency is TTFT instead.
+      if (live.num_tokens_seen > 0 && metrics_) {
+        metrics_->record_inter_token_latency(
+            (out.metrics.last_token_time_s - live.last_token_time_s) / static_cast<double>(num_new), num_new);
+      }
+      live.num_tokens_seen = num_tokens;
+      live.last_token_time_s = out.metrics.last_token_time_s;
+    }
+    if (out.finished) {
+      finish(out.request_id, live, out);
+      live_.erase(it);
+    } else {
+      live.last = out;
+      live.queue->push({EngineEvent::Kind::kOutput, live.tag, std::move(out), {}});
+    }
+  }
+}
+
+void AsyncEngine::finish(const std::string& request_id, Live& live, const RequestOutput& output) {
+  const RequestMetrics& m = output.metrics;
+  FinishedRequest f;
+  f.finish_reason = output.outputs.empty() ? "abort" : output.outputs.front().finish_reason;
+  f.num_prompt_tokens = live.num_prompt_tokens;
+  for (const CompletionOutput& o : output.outputs) f.num_generation_tokens += static_cast<int64_t>(o.token_ids.size());
+  const double end_s = m.finished_time_s > 0 ? m.finished_time_s
+                                             : std::chrono::duration<double>(
+                                                   std::chrono::steady_clock::now().time_since_epoch())
+                                                   .count();
+  f.queue_time_s = m.first_scheduled_time_s > 0 ? m.first_scheduled_time_s - m.arrival_time_s : end_s - m.arrival_time_s;
+  f.ttft_s = m.first_token_time_s > 0 ? m.first_token_time_s - m.arrival_time_s : -1;
+  f.e2e_s = m.arrival_time_s > 0 ? end_s - m.arrival_time_s : 0;
+  if (metrics_) metrics_->record_finished(f);
+  if (options_.log_requests) {
+    spdlog::info("request {} finished: prompt_tokens={} output_tokens={} queue_time={:.3f}s ttft={:.3f}s "
+                 "total_time={:.3f}s finish_reason={}",
+                 request_id, f.num_prompt_tokens, f.num_generation_tokens, f.queue_time_s, std::max(f.ttft_s, 0.0),
+                 f.e2e_s, f.finish_reason);
+  }
+  live.queue->push({EngineEvent::Kind::kOutput, live.tag, output, {}});
+  --num_in_flight_;
+}
+
+void AsyncEngine::fail_all(const std::string& reason) {
+  ApiError err;
+  err.status = 500;
+  err.type = "InternalServerError";
+  err.message = "The engine failed: " + reason;
+  for (auto& [id, live] : live_) {
+    live.queue->push({EngineEvent::Kind::kError, live.tag, {}, err});
+    --num_in_flight_;
+  }
+  live_.clear();
+  std::lock_guard lock(mutex_);
+  failure_ = reason;
+  for (Command& c : commands_) {
+    if (c.kind == Command::Kind::kAdd) {
+      c.submission.queue->push({EngineEvent::Kind::kError, c.submission.tag, {}, err});
+      --num_in_flight_;
+    }
+  }
+  commands_.clear();
+  state_ = State::kDead;
+  cv_.notify_all();
+}
+
+}  // namespace pagoda::server

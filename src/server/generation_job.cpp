@@ -1,0 +1,274 @@
+// Turning engine outputs into OpenAI responses and SSE chunks; see generation_job.h.
+#include "server/generation_job.h"
+
+#include <algorithm>
+
+namespace pagoda::server {
+namespace {
+constexpr std::chrono::milliseconds kPollInterval{1000};
+}
+
+GenerationJob::GenerationJob(AsyncEngine& engine, JobSpec spec)
+    : engine_(engine), spec_(std::move(spec)), queue_(std::make_shared<OutputQueue>()) {}
+
+GenerationJob::~GenerationJob() {
+  // Whatever way the HTTP side left (disconnect, exception), no engine request outlives its job.
+  if (!done_) abort_unfinished();
+}
+
+void GenerationJob::abort_unfinished() {
+  for (const Tag& t : tags_) {
+    if (!t.finished) engine_.abort(t.request_id);
+  }
+}
+
+void GenerationJob::start(std::vector<std::vector<int32_t>> prompts, const std::vector<SamplingParams>& params) {
+  const size_t num_prompts = prompts.size();
+  tags_.resize(num_prompts);
+  choices_.resize(num_prompts * static_cast<size_t>(spec_.n));
+  num_unfinished_tags_ = num_prompts;
+  size_t num_submitted = 0;
+  try {
+    for (size_t i = 0; i < num_prompts; ++i) {
+      tags_[i].request_id = spec_.id + "-" + std::to_string(i);
+      tags_[i].num_prompt_tokens = static_cast<int64_t>(prompts[i].size());
+      engine_.submit({tags_[i].request_id, std::move(prompts[i]), params[i], static_cast<int>(i), queue_});
+      ++num_submitted;
+    }
+  } catch (const RequestError&) {
+    for (size_t i = 0; i < num_submitted; ++i) engine_.abort(tags_[i].request_id);
+    done_ = true;
+    throw;
+  }
+  // Every submitted request is answered by kAccepted or kError (also when the engine stops).
+  size_t num_answered = 0;
+  std::optional<ApiError> refused;
+  std::vector<EngineEvent> events;
+  while (num_answered < num_prompts) {
+    events.clear();
+    queue_->pop_all(events, kPollInterval);
+    for (EngineEvent& e : events) {
+      if (e.kind == EngineEvent::Kind::kAccepted) {
+        ++num_answered;
+      } else if (e.kind == EngineEvent::Kind::kError && !tags_[e.tag].finished) {
+        ++num_answered;
+        tags_[e.tag].finished = true;
+        --num_unfinished_tags_;
+        if (!refused) refused = e.error;
+      } else {
+        backlog_.push_back(std::move(e));
+      }
+    }
+  }
+  if (refused) {
+    abort_unfinished();
+    done_ = true;
+    throw RequestError(*refused);
+  }
+}
+
+json GenerationJob::wait_response() {
+  for (const EngineEvent& e : backlog_) apply(e, nullptr);
+  backlog_.clear();
+  std::vector<EngineEvent> events;
+  while (num_unfinished_tags_ > 0 && !failure_) {
+    events.clear();
+    queue_->pop_all(events, kPollInterval);
+    for (const EngineEvent& e : events) apply(e, nullptr);
+  }
+  done_ = true;
+  if (failure_) throw RequestError(*failure_);
+  return final_response();
+}
+
+std::string GenerationJob::next_sse(std::chrono::milliseconds timeout) {
+  std::string sse;
+  if (done_) return sse;
+  std::vector<EngineEvent> events;
+  if (!backlog_.empty()) {
+    events.swap(backlog_);
+  } else {
+    queue_->pop_all(events, timeout);
+  }
+  for (const EngineEvent& e : events) apply(e, &sse);
+  if (failure_) {
+    sse += sse_event(error_json(*failure_));
+    sse += kSseDone;
+    done_ = true;
+  } else if (num_unfinished_tags_ == 0) {
+    if (spec_.include_usage) {
+      sse += sse_event({{"id", spec_.id},
+                        {"object", spec_.chat ? "chat.completion.chunk" : "text_completion"},
+                        {"created", spec_.created},
+                        {"model", spec_.model},
+                        {"choices", json::array()},
+                        {"usage", usage_json(usage())}});
+    }
+    sse += kSseDone;
+    done_ = true;
+  }
+  return sse;
+}
+
+void GenerationJob::apply(const EngineEvent& e, std::string* sse) {
+  if (e.tag < 0 || static_cast<size_t>(e.tag) >= tags_.size()) return;
+  Tag& tag = tags_[e.tag];
+  switch (e.kind) {
+    case EngineEvent::Kind::kAccepted:
+      return;
+    case EngineEvent::Kind::kError:
+      if (!tag.finished) {
+        tag.finished = true;
+        --num_unfinished_tags_;
+      }
+      if (!failure_) failure_ = e.error;
+      return;
+    case EngineEvent::Kind::kOutput:
+      if (tag.finished) return;
+      append_chunks(e.tag, e.output, sse);
+      if (e.output.finished) {
+        tag.finished = true;
+        --num_unfinished_tags_;
+      }
+      return;
+  }
+}
+
+void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::string* sse) {
+  for (const CompletionOutput& o : output.outputs) {
+    const size_t index = static_cast<size_t>(tag) * spec_.n + static_cast<size_t>(o.index);
+    if (o.index < 0 || o.index >= spec_.n || index >= choices_.size()) continue;
+    Choice& c = choices_[index];
+    if (c.finished) continue;
+    std::string new_text;
+    if (o.text.size() > c.sent_text_bytes) new_text = o.text.substr(c.sent_text_bytes);
+    c.sent_text_bytes = std::max(c.sent_text_bytes, o.text.size());
+    c.text = o.text;
+    c.num_tokens = static_cast<int64_t>(o.token_ids.size());
+    const size_t lp_begin = c.sent_logprobs, lp_end = o.logprobs.size();
+    c.sent_logprobs = std::max(lp_begin, lp_end);
+    if (spec_.logprobs) c.logprobs = o.logprobs;
+    const bool first_chunk = !c.role_sent;
+    c.role_sent = true;
+    if (!o.finish_reason.empty() || output.finished) {
+      c.finished = true;
+      c.finish_reason = o.finish_reason.empty() ? "abort" : o.finish_reason;
+      c.stop_reason = o.stop_reason;
+    }
+    if (sse == nullptr) continue;
+    const int choice_index = static_cast<int>(index);
+
+    if (!spec_.chat) {
+      std::string text = new_text;
+      if (spec_.echo && first_chunk) text = spec_.prompt_texts[tag] + text;
+      json logprobs = nullptr;
+      if (spec_.logprobs && lp_end > lp_begin) {
+        logprobs = completion_logprobs_json(o.logprobs, lp_begin, lp_end, c.text_offset, *spec_.logprobs > 0);
+        for (size_t i = lp_begin; i < lp_end; ++i) c.text_offset += o.logprobs[i].chosen.token.size();
+      }
+      if (text.empty() && logprobs.is_null() && !c.finished) continue;
+      *sse += sse_event(completion_chunk(choice_index, std::move(text), std::move(logprobs), c));
+      continue;
+    }
+
+    if (first_chunk) {
+      Choice opening;  // a chunk carrying only the role, never a finish reason
+      *sse += sse_event(chat_chunk(choice_index, {{"role", "assistant"}, {"content", ""}}, nullptr, opening));
+    }
+    json delta = json::object();
+    if (spec_.reasoning) {
+      ReasoningDelta d = c.reasoning.feed(new_text);
+      if (c.finished) {
+        ReasoningDelta rest = c.reasoning.finish();
+        d.reasoning += rest.reasoning;
+        d.content += rest.content;
+      }
+      if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+      if (!d.content.empty()) delta["content"] = d.content;
+    } else if (!new_text.empty()) {
+      delta["content"] = new_text;
+    }
+    json logprobs = nullptr;
+    if (spec_.logprobs && lp_end > lp_begin) logprobs = chat_logprobs_json(o.logprobs, lp_begin, lp_end);
+    if (delta.empty() && logprobs.is_null() && !c.finished) continue;
+    *sse += sse_event(chat_chunk(choice_index, std::move(delta), std::move(logprobs), c));
+  }
+}
+
+json GenerationJob::completion_chunk(int index, std::string text, json logprobs, const Choice& c) const {
+  json choice = {{"index", index},
+                 {"text", std::move(text)},
+                 {"logprobs", std::move(logprobs)},
+                 {"finish_reason", c.finished ? json(c.finish_reason) : json(nullptr)},
+                 {"stop_reason", c.stop_reason ? json(*c.stop_reason) : json(nullptr)}};
+  json chunk = {{"id", spec_.id},
+                {"object", "text_completion"},
+                {"created", spec_.created},
+                {"model", spec_.model},
+                {"choices", json::array({std::move(choice)})}};
+  if (spec_.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json GenerationJob::chat_chunk(int index, json delta, json logprobs, const Choice& c) const {
+  json choice = {{"index", index},
+                 {"delta", std::move(delta)},
+                 {"logprobs", std::move(logprobs)},
+                 {"finish_reason", c.finished ? json(c.finish_reason) : json(nullptr)}};
+  json chunk = {{"id", spec_.id},
+                {"object", "chat.completion.chunk"},
+                {"created", spec_.created},
+                {"model", spec_.model},
+                {"choices", json::array({std::move(choice)})}};
+  if (spec_.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+Usage GenerationJob::usage() const {
+  Usage u;
+  for (const Tag& t : tags_) u.prompt_tokens += t.num_prompt_tokens;
+  for (const Choice& c : choices_) u.completion_tokens += c.num_tokens;
+  return u;
+}
+
+json GenerationJob::final_response() const {
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    const size_t tag = i / static_cast<size_t>(spec_.n);
+    json stop_reason = c.stop_reason ? json(*c.stop_reason) : json(nullptr);
+    if (!spec_.chat) {
+      const std::string prefix = spec_.echo ? spec_.prompt_texts[tag] : std::string();
+      json logprobs = spec_.logprobs ? completion_logprobs_json(c.logprobs, 0, c.logprobs.size(), prefix.size(),
+                                                                *spec_.logprobs > 0)
+                                     : json(nullptr);
+      choices.push_back({{"index", i},
+                         {"text", prefix + c.text},
+                         {"logprobs", std::move(logprobs)},
+                         {"finish_reason", c.finish_reason},
+                         {"stop_reason", std::move(stop_reason)}});
+      continue;
+    }
+    json message = {{"role", "assistant"}};
+    if (spec_.reasoning) {
+      ReasoningDelta d = ReasoningParser::split(c.text);
+      message["reasoning_content"] = d.reasoning.empty() ? json(nullptr) : json(d.reasoning);
+      message["content"] = d.content.empty() ? json(nullptr) : json(d.content);
+    } else {
+      message["content"] = c.text;
+    }
+    choices.push_back({{"index", i},
+                       {"message", std::move(message)},
+                       {"logprobs", spec_.logprobs ? chat_logprobs_json(c.logprobs, 0, c.logprobs.size()) : json(nullptr)},
+                       {"finish_reason", c.finish_reason},
+                       {"stop_reason", std::move(stop_reason)}});
+  }
+  return {{"id", spec_.id},
+          {"object", spec_.chat ? "chat.completion" : "text_completion"},
+          {"created", spec_.created},
+          {"model", spec_.model},
+          {"choices", std::move(choices)},
+          {"usage", usage_json(usage())}};
+}
+
+}  // namespace pagoda::server

@@ -1,0 +1,91 @@
+// One /v1/completions or /v1/chat/completions request in flight: it submits one engine request
+// per prompt, turns the engine's cumulative outputs into OpenAI choices — a whole response, or
+// SSE chunks as they come — and aborts what is left when the client goes away.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/async_engine.h"
+#include "server/openai_protocol.h"
+#include "server/reasoning_parser.h"
+
+namespace pagoda::server {
+
+struct JobSpec {
+  bool chat = false;
+  std::string id;     // "cmpl-…" or "chatcmpl-…"; engine request ids are "<id>-<prompt index>"
+  std::string model;  // as reported in responses
+  int64_t created = 0;
+  int n = 1;
+  bool echo = false;                  // completions: prepend the prompt text
+  std::vector<std::string> prompt_texts;  // for echo
+  std::optional<int> logprobs;        // top-N per token; chat: set when logprobs is true
+  bool include_usage = false;         // streamed: a final usage chunk
+  bool reasoning = false;             // chat: split <think>…</think> into reasoning_content
+};
+
+class GenerationJob {
+ public:
+  GenerationJob(AsyncEngine& engine, JobSpec spec);
+  ~GenerationJob();
+
+  // Submits prompts[i] with params[i] and waits until the engine accepted all of them. Throws
+  // RequestError (after aborting the accepted ones) when one is refused or the queue is full.
+  void start(std::vector<std::vector<int32_t>> prompts, const std::vector<SamplingParams>& params);
+
+  // Non-streamed: waits for every choice to finish and returns the response body.
+  json wait_response();
+
+  // Streamed: waits up to `timeout` for progress and returns the SSE text it makes (possibly
+  // empty); after the last choice finishes it also returns the usage chunk and [DONE].
+  std::string next_sse(std::chrono::milliseconds timeout);
+  bool done() const { return done_; }
+
+  // Aborts the engine requests that have not finished (client disconnect).
+  void abort_unfinished();
+
+ private:
+  struct Choice {
+    size_t sent_text_bytes = 0;
+    size_t sent_logprobs = 0;
+    size_t text_offset = 0;  // bytes of text before the next logprob token
+    bool role_sent = false;
+    bool finished = false;
+    std::string finish_reason;
+    std::optional<std::string> stop_reason;
+    std::string text;  // final cumulative text
+    std::vector<GeneratedTokenLogprobs> logprobs;
+    int64_t num_tokens = 0;
+    ReasoningParser reasoning;
+  };
+  struct Tag {
+    std::string request_id;
+    int64_t num_prompt_tokens = 0;
+    bool finished = false;
+  };
+
+  // Applies one engine event; appends SSE chunks to `sse` when streaming.
+  void apply(const EngineEvent& event, std::string* sse);
+  void append_chunks(int tag, const RequestOutput& output, std::string* sse);
+  json completion_chunk(int index, std::string text, json logprobs, const Choice& c) const;
+  json chat_chunk(int index, json delta, json logprobs, const Choice& c) const;
+  Usage usage() const;
+  json final_response() const;
+
+  AsyncEngine& engine_;
+  JobSpec spec_;
+  std::shared_ptr<OutputQueue> queue_;
+  std::vector<Tag> tags_;
+  std::vector<Choice> choices_;  // tag * n + sample index
+  std::vector<EngineEvent> backlog_;  // outputs that came while start() waited for acceptance
+  size_t num_unfinished_tags_ = 0;
+  bool done_ = false;
+  std::optional<ApiError> failure_;
+};
+
+}  // namespace pagoda::server

@@ -1,0 +1,548 @@
+// Request parsing and response building for the OpenAI-compatible API. Every field a request
+// may carry is listed here; unknown fields are a 400 (a typo like "max_token" must not be
+// silently ignored), as are wrong types and out-of-range values, each naming the field in
+// `param`. Null counts as absent, as in the OpenAI and vLLM servers.
+#include "server/openai_protocol.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "sampling/validate.h"
+
+namespace pagoda::server {
+
+void throw_invalid(std::string message, std::string param) {
+  ApiError e;
+  e.status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  throw RequestError(std::move(e));
+}
+
+ApiError not_found_error(std::string message) {
+  ApiError e;
+  e.status = 404;
+  e.type = "NotFoundError";
+  e.message = std::move(message);
+  return e;
+}
+
+ApiError service_unavailable_error(std::string message) {
+  ApiError e;
+  e.status = 503;
+  e.type = "ServiceUnavailableError";
+  e.message = std::move(message);
+  return e;
+}
+
+json error_json(const ApiError& error) {
+  json inner = {{"message", error.message},
+                {"type", error.type},
+                {"param", error.param.empty() ? json(nullptr) : json(error.param)},
+                {"code", error.code.empty() ? json(error.status) : json(error.code)}};
+  return json{{"error", std::move(inner)}};
+}
+
+std::string dump_json(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string sse_event(const json& payload) { return "data: " + dump_json(payload) + "\n\n"; }
+
+namespace {
+
+// Nesting depth of a JSON text, counted without parsing (brackets inside strings ignored), so that
+// a body of a million '[' is refused before a recursive structure is built from it.
+int json_depth(std::string_view text) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+      if (max_depth > kMaxJsonDepth) return max_depth;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+// Reads the fields of one JSON object, remembering which were consumed so that the rest can be
+// reported as unknown. `prefix` names nested objects in `param` ("stream_options.include_usage").
+class FieldReader {
+ public:
+  FieldReader(const json& object, std::string prefix = {}) : object_(object), prefix_(std::move(prefix)) {}
+
+  const json* get(const std::string& key) {
+    seen_.insert(key);
+    auto it = object_.find(key);
+    if (it == object_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  std::optional<int64_t> get_int(const std::string& key, int64_t min, int64_t max) {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number_integer()) throw_invalid(fmt::format("'{}' must be an integer", name(key)), name(key));
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max)) {
+      throw_invalid(fmt::format("'{}' must be in [{}, {}], got {}", name(key), min, max, v->get<uint64_t>()),
+                    name(key));
+    }
+    const int64_t x = v->get<int64_t>();
+    if (x < min || x > max) {
+      throw_invalid(fmt::format("'{}' must be in [{}, {}], got {}", name(key), min, max, x), name(key));
+    }
+    return x;
+  }
+
+  std::optional<float> get_float(const std::string& key) {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) throw_invalid(fmt::format("'{}' must be a number", name(key)), name(key));
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || std::fabs(x) > 1e30) {
+      throw_invalid(fmt::format("'{}' is out of range: {}", name(key), x), name(key));
+    }
+    return static_cast<float>(x);
+  }
+
+  std::optional<bool> get_bool(const std::string& key) {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_boolean()) throw_invalid(fmt::format("'{}' must be a boolean", name(key)), name(key));
+    return v->get<bool>();
+  }
+
+  std::optional<std::string> get_string(const std::string& key) {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_string()) throw_invalid(fmt::format("'{}' must be a string", name(key)), name(key));
+    return v->get<std::string>();
+  }
+
+  // Marks fields we accept for compatibility but do not act on (e.g. "user").
+  void ignore(std::initializer_list<const char*> keys) {
+    for (const char* k : keys) seen_.insert(k);
+  }
+
+  void reject_unknown() const {
+    for (auto it = object_.begin(); it != object_.end(); ++it) {
+      if (!seen_.count(it.key())) {
+        throw_invalid(fmt::format("Unknown field '{}'", name(it.key())), name(it.key()));
+      }
+    }
+  }
+
+  std::string name(const std::string& key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
+
+ private:
+  const json& object_;
+  std::string prefix_;
+  std::set<std::string> seen_;
+};
+
+std::vector<int32_t> parse_token_ids(const json& v, const std::string& param) {
+  if (!v.is_array()) throw_invalid(fmt::format("'{}' must be an array of token ids", param), param);
+  std::vector<int32_t> ids;
+  ids.reserve(v.size());
+  for (const json& x : v) {
+    if (!x.is_number_integer()) throw_invalid(fmt::format("'{}' must contain only integers", param), param);
+    if (x.is_number_unsigned() ? x.get<uint64_t>() > INT32_MAX
+                               : (x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)) {
+      throw_invalid(fmt::format("'{}' contains an invalid token id: {}", param, x.dump()), param);
+    }
+    ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  }
+  return ids;
+}
+
+std::vector<Prompt> parse_prompt(const json* v) {
+  if (v == nullptr) throw_invalid("'prompt' is required", "prompt");
+  std::vector<Prompt> prompts;
+  if (v->is_string()) {
+    prompts.push_back({v->get<std::string>(), {}});
+  } else if (v->is_array()) {
+    if (v->empty()) throw_invalid("'prompt' must not be empty", "prompt");
+    if (v->size() > static_cast<size_t>(kMaxPromptsPerRequest)) {
+      throw_invalid(fmt::format("'prompt' has {} entries; at most {} are allowed", v->size(), kMaxPromptsPerRequest),
+                    "prompt");
+    }
+    const json& first = v->front();
+    if (first.is_number_integer()) {
+      prompts.push_back({std::nullopt, parse_token_ids(*v, "prompt")});
+    } else if (first.is_string()) {
+      for (const json& s : *v) {
+        if (!s.is_string()) throw_invalid("'prompt' must be a list of strings", "prompt");
+        prompts.push_back({s.get<std::string>(), {}});
+      }
+    } else if (first.is_array()) {
+      for (const json& ids : *v) {
+        prompts.push_back({std::nullopt, parse_token_ids(ids, "prompt")});
+        if (prompts.back().token_ids.empty()) throw_invalid("'prompt' contains an empty token list", "prompt");
+      }
+    } else {
+      throw_invalid("'prompt' must be a string, a list of strings, token ids or lists of token ids", "prompt");
+    }
+  } else {
+    throw_invalid("'prompt' must be a string, a list of strings, token ids or lists of token ids", "prompt");
+  }
+  return prompts;
+}
+
+std::vector<std::string> parse_stop(const json* v) {
+  std::vector<std::string> stop;
+  if (v == nullptr) return stop;
+  if (v->is_string()) {
+    stop.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    if (v->size() > 16) throw_invalid("'stop' may hold at most 16 strings", "stop");
+    for (const json& s : *v) {
+      if (!s.is_string()) throw_invalid("'stop' must be a string or a list of strings", "stop");
+      stop.push_back(s.get<std::string>());
+    }
+  } else {
+    throw_invalid("'stop' must be a string or a list of strings", "stop");
+  }
+  for (const std::string& s : stop) {
+    if (s.empty()) throw_invalid("'stop' strings must not be empty", "stop");
+  }
+  return stop;
+}
+
+void parse_stream_options(FieldReader& r, bool stream, bool* include_usage) {
+  const json* opts = r.get("stream_options");
+  if (opts == nullptr) return;
+  if (!opts->is_object()) throw_invalid("'stream_options' must be an object", "stream_options");
+  if (!stream) throw_invalid("'stream_options' is only allowed when 'stream' is true", "stream_options");
+  FieldReader o(*opts, "stream_options");
+  *include_usage = o.get_bool("include_usage").value_or(false);
+  o.ignore({"continuous_usage_stats"});
+  o.reject_unknown();
+}
+
+// The sampling fields both endpoints share, OpenAI names plus vLLM's extras.
+void parse_sampling_fields(FieldReader& r, SamplingParams& p) {
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  if (auto n = r.get_int("n", 1, kMaxSamplesPerRequest)) p.n = static_cast<int>(*n);
+  if (auto v = r.get_float("temperature")) p.temperature = *v;
+  if (auto v = r.get_float("top_p")) p.top_p = *v;
+  if (auto v = r.get_int("top_k", -1, kIntMax)) p.top_k = static_cast<int>(*v);
+  if (auto v = r.get_float("min_p")) p.min_p = *v;
+  if (auto v = r.get_float("presence_penalty")) p.presence_penalty = *v;
+  if (auto v = r.get_float("frequency_penalty")) p.frequency_penalty = *v;
+  if (auto v = r.get_float("repetition_penalty")) p.repetition_penalty = *v;
+  if (auto v = r.get_int("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
+    p.seed = static_cast<uint64_t>(*v);
+  }
+  if (const json* stop = r.get("stop")) p.stop = parse_stop(stop);
+  if (const json* ids = r.get("stop_token_ids")) {
+    p.stop_token_ids = parse_token_ids(*ids, "stop_token_ids");
+  }
+  if (auto v = r.get_int("min_tokens", 0, kIntMax)) p.min_tokens = static_cast<int>(*v);
+  if (auto v = r.get_bool("ignore_eos")) p.ignore_eos = *v;
+  if (auto v = r.get_bool("skip_special_tokens")) p.skip_special_tokens = *v;
+  if (auto v = r.get_bool("include_stop_str_in_output")) p.include_stop_str_in_output = *v;
+  // best_of is accepted only where it changes nothing (vLLM dropped it in v1).
+  if (auto best_of = r.get_int("best_of", 1, kMaxSamplesPerRequest); best_of && *best_of != p.n) {
+    throw_invalid("'best_of' is not supported unless equal to 'n'", "best_of");
+  }
+  if (const json* bias = r.get("logit_bias")) {
+    if (!bias->is_object()) throw_invalid("'logit_bias' must be an object", "logit_bias");
+    if (!bias->empty()) throw_invalid("'logit_bias' is not supported", "logit_bias");
+  }
+  if (const json* beam = r.get("use_beam_search"); beam && !(beam->is_boolean() && !beam->get<bool>())) {
+    throw_invalid("'use_beam_search' is not supported", "use_beam_search");
+  }
+  if (const json* user = r.get("user"); user && !user->is_string()) throw_invalid("'user' must be a string", "user");
+  r.ignore({"spaces_between_special_tokens", "priority", "request_id"});
+}
+
+// Text of one message's content: a string, or an array of parts [{type: "text", text}].
+std::string message_text(const json& content, const std::string& param) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) throw_invalid(fmt::format("'{}' must be a string or an array of content parts", param), param);
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string where = fmt::format("{}[{}]", param, i);
+    if (!part.is_object()) throw_invalid(fmt::format("'{}' must be an object", where), where);
+    FieldReader pr(part, where);
+    const auto type = pr.get_string("type");
+    if (!type) throw_invalid(fmt::format("'{}.type' is required", where), where + ".type");
+    if (*type != "text") {
+      throw_invalid(fmt::format("content part type '{}' is not supported (text only)", *type), where + ".type");
+    }
+    const auto t = pr.get_string("text");
+    if (!t) throw_invalid(fmt::format("'{}.text' is required", where), where + ".text");
+    pr.reject_unknown();
+    if (!text.empty()) text += "\n";  // vLLM joins text parts with newlines
+    text += *t;
+  }
+  return text;
+}
+
+json parse_messages(const json* v) {
+  if (v == nullptr) throw_invalid("'messages' is required", "messages");
+  if (!v->is_array() || v->empty()) throw_invalid("'messages' must be a non-empty array", "messages");
+  json out = json::array();
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!m.is_object()) throw_invalid(fmt::format("'{}' must be an object", where), where);
+    FieldReader r(m, where);
+    const auto role = r.get_string("role");
+    static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
+    if (!role || !kRoles.count(*role)) {
+      throw_invalid(fmt::format("'{}.role' must be one of system, developer, user, assistant, tool", where),
+                    where + ".role");
+    }
+    json msg = {{"role", *role}};
+    const json* content = r.get("content");
+    if (content == nullptr) {
+      if (*role != "assistant") throw_invalid(fmt::format("'{}.content' is required", where), where + ".content");
+      msg["content"] = "";
+    } else {
+      msg["content"] = message_text(*content, where + ".content");
+    }
+    if (auto name = r.get_string("name")) msg["name"] = *name;
+    if (auto rc = r.get_string("reasoning_content")) msg["reasoning_content"] = *rc;
+    if (auto id = r.get_string("tool_call_id")) msg["tool_call_id"] = *id;
+    if (const json* calls = r.get("tool_calls")) msg["tool_calls"] = *calls;
+    r.reject_unknown();
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+}  // namespace
+
+json parse_json_body(std::string_view body) {
+  if (body.empty()) throw_invalid("The request body is empty; expected a JSON object");
+  if (json_depth(body) > kMaxJsonDepth) {
+    throw_invalid(fmt::format("The request body is nested deeper than {} levels", kMaxJsonDepth));
+  }
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::exception& e) {
+    // nlohmann's message names the byte offset and the cause (syntax, invalid UTF-8, overflow).
+    throw_invalid(fmt::format("Invalid JSON body: {}", e.what()));
+  }
+  if (!j.is_object()) throw_invalid("The request body must be a JSON object");
+  return j;
+}
+
+CompletionRequest parse_completion_request(const json& body, const SamplingParams& defaults) {
+  CompletionRequest req;
+  req.params = defaults;
+  req.params.n = 1;
+  req.params.stop.clear();
+  req.params.logprobs.reset();
+  FieldReader r(body);
+  req.model = r.get_string("model").value_or("");
+  req.prompts = parse_prompt(r.get("prompt"));
+  if (auto v = r.get_int("max_tokens", 0, std::numeric_limits<int32_t>::max())) req.max_tokens = static_cast<int>(*v);
+  req.echo = r.get_bool("echo").value_or(false);
+  req.stream = r.get_bool("stream").value_or(false);
+  parse_stream_options(r, req.stream, &req.include_usage);
+  if (auto v = r.get_int("logprobs", 0, kMaxLogprobs)) req.params.logprobs = static_cast<int>(*v);
+  if (req.echo && req.params.logprobs) {
+    throw_invalid("'echo' together with 'logprobs' is not supported (prompt logprobs are not computed)", "echo");
+  }
+  if (const json* suffix = r.get("suffix")) {
+    if (!suffix->is_string()) throw_invalid("'suffix' must be a string", "suffix");
+    if (!suffix->get<std::string>().empty()) throw_invalid("'suffix' is not supported", "suffix");
+  }
+  req.add_special_tokens = r.get_bool("add_special_tokens").value_or(true);
+  parse_sampling_fields(r, req.params);
+  r.reject_unknown();
+  return req;
+}
+
+ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults) {
+  ChatRequest req;
+  req.params = defaults;
+  req.params.n = 1;
+  req.params.stop.clear();
+  req.params.logprobs.reset();
+  FieldReader r(body);
+  req.model = r.get_string("model").value_or("");
+  req.messages = parse_messages(r.get("messages"));
+  const auto max_tokens = r.get_int("max_tokens", 0, std::numeric_limits<int32_t>::max());
+  const auto max_completion_tokens = r.get_int("max_completion_tokens", 0, std::numeric_limits<int32_t>::max());
+  if (max_completion_tokens) {
+    req.max_tokens = static_cast<int>(*max_completion_tokens);
+  } else if (max_tokens) {
+    req.max_tokens = static_cast<int>(*max_tokens);
+  }
+  req.stream = r.get_bool("stream").value_or(false);
+  parse_stream_options(r, req.stream, &req.include_usage);
+  req.logprobs = r.get_bool("logprobs").value_or(false);
+  if (auto top = r.get_int("top_logprobs", 0, kMaxLogprobs)) {
+    if (!req.logprobs) throw_invalid("'top_logprobs' requires 'logprobs' to be true", "top_logprobs");
+    req.params.logprobs = static_cast<int>(*top);
+  } else if (req.logprobs) {
+    req.params.logprobs = 0;
+  }
+  req.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
+  req.add_special_tokens = r.get_bool("add_special_tokens").value_or(false);
+  if (const json* kwargs = r.get("chat_template_kwargs")) {
+    if (!kwargs->is_object()) throw_invalid("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    req.chat_template_kwargs = *kwargs;
+  }
+  if (const json* fmt_ = r.get("response_format")) {
+    if (!fmt_->is_object() || fmt_->value("type", json()) != "text") {
+      throw_invalid("'response_format' other than {\"type\": \"text\"} is not supported", "response_format");
+    }
+  }
+  if (const json* tools = r.get("tools")) {
+    if (!tools->is_array()) throw_invalid("'tools' must be an array", "tools");
+    if (!tools->empty()) throw_invalid("'tools' (function calling) is not supported", "tools");
+  }
+  if (const json* choice = r.get("tool_choice"); choice && *choice != "none" && *choice != "auto") {
+    throw_invalid("'tool_choice' other than \"none\" is not supported", "tool_choice");
+  }
+  r.ignore({"parallel_tool_calls", "store", "metadata", "service_tier"});
+  parse_sampling_fields(r, req.params);
+  r.reject_unknown();
+  return req;
+}
+
+int resolve_max_tokens(std::optional<int> requested, int default_max_tokens, int num_prompt_tokens,
+                       int max_model_len) {
+  if (num_prompt_tokens >= max_model_len) {
+    throw_invalid(fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
+                              "tokens, {} over the limit (at least one token must be left to generate). "
+                              "Please reduce the length of the prompt.",
+                              max_model_len, num_prompt_tokens, num_prompt_tokens - max_model_len + 1),
+                  requested ? "max_tokens" : "prompt");
+  }
+  const int room = max_model_len - num_prompt_tokens;
+  if (!requested) return default_max_tokens > 0 ? std::min(default_max_tokens, room) : room;
+  if (*requested < 1) throw_invalid(fmt::format("'max_tokens' must be at least 1, got {}", *requested), "max_tokens");
+  const int64_t total = static_cast<int64_t>(num_prompt_tokens) + *requested;
+  if (total > max_model_len) {
+    throw_invalid(fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
+                              "({} in the prompt, {} for the completion), {} over the limit. Please reduce the "
+                              "length of the prompt or max_tokens.",
+                              max_model_len, total, num_prompt_tokens, *requested, total - max_model_len),
+                  "max_tokens");
+  }
+  return *requested;
+}
+
+void check_sampling_params(const SamplingParams& params) {
+  if (auto message = validate(params)) {
+    // validate() names the field first ("top_p must be in (0, 1], got 1.5").
+    const size_t space = message->find(' ');
+    throw_invalid(*message, message->substr(0, space));
+  }
+}
+
+TokenizeRequest parse_tokenize_request(const json& body) {
+  TokenizeRequest req;
+  FieldReader r(body);
+  req.model = r.get_string("model").value_or("");
+  req.prompt = r.get_string("prompt");
+  if (const json* messages = r.get("messages")) req.messages = parse_messages(messages);
+  if (req.prompt.has_value() == !req.messages.is_null()) {
+    throw_invalid("Exactly one of 'prompt' and 'messages' is required", "prompt");
+  }
+  req.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
+  // vLLM's default: BOS for a plain prompt, none for messages (the template adds it).
+  req.add_special_tokens = r.get_bool("add_special_tokens").value_or(req.prompt.has_value());
+  r.ignore({"return_token_strs"});
+  r.reject_unknown();
+  return req;
+}
+
+std::vector<int32_t> parse_detokenize_request(const json& body, std::string* model) {
+  FieldReader r(body);
+  *model = r.get_string("model").value_or("");
+  const json* tokens = r.get("tokens");
+  if (tokens == nullptr) throw_invalid("'tokens' is required", "tokens");
+  std::vector<int32_t> ids = parse_token_ids(*tokens, "tokens");
+  r.reject_unknown();
+  return ids;
+}
+
+json usage_json(const Usage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens},
+          {"completion_tokens", usage.completion_tokens},
+          {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+}
+
+json completion_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin, size_t end,
+                              size_t text_offset, bool with_top) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  end = std::min(end, logprobs.size());
+  for (size_t i = begin; i < end; ++i) {
+    const GeneratedTokenLogprobs& lp = logprobs[i];
+    tokens.push_back(lp.chosen.token);
+    token_logprobs.push_back(lp.chosen.logprob);
+    offsets.push_back(text_offset);
+    text_offset += lp.chosen.token.size();
+    if (with_top) {
+      json entry = json::object();
+      for (const TokenLogprobInfo& t : lp.top) entry[t.token] = t.logprob;
+      top.push_back(std::move(entry));
+    } else {
+      top.push_back(nullptr);
+    }
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+namespace {
+json token_bytes(const std::string& token) {
+  json bytes = json::array();
+  for (unsigned char c : token) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+}  // namespace
+
+json chat_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin, size_t end) {
+  json content = json::array();
+  end = std::min(end, logprobs.size());
+  for (size_t i = begin; i < end; ++i) {
+    const GeneratedTokenLogprobs& lp = logprobs[i];
+    json top = json::array();
+    for (const TokenLogprobInfo& t : lp.top) {
+      top.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", token_bytes(t.token)}});
+    }
+    content.push_back({{"token", lp.chosen.token},
+                       {"logprob", lp.chosen.logprob},
+                       {"bytes", token_bytes(lp.chosen.token)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return {{"content", std::move(content)}};
+}
+
+std::string random_request_id(std::string_view prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}-{:016x}{:016x}", prefix, rng(), rng());
+}
+
+int64_t unix_time_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace pagoda::server

@@ -1,0 +1,135 @@
+// The OpenAI wire format: parsing and validating /v1/completions, /v1/chat/completions,
+// /tokenize and /detokenize bodies into plain structs, and building the JSON responses, SSE
+// chunks and errors the official SDKs expect (field names and defaults follow
+// platform.openai.com/docs/api-reference and vLLM's protocol.py, including vLLM's extras).
+// Nothing here touches the engine or a socket, so every rule is unit-testable.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pagoda/engine.h"
+#include "pagoda/sampling_params.h"
+
+namespace pagoda::server {
+
+using nlohmann::json;
+
+// An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // empty: null
+  std::string code;   // empty: null
+};
+
+// Thrown by the parsers and the server's request path; the HTTP layer turns it into a response.
+class RequestError : public std::runtime_error {
+ public:
+  explicit RequestError(ApiError error) : std::runtime_error(error.message), error_(std::move(error)) {}
+  const ApiError& error() const { return error_; }
+
+ private:
+  ApiError error_;
+};
+
+[[noreturn]] void throw_invalid(std::string message, std::string param = {});
+ApiError not_found_error(std::string message);
+ApiError service_unavailable_error(std::string message);
+json error_json(const ApiError& error);
+
+// The deepest nesting of arrays/objects a body may have; deeper bodies are rejected before parsing.
+inline constexpr int kMaxJsonDepth = 32;
+inline constexpr int kMaxPromptsPerRequest = 256;
+inline constexpr int kMaxSamplesPerRequest = 128;  // n
+
+// Parses a request body: must be valid UTF-8 JSON, an object, nested at most kMaxJsonDepth deep.
+json parse_json_body(std::string_view body);
+
+// One prompt of a completion request: text, or token ids.
+struct Prompt {
+  std::optional<std::string> text;
+  std::vector<int32_t> token_ids;  // set when the client sent ids
+};
+
+struct CompletionRequest {
+  std::string model;  // empty: the served model
+  std::vector<Prompt> prompts;
+  SamplingParams params;              // max_tokens resolved by the server
+  std::optional<int> max_tokens;      // as sent
+  bool echo = false;
+  bool stream = false;
+  bool include_usage = false;
+  bool add_special_tokens = true;
+};
+
+struct ChatRequest {
+  std::string model;
+  json messages;  // array of {role, content: string, ...}; content parts are joined into text
+  bool add_generation_prompt = true;
+  json chat_template_kwargs = json::object();
+  SamplingParams params;
+  std::optional<int> max_tokens;  // max_completion_tokens or max_tokens, as sent
+  bool logprobs = false;          // chat: a bool; top_logprobs sets params.logprobs
+  bool stream = false;
+  bool include_usage = false;
+  bool add_special_tokens = false;  // the chat template already adds BOS
+};
+
+// `defaults` carries the model's generation_config.json values (temperature, top_p, ...); the
+// request overrides them field by field. Throws RequestError (400) naming the bad field in param.
+CompletionRequest parse_completion_request(const json& body, const SamplingParams& defaults);
+ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults);
+
+// Resolves max_tokens (completions: 16 unless sent; chat: the rest of the context) and checks
+// that prompt + max_tokens fits; the 400 message says by how many tokens it does not.
+int resolve_max_tokens(std::optional<int> requested, int default_max_tokens, int num_prompt_tokens,
+                       int max_model_len);
+// Runs validate() on the final params, mapping its message to a 400 with `param` set.
+void check_sampling_params(const SamplingParams& params);
+
+// /tokenize: {"prompt": str, "add_special_tokens"?} or {"messages": [...], ...}.
+struct TokenizeRequest {
+  std::string model;
+  std::optional<std::string> prompt;
+  json messages;  // null unless a chat tokenize
+  bool add_generation_prompt = true;
+  bool add_special_tokens = true;
+};
+TokenizeRequest parse_tokenize_request(const json& body);
+// /detokenize: {"tokens": [ids]}.
+std::vector<int32_t> parse_detokenize_request(const json& body, std::string* model);
+
+// ---- responses ----
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+json usage_json(const Usage& usage);
+
+// Legacy completions logprobs ({tokens, token_logprobs, top_logprobs, text_offset}) for
+// logprobs[begin, end); text_offset starts at `text_offset` (bytes into the choice's text).
+json completion_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin,
+                              size_t end, size_t text_offset, bool with_top);
+// Chat logprobs ({content: [{token, logprob, bytes, top_logprobs}]}) for logprobs[begin, end).
+json chat_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin,
+                        size_t end);
+
+// `data: {...}\n\n`; invalid UTF-8 (a token that ends mid-character) becomes U+FFFD.
+std::string sse_event(const json& payload);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+// The one serialisation every response body uses (replaces invalid UTF-8).
+std::string dump_json(const json& value);
+
+std::string random_request_id(std::string_view prefix);  // "cmpl-<32 hex>"
+int64_t unix_time_s();
+
+}  // namespace pagoda::server

@@ -1,0 +1,159 @@
+// HugeBuffer: the fallback chain explicit huge pages -> transparent huge pages -> plain pages.
+#include "util/huge_buffer.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "util/error.h"
+
+namespace pagoda {
+
+namespace {
+
+constexpr size_t kFallbackHugePageBytes = size_t{2} << 20;
+
+size_t round_up(size_t value, size_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+void* map_anonymous(size_t bytes, int extra_flags) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags,
+                 -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+// Maps `bytes` starting on a `alignment` boundary by over-mapping and trimming both ends, so
+// THP can back the whole range with aligned huge pages.
+void* map_aligned(size_t bytes, size_t alignment) {
+  const size_t padded = bytes + alignment;
+  auto* raw = static_cast<uint8_t*>(map_anonymous(padded, 0));
+  if (raw == nullptr) return nullptr;
+  const auto address = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (address + alignment - 1) / alignment * alignment;
+  const size_t head = aligned - address;
+  const size_t tail = padded - head - bytes;
+  if (head > 0) munmap(raw, head);
+  if (tail > 0) munmap(raw + head + bytes, tail);
+  return reinterpret_cast<void*>(aligned);
+}
+
+void touch_pages(void* data, size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto* p = static_cast<volatile uint8_t*>(data);
+  for (size_t offset = 0; offset < bytes; offset += page) p[offset] = 0;
+}
+
+}  // namespace
+
+std::string_view page_kind_name(PageKind kind) {
+  switch (kind) {
+    case PageKind::kExplicitHuge:
+      return "explicit huge pages";
+    case PageKind::kTransparentHuge:
+      return "transparent huge pages";
+    case PageKind::kPlain:
+      return "plain pages";
+  }
+  return "unknown";
+}
+
+size_t default_huge_page_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    if (line.rfind("Hugepagesize:", 0) != 0) continue;
+    std::istringstream fields(line.substr(std::strlen("Hugepagesize:")));
+    size_t kib = 0;
+    if (fields >> kib && kib > 0) return kib * 1024;
+  }
+  return kFallbackHugePageBytes;
+}
+
+bool transparent_huge_pages_available() {
+  std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(file, modes);
+  return modes.find("[always]") != std::string::npos ||
+         modes.find("[madvise]") != std::string::npos;
+}
+
+HugeBuffer HugeBuffer::allocate(size_t size_bytes, const HugeBufferOptions& options) {
+  if (size_bytes == 0) fail("HugeBuffer: cannot allocate 0 bytes");
+  HugeBuffer buffer;
+  buffer.size_bytes_ = size_bytes;
+  const size_t huge_page = default_huge_page_bytes();
+
+  if (options.allow_explicit_huge) {
+    // Without MAP_NORESERVE the kernel reserves the huge pages now, so a short pool fails here
+    // with ENOMEM instead of SIGBUS on first touch.
+    const size_t bytes = round_up(size_bytes, huge_page);
+    if (void* p = map_anonymous(bytes, MAP_HUGETLB)) {
+      buffer.data_ = p;
+      buffer.mapped_bytes_ = bytes;
+      buffer.kind_ = PageKind::kExplicitHuge;
+    }
+  }
+  if (buffer.data_ == nullptr && options.allow_transparent_huge &&
+      transparent_huge_pages_available()) {
+    const size_t bytes = round_up(size_bytes, huge_page);
+    if (void* p = map_aligned(bytes, huge_page)) {
+      if (madvise(p, bytes, MADV_HUGEPAGE) == 0) {
+        buffer.data_ = p;
+        buffer.mapped_bytes_ = bytes;
+        buffer.kind_ = PageKind::kTransparentHuge;
+      } else {
+        munmap(p, bytes);
+      }
+    }
+  }
+  if (buffer.data_ == nullptr) {
+    const size_t bytes = round_up(size_bytes, static_cast<size_t>(sysconf(_SC_PAGESIZE)));
+    void* p = map_anonymous(bytes, 0);
+    if (p == nullptr) {
+      fail("HugeBuffer: mmap of {} bytes failed: {}", bytes, std::strerror(errno));
+    }
+    buffer.data_ = p;
+    buffer.mapped_bytes_ = bytes;
+    buffer.kind_ = PageKind::kPlain;
+  }
+  if (options.prefault) touch_pages(buffer.data_, buffer.mapped_bytes_);
+  return buffer;
+}
+
+HugeBuffer::~HugeBuffer() {
+  release();
+}
+
+HugeBuffer::HugeBuffer(HugeBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_bytes_(std::exchange(other.size_bytes_, 0)),
+      mapped_bytes_(std::exchange(other.mapped_bytes_, 0)),
+      kind_(other.kind_) {}
+
+HugeBuffer& HugeBuffer::operator=(HugeBuffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+    size_bytes_ = std::exchange(other.size_bytes_, 0);
+    mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
+    kind_ = other.kind_;
+  }
+  return *this;
+}
+
+void HugeBuffer::release() {
+  if (data_ != nullptr) munmap(data_, mapped_bytes_);
+  data_ = nullptr;
+  size_bytes_ = 0;
+  mapped_bytes_ = 0;
+}
+
+}  // namespace pagoda

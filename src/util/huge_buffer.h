@@ -1,0 +1,60 @@
+// One large anonymous allocation (the KV cache pool), backed by the biggest pages the system
+// will give: explicit huge pages (MAP_HUGETLB), then transparent huge pages (madvise), then
+// plain pages. Large pages cut TLB misses when attention walks gigabytes of KV blocks.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace pagoda {
+
+enum class PageKind {
+  kExplicitHuge,     // mmap(MAP_HUGETLB) from the reserved hugetlbfs pool
+  kTransparentHuge,  // 2 MiB-aligned mapping with madvise(MADV_HUGEPAGE), THP enabled
+  kPlain,            // ordinary 4 KiB pages
+};
+
+std::string_view page_kind_name(PageKind kind);
+
+struct HugeBufferOptions {
+  bool allow_explicit_huge = true;     // try MAP_HUGETLB first
+  bool allow_transparent_huge = true;  // then THP via madvise
+  bool prefault = false;               // touch every page now instead of on first use
+};
+
+// Move-only owner of the mapping; memory starts zeroed (anonymous mmap).
+class HugeBuffer {
+ public:
+  HugeBuffer() = default;
+  // Throws pagoda::Error if even plain pages cannot be mapped (size and errno in the message).
+  static HugeBuffer allocate(size_t size_bytes, const HugeBufferOptions& options = {});
+
+  ~HugeBuffer();
+  HugeBuffer(HugeBuffer&& other) noexcept;
+  HugeBuffer& operator=(HugeBuffer&& other) noexcept;
+  HugeBuffer(const HugeBuffer&) = delete;
+  HugeBuffer& operator=(const HugeBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t size_bytes() const { return size_bytes_; }      // what the caller asked for
+  size_t mapped_bytes() const { return mapped_bytes_; }  // rounded up to the page size used
+  PageKind kind() const { return kind_; }
+  std::string_view kind_name() const { return page_kind_name(kind_); }
+
+ private:
+  void release();
+
+  void* data_ = nullptr;
+  size_t size_bytes_ = 0;
+  size_t mapped_bytes_ = 0;
+  PageKind kind_ = PageKind::kPlain;
+};
+
+// The system's default huge page size from /proc/meminfo ("Hugepagesize:"), 2 MiB if unknown.
+size_t default_huge_page_bytes();
+
+// True when /sys/kernel/mm/transparent_hugepage/enabled allows madvise-requested THP
+// ("[always]" or "[madvise]").
+bool transparent_huge_pages_available();
+
+}  // namespace pagoda

@@ -1,0 +1,159 @@
+// Test driver for the DeepSeek family: runs a model directory's forward pass over given token
+// ids through the paged latent cache, without the engine, and writes the sampled rows' logits
+// as raw fp32 for check_deepseek.py to compare with the PyTorch reference.
+//
+//   deepseek_dump MODEL_DIR OUT_FILE MODE IDS [IDS ...]
+//   MODE: decode    one token per step, every position's logits
+//         chunk:N   N tokens per step (chunked prefill), the last row of each chunk
+//         batch     every IDS list in one forward, the last row of each; then one decode step
+//                   of all of them together (token id 3), the rows of that step
+//         prefix    IDS A then IDS B: A is prefilled; B reuses A's cached full blocks that
+//                   cover their common prefix (a prefix-cache hit) and computes only the
+//                   rest; the last row of A and of B
+//   IDS:  comma-separated token ids
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "loader/safetensors.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+#include "model/model_registry.h"
+
+using namespace pagoda;
+
+namespace {
+
+constexpr int32_t kBlockSize = 4;  // small, so sequences span many blocks
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) ids.push_back(std::stoi(item));
+  return ids;
+}
+
+struct Sequence {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> block_table;
+  int32_t num_computed = 0;
+};
+
+class Driver {
+ public:
+  Driver(Model& model, int32_t num_blocks)
+      : model_(model),
+        memory_(static_cast<size_t>(KvCache::bytes_needed(model.kv_cache_spec(), num_blocks, kBlockSize) / 4)),
+        cache_(model.kv_cache_spec(), num_blocks, kBlockSize, memory_.data()) {}
+
+  // Hands out blocks in reverse so logical order never equals physical order.
+  void allocate(Sequence& s, int32_t num_tokens) {
+    const auto needed = static_cast<size_t>((num_tokens + kBlockSize - 1) / kBlockSize);
+    std::vector<int32_t> fresh;
+    while (s.block_table.size() + fresh.size() < needed) fresh.push_back(next_block_++);
+    std::reverse(fresh.begin(), fresh.end());
+    s.block_table.insert(s.block_table.end(), fresh.begin(), fresh.end());
+  }
+
+  // One forward over (sequence, new token count) pairs; appends the logits rows to `out`.
+  void step(const std::vector<std::pair<Sequence*, int32_t>>& work, std::vector<float>& out) {
+    ForwardBatch batch;
+    for (auto [s, n] : work) {
+      allocate(*s, s->num_computed + n);
+      ForwardSequence fs;
+      fs.token_begin = static_cast<int32_t>(batch.token_ids.size());
+      fs.num_tokens = n;
+      fs.context_len = s->num_computed + n;
+      fs.block_table = s->block_table.data();
+      fs.needs_logits = true;
+      for (int32_t p = s->num_computed; p < s->num_computed + n; ++p) {
+        batch.token_ids.push_back(s->ids[static_cast<size_t>(p)]);
+        batch.positions.push_back(p);
+        batch.slot_mapping.push_back(int64_t{s->block_table[static_cast<size_t>(p / kBlockSize)]} * kBlockSize +
+                                     p % kBlockSize);
+      }
+      batch.sequences.push_back(fs);
+      s->num_computed += n;
+    }
+    std::vector<float> logits(static_cast<size_t>(batch.num_logit_rows() * model_.vocab_size()));
+    model_.forward(batch, cache_, logits.data());
+    out.insert(out.end(), logits.begin(), logits.end());
+  }
+
+ private:
+  Model& model_;
+  std::vector<float> memory_;
+  KvCache cache_;
+  int32_t next_block_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: deepseek_dump MODEL_DIR OUT_FILE MODE IDS [IDS ...]\n");
+    return 2;
+  }
+  try {
+    const std::string dir = argv[1];
+    const std::string mode = argv[3];
+    const ModelConfig config = ModelConfig::from_dir(dir);
+    const TensorStore store = TensorStore::open(dir);
+    const std::unique_ptr<Model> model = create_model(config, store, ModelOptions{});
+
+    std::vector<Sequence> seqs;
+    int32_t total_tokens = 0;
+    for (int i = 4; i < argc; ++i) {
+      Sequence s;
+      s.ids = parse_ids(argv[i]);
+      total_tokens += static_cast<int32_t>(s.ids.size()) + 1;
+      seqs.push_back(std::move(s));
+    }
+    Driver driver(*model, total_tokens / kBlockSize + 2 * static_cast<int32_t>(seqs.size()) + 2);
+    std::vector<float> out;
+
+    if (mode == "batch") {
+      std::vector<std::pair<Sequence*, int32_t>> work;
+      for (Sequence& s : seqs) work.emplace_back(&s, static_cast<int32_t>(s.ids.size()));
+      driver.step(work, out);
+      for (Sequence& s : seqs) s.ids.push_back(3);
+      for (auto& w : work) w.second = 1;
+      driver.step(work, out);
+    } else if (mode == "prefix") {
+      Sequence& a = seqs.at(0);
+      Sequence& b = seqs.at(1);
+      driver.step({{&a, static_cast<int32_t>(a.ids.size())}}, out);
+      size_t common = 0;
+      while (common < std::min(a.ids.size(), b.ids.size()) && a.ids[common] == b.ids[common]) ++common;
+      // Only full blocks are shared, and at least one token is always computed.
+      const auto num_shared = static_cast<int32_t>(std::min(common, b.ids.size() - 1) / kBlockSize);
+      b.block_table.assign(a.block_table.begin(), a.block_table.begin() + num_shared);
+      b.num_computed = num_shared * kBlockSize;
+      std::fprintf(stderr, "prefix: %d cached tokens reused\n", b.num_computed);
+      driver.step({{&b, static_cast<int32_t>(b.ids.size()) - b.num_computed}}, out);
+    } else {
+      const int32_t chunk = mode == "decode" ? 1 : std::stoi(mode.substr(mode.find(':') + 1));
+      Sequence& s = seqs.front();
+      while (s.num_computed < static_cast<int32_t>(s.ids.size())) {
+        const int32_t n = std::min<int32_t>(chunk, static_cast<int32_t>(s.ids.size()) - s.num_computed);
+        driver.step({{&s, n}}, out);
+      }
+    }
+    FILE* f = std::fopen(argv[2], "wb");
+    if (f == nullptr) {
+      std::fprintf(stderr, "error: cannot write %s\n", argv[2]);
+      return 1;
+    }
+    std::fwrite(out.data(), sizeof(float), out.size(), f);
+    std::fclose(f);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

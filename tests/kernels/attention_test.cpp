@@ -1,0 +1,176 @@
+// Paged attention against the contiguous reference: random block tables, block sizes 1, 5 and
+// 16, decodes mixed with fresh and continuing prefill chunks in one flattened batch, MHA, GQA
+// and MQA head layouts, k and v head sizes that differ (as in MLA), on every ISA this CPU has.
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/kernels.h"
+
+namespace pagoda {
+namespace {
+
+struct SeqSpec {
+  int32_t num_tokens;   // new tokens this step
+  int32_t context_len;  // cached + new
+};
+
+std::vector<float> random_floats(std::mt19937& rng, size_t n) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// Runs one flattened batch through paged_attention on the current table and checks every
+// sequence against paged_attention_reference on its contiguous k/v.
+void check_batch(const std::vector<SeqSpec>& specs, int32_t num_heads, int32_t num_kv_heads,
+                 int32_t k_head_dim, int32_t v_head_dim, int32_t block_size, uint32_t seed) {
+  std::mt19937 rng(seed);
+  int32_t total_blocks = 0, total_tokens = 0;
+  for (const SeqSpec& s : specs) {
+    total_blocks += (s.context_len + block_size - 1) / block_size;
+    total_tokens += s.num_tokens;
+  }
+  total_blocks += 3;  // unused blocks, so a wrong block id reads the wrong data
+  // The pool starts as NaN: reading a slot nobody wrote poisons the output.
+  std::vector<float> k_pool(size_t(total_blocks) * block_size * num_kv_heads * k_head_dim, NAN);
+  std::vector<float> v_pool(size_t(total_blocks) * block_size * num_kv_heads * v_head_dim, NAN);
+  PagedKvLayer cache{k_pool.data(), v_pool.data(), block_size,
+                     num_kv_heads,  k_head_dim,    v_head_dim};
+
+  std::vector<int32_t> free_blocks(total_blocks);
+  std::iota(free_blocks.begin(), free_blocks.end(), 0);
+  std::shuffle(free_blocks.begin(), free_blocks.end(), rng);  // random, non-contiguous tables
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(k_head_dim));
+  std::vector<std::vector<int32_t>> tables(specs.size());
+  std::vector<std::vector<float>> ks(specs.size()), vs(specs.size());
+  std::vector<AttentionSequence> seqs;
+  const std::vector<float> q = random_floats(rng, size_t(total_tokens) * num_heads * k_head_dim);
+  int32_t token_begin = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const SeqSpec& s = specs[i];
+    const int32_t num_blocks = (s.context_len + block_size - 1) / block_size;
+    for (int32_t b = 0; b < num_blocks; ++b) {
+      tables[i].push_back(free_blocks.back());
+      free_blocks.pop_back();
+    }
+    ks[i] = random_floats(rng, size_t(s.context_len) * num_kv_heads * k_head_dim);
+    vs[i] = random_floats(rng, size_t(s.context_len) * num_kv_heads * v_head_dim);
+    // The cached prefix and then the new tokens, as two write_kv calls like two engine steps.
+    std::vector<int64_t> slots(s.context_len);
+    for (int32_t p = 0; p < s.context_len; ++p) {
+      slots[p] = int64_t{tables[i][p / block_size]} * block_size + p % block_size;
+    }
+    const int32_t cached = s.context_len - s.num_tokens;
+    write_kv(cache, ks[i].data(), vs[i].data(), slots.data(), cached);
+    write_kv(cache, ks[i].data() + size_t(cached) * num_kv_heads * k_head_dim,
+             vs[i].data() + size_t(cached) * num_kv_heads * v_head_dim, slots.data() + cached,
+             s.num_tokens);
+    seqs.push_back(AttentionSequence{token_begin, s.num_tokens, s.context_len, tables[i].data()});
+    token_begin += s.num_tokens;
+  }
+
+  std::vector<float> out(size_t(total_tokens) * num_heads * v_head_dim, NAN);
+  paged_attention(q.data(), num_heads, cache, seqs.data(), static_cast<int32_t>(seqs.size()), scale,
+                  out.data());
+
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const AttentionSequence& s = seqs[i];
+    std::vector<float> expected(size_t(s.num_tokens) * num_heads * v_head_dim);
+    paged_attention_reference(q.data() + size_t(s.token_begin) * num_heads * k_head_dim,
+                              s.num_tokens, num_heads, ks[i].data(), vs[i].data(), s.context_len,
+                              num_kv_heads, k_head_dim, v_head_dim, scale, expected.data());
+    for (size_t j = 0; j < expected.size(); ++j) {
+      const float got = out[size_t(s.token_begin) * num_heads * v_head_dim + j];
+      // |v| <= 1 and the weights sum to 1, so outputs are O(1); fp32 sums over <= 100 positions
+      // (block-wise rescaled) and the vector exp (~2e-7 relative) stay well inside 2e-5.
+      ASSERT_NEAR(got, expected[j], 2e-5)
+          << "seq " << i << " element " << j << " (heads " << num_heads << "/" << num_kv_heads
+          << ", block_size " << block_size << ", isa " << isa_name(kernels().isa) << ")";
+    }
+  }
+}
+
+class AttentionIsaTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (kernels_for(GetParam()) == nullptr)
+      GTEST_SKIP() << "this CPU cannot run " << isa_name(GetParam());
+    previous_ = kernels().isa;
+    set_kernel_isa(GetParam());
+  }
+  void TearDown() override {
+    if (kernels_for(GetParam()) != nullptr) set_kernel_isa(previous_);
+  }
+  Isa previous_ = Isa::kScalar;
+};
+
+// Decodes mixed with a fresh prefill, a continuing chunk and a one-token context.
+const std::vector<SeqSpec> kMixedBatch = {{1, 37}, {20, 20}, {7, 50}, {1, 1}, {1, 16}, {13, 33}};
+
+TEST_P(AttentionIsaTest, GqaMixedBatchEveryBlockSize) {
+  for (int32_t block_size : {1, 5, 16}) {
+    check_batch(kMixedBatch, /*num_heads=*/8, /*num_kv_heads=*/2, 16, 16, block_size, 7);
+  }
+}
+
+TEST_P(AttentionIsaTest, MhaAndMqaAndUnequalHeadDims) {
+  check_batch(kMixedBatch, 4, 4, 24, 24, 16, 11);  // MHA
+  check_batch(kMixedBatch, 6, 1, 16, 16, 5, 12);   // MQA
+  check_batch(kMixedBatch, 4, 2, 40, 17, 16, 13);  // k 40 wide, v 17 wide (MLA-like shapes)
+}
+
+TEST_P(AttentionIsaTest, LongContextManyBlocks) {
+  // A DeepSeek-like head (128) over 300 positions, 16-token blocks: many rescalings of the
+  // running softmax state.
+  check_batch({{1, 300}, {9, 300}}, 4, 2, 128, 128, 16, 21);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, AttentionIsaTest,
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           return std::string(isa_name(info.param));
+                         });
+
+TEST(WriteKv, SlotsLandAtBlockAndOffsetAndNegativeSlotsAreSkipped) {
+  // 3 blocks of 4 slots, 2 kv heads of dim 3 (k) and 2 (v).
+  std::vector<float> k(3 * 4 * 2 * 3, 0.0f), v(3 * 4 * 2 * 2, 0.0f);
+  PagedKvLayer cache{k.data(), v.data(), 4, 2, 3, 2};
+  std::vector<float> new_k(2 * 2 * 3), new_v(2 * 2 * 2);
+  std::iota(new_k.begin(), new_k.end(), 1.0f);
+  std::iota(new_v.begin(), new_v.end(), 101.0f);
+  const int64_t slots[] = {9, -1};  // block 2, offset 1; the second token is padding
+  write_kv(cache, new_k.data(), new_v.data(), slots, 2);
+  // Slot 9 = block 2 * 4 + offset 1: k element index ((2 * 4 + 1) * 2 + head) * 3 + d.
+  for (int head = 0; head < 2; ++head) {
+    for (int d = 0; d < 3; ++d) EXPECT_EQ(k[(9 * 2 + head) * 3 + d], 1.0f + head * 3 + d);
+    for (int d = 0; d < 2; ++d) EXPECT_EQ(v[(9 * 2 + head) * 2 + d], 101.0f + head * 2 + d);
+  }
+  const float k_written = std::accumulate(k.begin(), k.end(), 0.0f);
+  EXPECT_EQ(k_written, 21.0f);  // 1 + ... + 6: only the first token was written
+}
+
+TEST(AttentionReference, SingleKeyReturnsItsValue) {
+  // One position: softmax weight 1, so the output is exactly v, whatever q is.
+  const float q[] = {0.3f, -2.0f}, k[] = {1.0f, 1.0f}, v[] = {4.0f, 5.0f, 6.0f};
+  float out[3];
+  paged_attention_reference(q, 1, 1, k, v, 1, 1, 2, 3, 1.0f, out);
+  EXPECT_FLOAT_EQ(out[0], 4.0f);
+  EXPECT_FLOAT_EQ(out[2], 6.0f);
+  // Two positions with scores 0 and log 3: weights 1/4 and 3/4.
+  const float q2[] = {1.0f}, k2[] = {0.0f, std::log(3.0f)}, v2[] = {4.0f, 8.0f};
+  float out2[1];
+  paged_attention_reference(q2, 1, 1, k2, v2, 2, 1, 1, 1, 1.0f, out2);
+  EXPECT_FLOAT_EQ(out2[0], 7.0f);
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,354 @@
+// Every entry of every kernel table this CPU can run, compared with the scalar reference on
+// random data with awkward sizes (tails shorter than a vector, rows not a multiple of the
+// register blocking, 1..37 tokens), plus hand-checked values for the scalar table itself.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/kernels.h"
+#include "util/error.h"
+#include "util/half.h"
+
+namespace pagoda {
+namespace {
+
+// Unit roundoff of fp32. Two fp32 sums of n products that differ only in order are each within
+// n * u * sum|x_i w_i| of the exact sum (Higham, gamma_n), hence within 2 n u of each other.
+constexpr double kUnitRoundoff = 5.9604644775390625e-8;  // 2^-24
+
+std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// A weight matrix in each stored type, plus its exact fp32 values (for error bounds).
+struct TestWeights {
+  std::vector<float> f32;        // values as the kernel sees them after widening
+  std::vector<uint16_t> bits16;  // storage for bf16/f16
+  WeightView view;
+};
+
+TestWeights make_weights(std::mt19937& rng, DType dtype, int64_t rows, int64_t cols) {
+  TestWeights w;
+  w.f32 = random_floats(rng, rows * cols);
+  if (dtype != DType::kF32) {
+    w.bits16.resize(w.f32.size());
+    for (size_t i = 0; i < w.f32.size(); ++i) {
+      w.bits16[i] = dtype == DType::kBF16 ? f32_to_bf16(w.f32[i]) : f32_to_f16(w.f32[i]);
+      w.f32[i] = dtype == DType::kBF16 ? bf16_to_f32(w.bits16[i]) : f16_to_f32(w.bits16[i]);
+    }
+  }
+  const void* data = dtype == DType::kF32 ? static_cast<const void*>(w.f32.data())
+                                          : static_cast<const void*>(w.bits16.data());
+  w.view = WeightView{data, dtype, rows, cols};
+  return w;
+}
+
+class KernelIsaTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    table_ = kernels_for(GetParam());
+    if (table_ == nullptr) GTEST_SKIP() << "this CPU cannot run " << isa_name(GetParam());
+  }
+  const KernelTable& scalar() const { return *kernels_for(Isa::kScalar); }
+  const KernelTable* table_ = nullptr;
+  std::mt19937 rng_{1234};
+};
+
+TEST_P(KernelIsaTest, MatmulMatchesScalarForEveryDtypeAndShape) {
+  const int64_t kRows = 37;  // not a multiple of the 4-row tile nor the 16-row panel
+  const int64_t kLdy = kRows + 3;
+  const int64_t token_counts[] = {1, 2, 3, 4, 5, 6, 7, 9, 13, 17, 37};
+  const int64_t col_counts[] = {1, 7, 16, 33, 100, 257};
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (int64_t cols : col_counts) {
+      TestWeights w = make_weights(rng_, dtype, kRows, cols);
+      for (int64_t num_tokens : token_counts) {
+        const std::vector<float> x = random_floats(rng_, num_tokens * cols);
+        // Rows [3, 36): an unaligned range, as a thread's share would be.
+        const int64_t row_begin = 3, row_end = 36;
+        std::vector<float> expected(num_tokens * kLdy, -7.0f), actual(num_tokens * kLdy, -7.0f);
+        scalar().matmul(x.data(), num_tokens, w.view, row_begin, row_end, expected.data(), kLdy);
+        table_->matmul(x.data(), num_tokens, w.view, row_begin, row_end, actual.data(), kLdy);
+        const bool bf16_rounding = dtype == DType::kBF16 && table_->matmul_bf16_activations;
+        for (int64_t t = 0; t < num_tokens; ++t) {
+          for (int64_t r = 0; r < kLdy; ++r) {
+            const float got = actual[t * kLdy + r];
+            if (r < row_begin || r >= row_end) {
+              ASSERT_EQ(got, -7.0f) << "wrote outside rows [3, 36) at t=" << t << " r=" << r;
+              continue;
+            }
+            double sum_abs = 0.0;
+            for (int64_t c = 0; c < cols; ++c) {
+              sum_abs += std::fabs(double{x[t * cols + c]} * w.f32[r * cols + c]);
+            }
+            // Reordered fp32 sums: 2 n u sum|xw| (see kUnitRoundoff). With vdpbf16ps each x is
+            // rounded to bf16 first: a further 2^-8 relative error per product.
+            double tolerance = 2.0 * cols * kUnitRoundoff * sum_abs + 1e-30;
+            if (bf16_rounding) tolerance += sum_abs / 256.0;
+            ASSERT_NEAR(got, expected[t * kLdy + r], tolerance)
+                << dtype_name(dtype) << " cols=" << cols << " tokens=" << num_tokens << " t=" << t
+                << " r=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(KernelIsaTest, MatmulIsBatchInvariant) {
+  // A token's output must be bit-identical whatever batch it is computed in (1 token, a few,
+  // or enough for the many-token path), so that a request's greedy output does not depend on
+  // what the scheduler batched it with. Exact equality, no tolerance: that is the property.
+  const int64_t rows = 13;
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (int64_t cols : {7, 33, 257, 2051}) {
+      TestWeights w = make_weights(rng_, dtype, rows, cols);
+      const int64_t kBatch = 40;
+      const std::vector<float> x = random_floats(rng_, kBatch * cols);
+      std::vector<float> batched(kBatch * rows);
+      table_->matmul(x.data(), kBatch, w.view, 0, rows, batched.data(), rows);
+      for (int64_t group : {1, 2, 3, 5, 12, 17}) {
+        for (int64_t t0 = 0; t0 + group <= kBatch; t0 += group) {
+          std::vector<float> part(group * rows);
+          table_->matmul(x.data() + t0 * cols, group, w.view, 0, rows, part.data(), rows);
+          for (int64_t i = 0; i < group * rows; ++i) {
+            ASSERT_EQ(part[i], batched[t0 * rows + i])
+                << dtype_name(dtype) << " cols=" << cols << " group=" << group << " token "
+                << t0 + i / rows << " row " << i % rows;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(KernelIsaTest, MatmulLargeDecodeShape) {
+  // A decode-sized row (cols 2048 + 5) over many rows exercises the unrolled main loop and the
+  // prefetch; few rows keep the scalar reference quick under sanitizers.
+  const int64_t rows = 19, cols = 2053;
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    TestWeights w = make_weights(rng_, dtype, rows, cols);
+    const std::vector<float> x = random_floats(rng_, cols);
+    std::vector<float> expected(rows), actual(rows);
+    scalar().matmul(x.data(), 1, w.view, 0, rows, expected.data(), rows);
+    table_->matmul(x.data(), 1, w.view, 0, rows, actual.data(), rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum_abs = 0.0;
+      for (int64_t c = 0; c < cols; ++c) sum_abs += std::fabs(double{x[c]} * w.f32[r * cols + c]);
+      double tolerance = 2.0 * cols * kUnitRoundoff * sum_abs;  // reordered fp32 sum
+      if (dtype == DType::kBF16 && table_->matmul_bf16_activations) tolerance += sum_abs / 256.0;
+      ASSERT_NEAR(actual[r], expected[r], tolerance) << dtype_name(dtype) << " row " << r;
+    }
+  }
+}
+
+TEST_P(KernelIsaTest, RmsNormAndFusedAdd) {
+  for (int64_t n : {1, 7, 8, 33, 2051}) {
+    const std::vector<float> x = random_floats(rng_, n, -3.0f, 3.0f);
+    const std::vector<float> weight = random_floats(rng_, n, 0.5f, 1.5f);
+    std::vector<float> expected(n), actual(n);
+    scalar().rms_norm(x.data(), weight.data(), 1e-6f, n, expected.data());
+    table_->rms_norm(x.data(), weight.data(), 1e-6f, n, actual.data());
+    for (int64_t i = 0; i < n; ++i) {
+      // Only the sum of squares is reordered: relative 2 n u on it, half that after the sqrt,
+      // plus a few roundings in the scaling.
+      ASSERT_NEAR(actual[i], expected[i],
+                  (n * kUnitRoundoff + 8 * kUnitRoundoff) * std::fabs(expected[i]) + 1e-7)
+          << "n=" << n << " i=" << i;
+    }
+
+    const std::vector<float> delta = random_floats(rng_, n);
+    std::vector<float> res_expected = x, res_actual = x;
+    scalar().add_rms_norm(res_expected.data(), delta.data(), weight.data(), 1e-5f, n,
+                          expected.data());
+    table_->add_rms_norm(res_actual.data(), delta.data(), weight.data(), 1e-5f, n, actual.data());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(res_actual[i], res_expected[i]) << "residual add is one rounding: exact, i=" << i;
+      ASSERT_NEAR(actual[i], expected[i],
+                  (n * kUnitRoundoff + 8 * kUnitRoundoff) * std::fabs(expected[i]) + 1e-7);
+    }
+  }
+}
+
+TEST_P(KernelIsaTest, SiluMul) {
+  for (int64_t n : {1, 5, 8, 17, 1000}) {
+    std::vector<float> gate = random_floats(rng_, n, -20.0f, 20.0f);
+    if (n > 3) gate[0] = -100.0f, gate[1] = 100.0f, gate[2] = 0.0f;  // saturation and zero
+    const std::vector<float> up = random_floats(rng_, n, -2.0f, 2.0f);
+    std::vector<float> expected(n), actual(n);
+    scalar().silu_mul(gate.data(), up.data(), n, expected.data());
+    table_->silu_mul(gate.data(), up.data(), n, actual.data());
+    for (int64_t i = 0; i < n; ++i) {
+      // The vector exp is within ~2e-7 relative of libm; 1e-5 relative leaves room for the
+      // divide, and 1e-30 absolute covers e^-100 underflowing differently.
+      ASSERT_NEAR(actual[i], expected[i], 1e-5 * std::fabs(expected[i]) + 1e-30) << "g=" << gate[i];
+    }
+  }
+}
+
+TEST_P(KernelIsaTest, Softmax) {
+  for (int64_t n : {1, 3, 8, 9, 31, 4099}) {
+    std::vector<float> x = random_floats(rng_, n, -30.0f, 30.0f);
+    if (n > 2) x[n - 1] = 80.0f;  // a dominant logit in the tail
+    std::vector<float> expected = x, actual = x;
+    scalar().softmax(expected.data(), n);
+    table_->softmax(actual.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      // exp within ~2e-7 relative and a reordered sum of n terms: 1e-5 relative; values below
+      // e^-87 (clamped in the vector exp) may differ by 1e-37 absolute.
+      ASSERT_NEAR(actual[i], expected[i], 1e-5 * expected[i] + 1e-37) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
+TEST_P(KernelIsaTest, ExpShifted) {
+  for (int64_t n : {1, 5, 16, 23, 300}) {
+    const std::vector<float> x = random_floats(rng_, n, -40.0f, 10.0f);
+    std::vector<float> expected = x, actual = x;
+    const float sum_expected = scalar().exp_shifted(expected.data(), 10.0f, n);
+    const float sum_actual = table_->exp_shifted(actual.data(), 10.0f, n);
+    // exp within ~2e-7 relative; the sum of n positive terms reordered: 2 n u relative.
+    ASSERT_NEAR(sum_actual, sum_expected, (2.0 * n * kUnitRoundoff + 1e-6) * sum_expected);
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(actual[i], expected[i], 1e-6 * expected[i]) << i;
+  }
+}
+
+TEST_P(KernelIsaTest, DotAndAxpy) {
+  for (int64_t n : {1, 7, 16, 129, 576}) {
+    const std::vector<float> a = random_floats(rng_, n), b = random_floats(rng_, n);
+    double sum_abs = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum_abs += std::fabs(double{a[i]} * b[i]);
+    ASSERT_NEAR(table_->dot(a.data(), b.data(), n), scalar().dot(a.data(), b.data(), n),
+                2.0 * n * kUnitRoundoff * sum_abs)  // reordered fp32 sum
+        << "n=" << n;
+
+    std::vector<float> expected = b, actual = b;
+    scalar().axpy(0.37f, a.data(), n, expected.data());
+    table_->axpy(0.37f, a.data(), n, actual.data());
+    for (int64_t i = 0; i < n; ++i) {
+      // FMA rounds once, multiply-then-add twice: at most one rounding of |a x| apart.
+      ASSERT_NEAR(actual[i], expected[i],
+                  2 * kUnitRoundoff * (std::fabs(0.37 * a[i]) + std::fabs(b[i])));
+    }
+  }
+}
+
+TEST_P(KernelIsaTest, RopeBothPairings) {
+  for (bool neox : {true, false}) {
+    for (int64_t rotary_dim : {2, 6, 16, 34, 64, 128}) {
+      const int64_t head_dim = rotary_dim + 5;  // partial rotary: the tail must be untouched
+      const std::vector<float> x = random_floats(rng_, head_dim, -4.0f, 4.0f);
+      const std::vector<float> angle = random_floats(rng_, rotary_dim / 2, -3.2f, 3.2f);
+      std::vector<float> cos(rotary_dim / 2), sin(rotary_dim / 2);
+      for (size_t i = 0; i < angle.size(); ++i)
+        cos[i] = std::cos(angle[i]), sin[i] = std::sin(angle[i]);
+      std::vector<float> expected = x, actual = x;
+      scalar().rope(expected.data(), cos.data(), sin.data(), rotary_dim, neox);
+      table_->rope(actual.data(), cos.data(), sin.data(), rotary_dim, neox);
+      for (int64_t i = 0; i < head_dim; ++i) {
+        // Two products and a sum; FMA may skip one rounding: 4 u of the magnitudes (|x| <= 4).
+        ASSERT_NEAR(actual[i], expected[i], 4 * kUnitRoundoff * 8.0)
+            << (neox ? "neox" : "gptj") << " rotary_dim=" << rotary_dim << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST_P(KernelIsaTest, ToF32IsExactForEveryBitPattern) {
+  std::vector<uint16_t> all(65536 + 3);  // + 3: a tail shorter than a vector
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    std::vector<float> expected(all.size()), actual(all.size());
+    scalar().to_f32(all.data(), dtype, static_cast<int64_t>(all.size()), expected.data());
+    table_->to_f32(all.data(), dtype, static_cast<int64_t>(all.size()), actual.data());
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (std::isnan(expected[i])) {
+        ASSERT_TRUE(std::isnan(actual[i]))
+            << dtype_name(dtype) << " bits " << i;  // payload may differ
+      } else {
+        ASSERT_EQ(actual[i], expected[i])
+            << dtype_name(dtype) << " bits " << i;  // widening is exact
+      }
+    }
+  }
+  const std::vector<float> f = random_floats(rng_, 21);
+  std::vector<float> out(21);
+  table_->to_f32(f.data(), DType::kF32, 21, out.data());
+  EXPECT_EQ(out, f);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsaTest,
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           return std::string(isa_name(info.param));
+                         });
+
+// The scalar table against values worked out by hand, so the reference itself is checked.
+TEST(ScalarKernels, HandCheckedValues) {
+  const KernelTable& k = *kernels_for(Isa::kScalar);
+  // W = [[1, 2], [3, 4], [5, 6]] (bf16 holds these exactly), x = [[1, -1], [2, 0.5]].
+  const uint16_t w_bits[] = {f32_to_bf16(1), f32_to_bf16(2), f32_to_bf16(3),
+                             f32_to_bf16(4), f32_to_bf16(5), f32_to_bf16(6)};
+  const float x[] = {1, -1, 2, 0.5f};
+  float y[6];
+  k.matmul(x, 2, WeightView{w_bits, DType::kBF16, 3, 2}, 0, 3, y, 3);
+  EXPECT_FLOAT_EQ(y[0], -1.0f);
+  EXPECT_FLOAT_EQ(y[1], -1.0f);
+  EXPECT_FLOAT_EQ(y[2], -1.0f);
+  EXPECT_FLOAT_EQ(y[3], 3.0f);
+  EXPECT_FLOAT_EQ(y[4], 8.0f);
+  EXPECT_FLOAT_EQ(y[5], 13.0f);
+
+  const float v[] = {3, 4};
+  const float ones[] = {1, 2};
+  float out[2];
+  k.rms_norm(v, ones, 0.0f, 2, out);  // rms = sqrt(12.5)
+  EXPECT_FLOAT_EQ(out[0], 3.0f / std::sqrt(12.5f));
+  EXPECT_FLOAT_EQ(out[1], 2.0f * 4.0f / std::sqrt(12.5f));
+
+  float s[] = {0.0f, std::log(3.0f)};
+  k.softmax(s, 2);
+  EXPECT_FLOAT_EQ(s[0], 0.25f);
+  EXPECT_FLOAT_EQ(s[1], 0.75f);
+
+  const float g[] = {0.0f, 2.0f}, u[] = {5.0f, 3.0f};
+  float sm[2];
+  k.silu_mul(g, u, 2, sm);
+  EXPECT_FLOAT_EQ(sm[0], 0.0f);
+  EXPECT_FLOAT_EQ(sm[1], 2.0f / (1.0f + std::exp(-2.0f)) * 3.0f);
+
+  // Rotating (1, 0) by 90 degrees: neox pairs (0, 1) of a 2-dim head, GPT-J pairs (0, 1) too;
+  // with 4 dims they differ: neox pairs (0, 2) and (1, 3).
+  float neox[] = {1, 2, 3, 4}, gptj[] = {1, 2, 3, 4};
+  const float c[] = {0, 1}, sn[] = {1, 0};  // pair 0 by 90 degrees, pair 1 by 0
+  k.rope(neox, c, sn, 4, true);
+  k.rope(gptj, c, sn, 4, false);
+  EXPECT_EQ(std::vector<float>(neox, neox + 4), (std::vector<float>{-3, 2, 1, 4}));
+  EXPECT_EQ(std::vector<float>(gptj, gptj + 4), (std::vector<float>{-2, 1, 3, 4}));
+}
+
+TEST(KernelDispatch, ParseNameAndForce) {
+  EXPECT_EQ(parse_isa("avx2"), Isa::kAvx2);
+  EXPECT_EQ(parse_isa("scalar"), Isa::kScalar);
+  EXPECT_THROW(parse_isa("sse9"), Error);
+  const Isa best = kernels().isa;
+  ASSERT_NE(kernels_for(best), nullptr);
+  set_kernel_isa(Isa::kScalar);
+  EXPECT_EQ(kernels().isa, Isa::kScalar);
+  set_kernel_isa(best);
+  EXPECT_EQ(kernels().isa, best);
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (kernels_for(isa) == nullptr) {
+      EXPECT_THROW(set_kernel_isa(isa), Error);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,119 @@
+// The threaded ops: splitting rows or tokens across threads must give what one kernel call on
+// the whole range gives (bit for bit: each output element is computed by the same code), and
+// the row-wise ops must apply their kernel to every row.
+#include "kernels/ops.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "util/half.h"
+
+namespace pagoda {
+namespace {
+
+std::vector<float> random_floats(std::mt19937& rng, size_t n) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+class OpsTest : public ::testing::Test {
+ protected:
+  // 3 threads on any machine: shares that do not divide the rows evenly.
+  void SetUp() override {
+    saved_threads_ = omp_get_max_threads();
+    omp_set_num_threads(3);
+  }
+  void TearDown() override { omp_set_num_threads(saved_threads_); }
+  int saved_threads_ = 1;
+  std::mt19937 rng_{99};
+};
+
+TEST_F(OpsTest, MatmulSplitsMatchOneCall) {
+  struct Shape {
+    int64_t rows, cols, tokens;
+  };
+  // Row split (many rows), token split (few rows, many tokens), decode, and a bf16 case.
+  const Shape shapes[] = {
+      {1000, 300, 1}, {1000, 300, 9}, {40, 256, 50}, {40, 256, 7}, {203, 129, 5}};
+  for (const Shape& s : shapes) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      std::vector<float> wf = random_floats(rng_, s.rows * s.cols);
+      std::vector<uint16_t> wb(wf.size());
+      for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
+      const WeightView w{dtype == DType::kF32 ? static_cast<const void*>(wf.data()) : wb.data(),
+                         dtype, s.rows, s.cols};
+      const std::vector<float> x = random_floats(rng_, s.tokens * s.cols);
+      const int64_t ldy = s.rows + 5;
+      std::vector<float> expected(s.tokens * ldy, 3.0f), actual(s.tokens * ldy, 3.0f);
+      kernels().matmul(x.data(), s.tokens, w, 0, s.rows, expected.data(), ldy);
+      ops::matmul(x.data(), s.tokens, w, actual.data(), ldy);
+      // Bit-exact: a dot product's summation order depends neither on the row range nor on the
+      // number of tokens in the call (the kernels are batch-invariant by design).
+      ASSERT_EQ(actual, expected) << "rows=" << s.rows << " tokens=" << s.tokens << " "
+                                  << dtype_name(dtype);
+    }
+  }
+}
+
+TEST_F(OpsTest, RowWiseOpsApplyTheKernelToEveryRow) {
+  const int64_t num_rows = 37, n = 1000;
+  const std::vector<float> x = random_floats(rng_, num_rows * n);
+  const std::vector<float> weight = random_floats(rng_, n);
+  std::vector<float> out(num_rows * n), expected(n);
+  ops::rms_norm_rows(x.data(), weight.data(), 1e-6f, num_rows, n, out.data());
+  for (int64_t i = 0; i < num_rows; ++i) {
+    kernels().rms_norm(x.data() + i * n, weight.data(), 1e-6f, n, expected.data());
+    ASSERT_EQ(std::vector<float>(out.begin() + i * n, out.begin() + (i + 1) * n), expected) << i;
+  }
+
+  std::vector<float> residual = random_floats(rng_, num_rows * n), residual_copy = residual;
+  ops::add_rms_norm_rows(residual.data(), x.data(), weight.data(), 1e-6f, num_rows, n, out.data());
+  for (int64_t i = 0; i < num_rows; ++i) {
+    kernels().add_rms_norm(residual_copy.data() + i * n, x.data() + i * n, weight.data(), 1e-6f, n,
+                           expected.data());
+    ASSERT_EQ(std::vector<float>(out.begin() + i * n, out.begin() + (i + 1) * n), expected) << i;
+  }
+  EXPECT_EQ(residual, residual_copy);
+
+  const std::vector<float> gate_up = random_floats(rng_, num_rows * 2 * n);
+  std::vector<float> fused(num_rows * n);
+  ops::silu_mul_fused(gate_up.data(), num_rows, n, fused.data());
+  std::vector<float> gate(num_rows * n), up(num_rows * n), split(num_rows * n);
+  for (int64_t i = 0; i < num_rows; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      gate[i * n + j] = gate_up[i * 2 * n + j];
+      up[i * n + j] = gate_up[i * 2 * n + n + j];
+    }
+  }
+  ops::silu_mul(gate.data(), up.data(), num_rows * n, split.data());
+  EXPECT_EQ(fused, split);
+  // And the values are SiLU(g) * u (1e-5 relative: the vector exp, see kernel_table_test).
+  for (size_t i = 0; i < split.size(); i += 97) {
+    const double ref = gate[i] / (1.0 + std::exp(-double{gate[i]})) * up[i];
+    ASSERT_NEAR(split[i], ref, 1e-5 * std::fabs(ref) + 1e-7);
+  }
+}
+
+TEST_F(OpsTest, EmbeddingLookupWidensTheChosenRows) {
+  const int64_t vocab = 11, dim = 19;
+  std::vector<uint16_t> table(vocab * dim);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = f32_to_bf16(static_cast<float>(i) * 0.5f);
+  const int32_t ids[] = {10, 0, 3, 3};
+  std::vector<float> out(4 * dim);
+  ops::embedding_lookup(WeightView{table.data(), DType::kBF16, vocab, dim}, ids, 4, out.data());
+  for (int t = 0; t < 4; ++t) {
+    for (int64_t d = 0; d < dim; ++d) {
+      ASSERT_EQ(out[t * dim + d], bf16_to_f32(table[ids[t] * dim + d])) << t << "," << d;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,344 @@
+// The whole server over loopback HTTP with a deterministic fake engine (fake_engine.h): routes,
+// auth, streaming, error statuses, the broken-request corpus sent while streams run, client
+// disconnect freeing KV, queue limits, engine death, and `promtool check metrics`.
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "server_test_util.h"
+#include "fake_engine.h"
+
+namespace pagoda::server::testing {
+namespace {
+
+constexpr size_t kMaxRequestBytes = 1 << 20;
+
+struct TestServer {
+  explicit TestServer(FakeEngine::Options engine_options = {}, std::string api_key = {}, int max_waiting = 1024)
+      : engine([engine_options] { return std::make_unique<FakeEngine>(engine_options); },
+               AsyncEngineOptions{max_waiting, false}) {
+    ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.api_key = std::move(api_key);
+    o.max_request_bytes = kMaxRequestBytes;
+    o.num_http_threads = 64;
+    o.version = "test";
+    http = std::make_unique<HttpServer>(engine, o);
+    port = http->bind();
+    engine.start();
+    thread = std::thread([this] { http->listen(); });
+    EXPECT_TRUE(engine.wait_ready(std::chrono::seconds(10)));
+  }
+  ~TestServer() {
+    http->stop();
+    thread.join();
+    engine.stop();
+  }
+  AsyncEngine engine;
+  std::unique_ptr<HttpServer> http;
+  int port = 0;
+  std::thread thread;
+};
+
+// What the fake engine generates for a prompt: its tokens rendered as text.
+std::string expected_text(const std::vector<int32_t>& prompt, int num_tokens) {
+  std::string s;
+  for (int i = 0; i < num_tokens; ++i) s += FakeEngine::token_text(FakeEngine::token_at(prompt, i));
+  return s;
+}
+
+std::vector<int32_t> fake_ids(const std::string& text) {
+  return FakeEngine(FakeEngine::Options{}).encode(text, true);
+}
+
+TEST(HttpServer, HealthVersionModelsAndAuth) {
+  TestServer s({}, "sekrit");
+  auto anon = client(s.port);
+  auto wrong = client(s.port, "sekri");
+  auto good = client(s.port, "sekrit");
+  EXPECT_EQ(anon->Get("/health")->status, 200);
+  for (const char* path : {"/v1/models", "/metrics", "/version", "/v1/nothing"}) {
+    auto r = anon->Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 401) << path;
+    EXPECT_EQ(json::parse(r->body)["error"]["code"], "invalid_api_key");
+    EXPECT_EQ(wrong->Get(path)->status, 401) << path;
+  }
+  EXPECT_EQ(anon->Post("/v1/completions", R"({"prompt": "x"})", "application/json")->status, 401);
+  auto models = good->Get("/v1/models");
+  ASSERT_EQ(models->status, 200);
+  const json m = json::parse(models->body);
+  EXPECT_EQ(m["object"], "list");
+  EXPECT_EQ(m["data"][0]["id"], "fake-model");
+  EXPECT_EQ(m["data"][0]["max_model_len"], FakeEngine::kMaxModelLen);
+  EXPECT_EQ(good->Get("/v1/models/fake-model")->status, 200);
+  EXPECT_EQ(good->Get("/v1/models/other")->status, 404);
+  EXPECT_EQ(json::parse(good->Get("/version")->body)["version"], "test");
+  auto missing = good->Get("/v1/nothing");
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(json::parse(missing->body)["error"]["type"], "NotFoundError");
+  EXPECT_TRUE(constant_time_equals("abc", "abc"));
+  EXPECT_FALSE(constant_time_equals("abc", "abd"));
+  EXPECT_FALSE(constant_time_equals("abc", "abcd"));
+  EXPECT_FALSE(constant_time_equals("", "a"));
+}
+
+TEST(HttpServer, CompletionNonStreamedAndStreamedAgree) {
+  TestServer s;
+  auto c = client(s.port);
+  auto r = c->Post("/v1/completions", R"({"prompt": "hello world", "max_tokens": 6, "ignore_eos": true})",
+                   "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body);
+  const std::string want = expected_text(fake_ids("hello world"), 6);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "fake-model");
+  EXPECT_EQ(j["choices"][0]["text"], want);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(j["usage"]["total_tokens"], 9);
+
+  const StreamResult st = stream_request(
+      s.port, "/v1/completions",
+      {{"prompt", "hello world"}, {"max_tokens", 6}, {"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  EXPECT_EQ(st.status, 200);
+  EXPECT_TRUE(st.done);
+  EXPECT_EQ(st.text, want);
+  EXPECT_EQ(st.last_finish_reason, "length");
+  EXPECT_EQ(st.usage["completion_tokens"], 6);
+  EXPECT_EQ(st.raw.substr(st.raw.size() - 14), "data: [DONE]\n\n");
+
+  // Several prompts, n = 2, echo, stop by EOS ("forty-two" makes the fake stop after 5 tokens).
+  r = c->Post("/v1/completions", R"({"prompt": ["forty-two a", "b"], "n": 2, "max_tokens": 8, "echo": true})",
+              "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json multi = json::parse(r->body);
+  ASSERT_EQ(multi["choices"].size(), 4u);
+  EXPECT_EQ(multi["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(multi["choices"][3]["finish_reason"], "length");
+  EXPECT_EQ(multi["choices"][2]["text"], "b" + expected_text(fake_ids("b"), 8));
+  EXPECT_EQ(multi["choices"][3]["index"], 3);
+
+  // Token-id prompts and logprobs.
+  r = c->Post("/v1/completions", R"({"prompt": [1, 5, 9], "max_tokens": 3, "logprobs": 2})", "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json lp = json::parse(r->body)["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"].size(), 3u);
+  EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
+}
+
+TEST(HttpServer, ChatStreamsRoleThenContent) {
+  TestServer s;
+  auto c = client(s.port);
+  const json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 4}};
+  auto r = c->Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  // The chat template output is tokenized without special tokens.
+  const std::vector<int32_t> ids = FakeEngine(FakeEngine::Options{}).encode("user: hi assistant:", false);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], expected_text(ids, 4));
+  json streamed = body;
+  streamed["stream"] = true;
+  const StreamResult st = stream_request(s.port, "/v1/chat/completions", streamed);
+  EXPECT_TRUE(st.done);
+  EXPECT_EQ(st.text, expected_text(ids, 4));
+  EXPECT_NE(st.raw.find(R"("delta":{"content":"","role":"assistant"})"), std::string::npos) << st.raw;
+  EXPECT_NE(st.raw.find("chat.completion.chunk"), std::string::npos);
+  // Default max_tokens for chat is the rest of the context.
+  auto rest = c->Post("/v1/chat/completions", json{{"messages", body["messages"]}, {"ignore_eos", true}}.dump(),
+                      "application/json");
+  ASSERT_EQ(rest->status, 200);
+  EXPECT_EQ(json::parse(rest->body)["usage"]["total_tokens"], FakeEngine::kMaxModelLen);
+}
+
+TEST(HttpServer, TokenizeDetokenize) {
+  TestServer s;
+  auto c = client(s.port);
+  auto r = c->Post("/tokenize", R"({"prompt": "a b c"})", "application/json");
+  ASSERT_EQ(r->status, 200);
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["count"], 4);
+  EXPECT_EQ(j["tokens"], json(fake_ids("a b c")));
+  EXPECT_EQ(j["max_model_len"], FakeEngine::kMaxModelLen);
+  r = c->Post("/detokenize", R"({"tokens": [11, 12]})", "application/json");
+  EXPECT_EQ(json::parse(r->body)["prompt"], "w11 w12 ");
+}
+
+TEST(HttpServer, ErrorsHaveOpenAiShapeAndStatus) {
+  TestServer s;
+  auto c = client(s.port);
+  auto over = c->Post("/v1/completions", R"({"prompt": "a b c", "max_tokens": 300})", "application/json");
+  EXPECT_EQ(over->status, 400);
+  const json e = json::parse(over->body)["error"];
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  EXPECT_EQ(e["param"], "max_tokens");
+  EXPECT_NE(e["message"].get<std::string>().find("48 over the limit"), std::string::npos) << e["message"];
+  // The engine refuses a token id outside its vocabulary: a 400 from the engine thread.
+  auto vocab = c->Post("/v1/completions", R"({"prompt": [1, 5000]})", "application/json");
+  EXPECT_EQ(vocab->status, 400);
+  EXPECT_NE(json::parse(vocab->body)["error"]["message"].get<std::string>().find("vocabulary"), std::string::npos);
+  auto big = c->Post("/v1/completions", std::string(kMaxRequestBytes + 10, ' '), "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+}
+
+TEST(HttpServer, BrokenCorpusWhileStreamsRun) {
+  TestServer s({.max_num_seqs = 16, .step_time = std::chrono::milliseconds(5)});
+  // Streams that run throughout.
+  const int kStreams = 4;
+  std::vector<StreamResult> results(kStreams);
+  std::vector<std::thread> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    streams.emplace_back([&, i] {
+      results[i] = stream_request(s.port, "/v1/completions",
+                                  {{"prompt", "stream " + std::to_string(i)}, {"max_tokens", 150}, {"stream", true}});
+    });
+  }
+  const std::vector<BrokenRequest> corpus = broken_corpus(kMaxRequestBytes);
+  ASSERT_GE(corpus.size(), 200u);
+  auto c = client(s.port);
+  int num_checked = 0;
+  for (const BrokenRequest& b : corpus) {
+    auto r = c->Post(b.path, b.body, "application/json");
+    ASSERT_TRUE(r) << b.why;
+    EXPECT_EQ(r->status, b.status) << b.why << ": " << b.body.substr(0, 200) << " -> " << r->body.substr(0, 300);
+    const json j = json::parse(r->body, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("error") && j["error"].contains("message")) << b.why;
+    ++num_checked;
+  }
+  // Raw bytes httplib's client would not send: a garbage request line and a lying Content-Length.
+  {
+    RawSocket sock(s.port);
+    ASSERT_TRUE(sock.ok());
+    sock.send_all("BLAH /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_NE(sock.read_until("\r\n\r\n").find("HTTP/1.1 4"), std::string::npos);
+  }
+  {
+    RawSocket sock(s.port);
+    sock.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\"");
+    sock.close();  // hang up before the body is complete
+  }
+  for (std::thread& t : streams) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    EXPECT_EQ(results[i].status, 200);
+    EXPECT_TRUE(results[i].done);
+    EXPECT_EQ(results[i].text, expected_text(fake_ids("stream " + std::to_string(i)), 150)) << i;
+  }
+  EXPECT_GE(num_checked, 200);
+  EXPECT_EQ(client(s.port)->Get("/health")->status, 200);
+}
+
+TEST(HttpServer, ClientDisconnectAbortsAndFreesKv) {
+  TestServer s({.max_num_seqs = 8, .step_time = std::chrono::milliseconds(10)});
+  const std::string running = "vllm:num_requests_running{model_name=\"fake-model\"}";
+  const std::string usage = "vllm:kv_cache_usage_perc{model_name=\"fake-model\"}";
+  EXPECT_EQ(metric(s.port, usage), 0.0);
+  {
+    std::vector<std::unique_ptr<RawSocket>> socks;
+    for (int i = 0; i < 3; ++i) {
+      auto sock = std::make_unique<RawSocket>(s.port);
+      ASSERT_TRUE(sock->ok());
+      const std::string body =
+          json{{"prompt", "long story " + std::to_string(i)}, {"max_tokens", 240}, {"stream", true}}.dump();
+      sock->send_all(http_post("/v1/completions", body));
+      EXPECT_NE(sock->read_until("\"text\"").find("text_completion"), std::string::npos);
+      socks.push_back(std::move(sock));
+    }
+    EXPECT_TRUE(eventually([&] { return metric(s.port, running) == 3; }, std::chrono::seconds(5)));
+    EXPECT_GT(metric(s.port, usage), 0.0);
+  }  // all three hang up mid-stream
+  EXPECT_TRUE(eventually([&] { return metric(s.port, running) == 0 && metric(s.port, usage) == 0.0; },
+                         std::chrono::seconds(5)));
+  EXPECT_EQ(metric(s.port, "vllm:request_success_total{model_name=\"fake-model\",finished_reason=\"abort\"}"), 3);
+  EXPECT_EQ(s.engine.num_in_flight(), 0);
+}
+
+TEST(HttpServer, WaitingQueueLimitGives503) {
+  TestServer s({.max_num_seqs = 1, .step_time = std::chrono::milliseconds(10)}, {}, /*max_waiting=*/2);
+  const std::string running = "vllm:num_requests_running{model_name=\"fake-model\"}";
+  std::vector<std::unique_ptr<RawSocket>> socks;
+  auto open_stream = [&](int i) {
+    auto sock = std::make_unique<RawSocket>(s.port);
+    sock->send_all(http_post("/v1/completions", json{{"prompt", "q " + std::to_string(i)}, {"max_tokens", 240},
+                                                     {"stream", true}}.dump()));
+    const std::string head = sock->read_until("\r\n\r\n");
+    socks.push_back(std::move(sock));
+    return head;
+  };
+  EXPECT_NE(open_stream(0).find("200 OK"), std::string::npos);
+  ASSERT_TRUE(eventually([&] { return metric(s.port, running) == 1; }, std::chrono::seconds(5)));
+  EXPECT_NE(open_stream(1).find("200 OK"), std::string::npos);  // waiting: 1
+  EXPECT_NE(open_stream(2).find("200 OK"), std::string::npos);  // waiting: 2
+  auto r = client(s.port)->Post("/v1/completions", R"({"prompt": "one too many"})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "ServiceUnavailableError");
+  socks.clear();  // hang up: everything is aborted
+  EXPECT_TRUE(eventually([&] { return s.engine.num_in_flight() == 0; }, std::chrono::seconds(5)));
+  EXPECT_EQ(client(s.port)->Post("/v1/completions", R"({"prompt": "now fine", "max_tokens": 2})", "application/json")->status,
+            200);
+}
+
+TEST(HttpServer, ConcurrentStreamsEachMatchTheirOutputAlone) {
+  TestServer s({.max_num_seqs = 16, .step_time = std::chrono::milliseconds(1)});
+  const int kRequests = 32;
+  std::vector<StreamResult> results(kRequests);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = stream_request(s.port, "/v1/completions",
+                                  {{"prompt", "concurrent " + std::to_string(i)}, {"max_tokens", 20 + i}, {"stream", true}});
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_TRUE(results[i].done) << i << ": HTTP " << results[i].status << " " << results[i].raw.substr(0, 300);
+    EXPECT_EQ(results[i].text, expected_text(fake_ids("concurrent " + std::to_string(i)), 20 + i)) << i;
+  }
+}
+
+TEST(HttpServer, EngineFailureIsReportedNotFatal) {
+  TestServer s({.throw_after_steps = 3});
+  auto c = client(s.port);
+  auto r = c->Post("/v1/completions", R"({"prompt": "x", "max_tokens": 10})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 500);
+  EXPECT_NE(r->body.find("fake engine failure"), std::string::npos);
+  EXPECT_EQ(c->Get("/health")->status, 503);
+  EXPECT_EQ(c->Post("/v1/completions", R"({"prompt": "x"})", "application/json")->status, 503);
+}
+
+TEST(HttpServer, DrainRefusesNewRequests) {
+  TestServer s;
+  s.engine.begin_drain();
+  auto c = client(s.port);
+  EXPECT_EQ(c->Get("/health")->status, 503);
+  EXPECT_EQ(c->Post("/v1/completions", R"({"prompt": "x"})", "application/json")->status, 503);
+}
+
+TEST(HttpServer, MetricsPassPromtool) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";
+  TestServer s;
+  auto c = client(s.port);
+  ASSERT_EQ(c->Post("/v1/completions", R"({"prompt": "a b", "max_tokens": 5})", "application/json")->status, 200);
+  auto r = c->Get("/metrics");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_NE(r->get_header_value("Content-Type").find("text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_EQ(promtool_problems(r->body, ::testing::TempDir() + "/pagoda_metrics.txt"), "");
+  // A broken exposition must be caught (the check can fail).
+  EXPECT_NE(promtool_problems(r->body + "broken line\n", ::testing::TempDir() + "/pagoda_metrics_bad.txt"), "");
+  EXPECT_EQ(metric(s.port, "vllm:request_success_total{model_name=\"fake-model\",finished_reason=\"length\"}"), 1);
+  EXPECT_EQ(metric(s.port, "vllm:time_to_first_token_seconds_count{model_name=\"fake-model\"}"), 1);
+}
+
+}  // namespace
+}  // namespace pagoda::server::testing

@@ -1,0 +1,265 @@
+// Request parsing and response building of the OpenAI protocol: valid bodies map to the right
+// SamplingParams, and every kind of invalid body is a 400 naming the field.
+#include "server/openai_protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace pagoda::server {
+namespace {
+
+ApiError error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const RequestError& e) {
+    return e.error();
+  }
+  ADD_FAILURE() << "expected a RequestError";
+  return {};
+}
+
+CompletionRequest completion(const std::string& body) {
+  return parse_completion_request(parse_json_body(body), SamplingParams{});
+}
+ChatRequest chat(const std::string& body) { return parse_chat_request(parse_json_body(body), SamplingParams{}); }
+
+TEST(ParseJsonBody, RejectsBadJsonNonObjectsDeepNestingAndInvalidUtf8) {
+  EXPECT_EQ(error_of([] { parse_json_body(""); }).status, 400);
+  EXPECT_EQ(error_of([] { parse_json_body("{\"prompt\": "); }).status, 400);
+  EXPECT_EQ(error_of([] { parse_json_body("[1, 2]"); }).status, 400);
+  EXPECT_EQ(error_of([] { parse_json_body("{\"a\": NaN}"); }).status, 400);
+  EXPECT_EQ(error_of([] { parse_json_body("{\"a\": 1e999}"); }).status, 400);
+  EXPECT_EQ(error_of([] { parse_json_body(std::string("{\"a\": \"\xff\xfe\"}")); }).status, 400);
+  const std::string deep = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  const ApiError e = error_of([&] { parse_json_body(deep); });
+  EXPECT_EQ(e.status, 400);
+  EXPECT_NE(e.message.find("nested"), std::string::npos);
+  // Brackets inside strings do not count as nesting.
+  EXPECT_NO_THROW(parse_json_body("{\"a\": \"" + std::string(1000, '[') + "\"}"));
+}
+
+TEST(ParseCompletion, PromptForms) {
+  EXPECT_EQ(*completion(R"({"prompt": "hi"})").prompts.at(0).text, "hi");
+  const auto list = completion(R"({"prompt": ["a", "b"]})").prompts;
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(*list[1].text, "b");
+  const auto ids = completion(R"({"prompt": [1, 2, 3]})").prompts;
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_EQ(ids[0].token_ids, (std::vector<int32_t>{1, 2, 3}));
+  const auto lists = completion(R"({"prompt": [[1], [2, 3]]})").prompts;
+  ASSERT_EQ(lists.size(), 2u);
+  EXPECT_EQ(lists[1].token_ids, (std::vector<int32_t>{2, 3}));
+  for (const char* bad : {R"({})", R"({"prompt": 5})", R"({"prompt": []})", R"({"prompt": ["a", 1]})",
+                          R"({"prompt": [1, "a"]})", R"({"prompt": [-1]})", R"({"prompt": [[]]})",
+                          R"({"prompt": [4294967296]})", R"({"prompt": {"a": 1}})", R"({"prompt": [1.5]})"}) {
+    const ApiError e = error_of([&] { completion(bad); });
+    EXPECT_EQ(e.status, 400) << bad;
+    EXPECT_EQ(e.param, "prompt") << bad;
+  }
+}
+
+TEST(ParseCompletion, SamplingFieldsUseOpenAiAndVllmNames) {
+  const CompletionRequest r = completion(R"({
+    "model": "m", "prompt": "x", "max_tokens": 7, "n": 2, "temperature": 0.5, "top_p": 0.9, "top_k": 40,
+    "min_p": 0.1, "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1, "seed": 42,
+    "stop": ["a", "b"], "stop_token_ids": [5], "min_tokens": 3, "ignore_eos": true, "logprobs": 2,
+    "skip_special_tokens": false, "stream": true, "stream_options": {"include_usage": true}, "echo": false,
+    "user": "u", "best_of": 2, "logit_bias": {}})");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(*r.max_tokens, 7);
+  EXPECT_EQ(r.params.n, 2);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.9f);
+  EXPECT_EQ(r.params.top_k, 40);
+  EXPECT_FLOAT_EQ(r.params.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(r.params.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.params.repetition_penalty, 1.1f);
+  EXPECT_EQ(*r.params.seed, 42u);
+  EXPECT_EQ(r.params.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r.params.stop_token_ids, (std::vector<int32_t>{5}));
+  EXPECT_EQ(r.params.min_tokens, 3);
+  EXPECT_TRUE(r.params.ignore_eos);
+  EXPECT_EQ(*r.params.logprobs, 2);
+  EXPECT_FALSE(r.params.skip_special_tokens);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(completion(R"({"prompt": "x", "stop": "end"})").params.stop, (std::vector<std::string>{"end"}));
+}
+
+TEST(ParseCompletion, DefaultsComeFromGenerationConfigAndNullIsAbsent) {
+  SamplingParams defaults;
+  defaults.temperature = 0.6f;
+  defaults.top_p = 0.95f;
+  const CompletionRequest r =
+      parse_completion_request(parse_json_body(R"({"prompt": "x", "temperature": null})"), defaults);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.95f);
+  EXPECT_FALSE(r.max_tokens.has_value());
+}
+
+TEST(ParseCompletion, WrongTypesAndUnknownFieldsNameTheParam) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"prompt": "x", "max_tokens": "5"})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": -1})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 99999999999999999999})", "max_tokens"},
+      {R"({"prompt": "x", "temperature": "hot"})", "temperature"},
+      {R"({"prompt": "x", "temperature": 1e300})", "temperature"},
+      {R"({"prompt": "x", "n": 0})", "n"},
+      {R"({"prompt": "x", "n": 100000})", "n"},
+      {R"({"prompt": "x", "top_k": -2})", "top_k"},
+      {R"({"prompt": "x", "stream": "yes"})", "stream"},
+      {R"({"prompt": "x", "stop": 5})", "stop"},
+      {R"({"prompt": "x", "stop": [""]})", "stop"},
+      {R"({"prompt": "x", "stop_token_ids": [-3]})", "stop_token_ids"},
+      {R"({"prompt": "x", "logprobs": 21})", "logprobs"},
+      {R"({"prompt": "x", "logprobs": true})", "logprobs"},
+      {R"({"prompt": "x", "max_token": 5})", "max_token"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"bogus": 1}})", "stream_options.bogus"},
+      {R"({"prompt": "x", "logit_bias": {"5": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "best_of": 3})", "best_of"},
+      {R"({"prompt": "x", "model": 7})", "model"},
+      {R"({"prompt": "x", "seed": 1.5})", "seed"},
+      {R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo"},
+  };
+  for (const auto& [body, param] : cases) {
+    const ApiError e = error_of([&] { completion(body); });
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, param) << body;
+    EXPECT_FALSE(e.message.empty());
+  }
+}
+
+TEST(ParseChat, MessagesContentPartsAndChatFields) {
+  const ChatRequest r = chat(R"({
+    "model": "m",
+    "messages": [{"role": "system", "content": "be brief"},
+                 {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+    "max_completion_tokens": 9, "max_tokens": 3, "logprobs": true, "top_logprobs": 4,
+    "add_generation_prompt": false, "chat_template_kwargs": {"enable_thinking": false}})");
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1]["content"], "a\nb");
+  EXPECT_EQ(*r.max_tokens, 9);  // max_completion_tokens wins
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(*r.params.logprobs, 4);
+  EXPECT_FALSE(r.add_generation_prompt);
+  EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
+  EXPECT_EQ(*chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})").params.logprobs, 0);
+  EXPECT_FALSE(chat(R"({"messages": [{"role": "user", "content": "x"}]})").params.logprobs.has_value());
+}
+
+TEST(ParseChat, InvalidMessages) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({})", "messages"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": "hi"})", "messages"},
+      {R"({"messages": [5]})", "messages[0]"},
+      {R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user"}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})",
+       "messages[0].content[0].type"},
+      {R"({"messages": [{"role": "user", "content": "x", "colour": 1}]})", "messages[0].colour"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []})", "chat_template_kwargs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt": "y"})", "prompt"},
+  };
+  for (const auto& [body, param] : cases) {
+    const ApiError e = error_of([&] { chat(body); });
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, param) << body;
+  }
+}
+
+TEST(ResolveMaxTokens, DefaultsAndContextOverflowSaysByHowMuch) {
+  EXPECT_EQ(resolve_max_tokens(std::nullopt, 16, 10, 100), 16);
+  EXPECT_EQ(resolve_max_tokens(std::nullopt, 0, 10, 100), 90);  // chat: the rest of the context
+  EXPECT_EQ(resolve_max_tokens(std::nullopt, 16, 95, 100), 5);
+  EXPECT_EQ(resolve_max_tokens(50, 16, 50, 100), 50);
+  const ApiError over = error_of([] { resolve_max_tokens(60, 16, 50, 100); });
+  EXPECT_EQ(over.status, 400);
+  EXPECT_EQ(over.param, "max_tokens");
+  EXPECT_NE(over.message.find("10 over the limit"), std::string::npos) << over.message;
+  const ApiError prompt = error_of([] { resolve_max_tokens(std::nullopt, 16, 130, 100); });
+  EXPECT_NE(prompt.message.find("31 over the limit"), std::string::npos) << prompt.message;
+  EXPECT_EQ(error_of([] { resolve_max_tokens(0, 16, 5, 100); }).param, "max_tokens");
+}
+
+TEST(CheckSamplingParams, MapsValidateMessageToParam) {
+  SamplingParams p;
+  p.top_p = 1.5f;
+  const ApiError e = error_of([&] { check_sampling_params(p); });
+  EXPECT_EQ(e.param, "top_p");
+  p.top_p = 1.0f;
+  p.min_tokens = 20;
+  p.max_tokens = 10;
+  EXPECT_EQ(error_of([&] { check_sampling_params(p); }).param, "min_tokens");
+}
+
+TEST(Tokenize, PromptOrMessages) {
+  TokenizeRequest t = parse_tokenize_request(parse_json_body(R"({"prompt": "hi"})"));
+  EXPECT_EQ(*t.prompt, "hi");
+  EXPECT_TRUE(t.add_special_tokens);
+  t = parse_tokenize_request(parse_json_body(R"({"messages": [{"role": "user", "content": "x"}]})"));
+  EXPECT_FALSE(t.add_special_tokens);
+  EXPECT_EQ(t.messages.size(), 1u);
+  EXPECT_EQ(error_of([] { parse_tokenize_request(parse_json_body("{}")); }).status, 400);
+  std::string model;
+  EXPECT_EQ(parse_detokenize_request(parse_json_body(R"({"tokens": [1, 2]})"), &model), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(error_of([&] { parse_detokenize_request(parse_json_body(R"({"tokens": "x"})"), &model); }).param,
+            "tokens");
+}
+
+TEST(Responses, ErrorShapeUsageAndSse) {
+  ApiError e;
+  e.message = "bad";
+  e.param = "top_p";
+  const json j = error_json(e);
+  EXPECT_EQ(j["error"]["message"], "bad");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "top_p");
+  EXPECT_EQ(j["error"]["code"], 400);
+  EXPECT_TRUE(error_json(ApiError{}).at("error").at("param").is_null());
+
+  const json u = usage_json({5, 7});
+  EXPECT_EQ(u["total_tokens"], 12);
+  // A token that ends inside a UTF-8 character must not break serialisation.
+  const std::string event = sse_event({{"text", std::string("a\xe2\x82")}});
+  EXPECT_EQ(event.rfind("data: {", 0), 0u);
+  EXPECT_EQ(event.substr(event.size() - 2), "\n\n");
+  EXPECT_NE(event.find("\xef\xbf\xbd"), std::string::npos);  // U+FFFD
+  EXPECT_EQ(std::string(kSseDone), "data: [DONE]\n\n");
+}
+
+TEST(Responses, LogprobsShapes) {
+  std::vector<GeneratedTokenLogprobs> lps(2);
+  lps[0].chosen = {5, "He", -0.5f};
+  lps[0].top = {{5, "He", -0.5f}, {6, "She", -1.5f}};
+  lps[1].chosen = {7, "llo", -0.25f};
+  lps[1].top = {{7, "llo", -0.25f}};
+  const json c = completion_logprobs_json(lps, 0, 2, 3, true);
+  EXPECT_EQ(c["tokens"], json({"He", "llo"}));
+  EXPECT_EQ(c["text_offset"], json({3, 5}));
+  EXPECT_DOUBLE_EQ(c["token_logprobs"][1].get<double>(), -0.25);
+  EXPECT_DOUBLE_EQ(c["top_logprobs"][0]["She"].get<double>(), -1.5);
+  const json chat = chat_logprobs_json(lps, 1, 2);
+  ASSERT_EQ(chat["content"].size(), 1u);
+  EXPECT_EQ(chat["content"][0]["token"], "llo");
+  EXPECT_EQ(chat["content"][0]["bytes"], json({108, 108, 111}));
+  EXPECT_EQ(chat["content"][0]["top_logprobs"].size(), 1u);
+}
+
+TEST(RequestIds, PrefixedAndDistinct) {
+  const std::string a = random_request_id("cmpl"), b = random_request_id("cmpl");
+  EXPECT_EQ(a.rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(a.size(), 5u + 32u);
+  EXPECT_NE(a, b);
+}
+
+}  // namespace
+}  // namespace pagoda::server

@@ -1,0 +1,123 @@
+// The official OpenAI Node SDK against `pagoda serve` (run by integration_test.cpp, which passes
+// PAGODA_BASE_URL, PAGODA_API_KEY and NODE_PATH=tests/node/node_modules). Exits non-zero on the
+// first failed check. Greedy (temperature 0) so streamed and whole responses can be compared.
+'use strict';
+const assert = require('node:assert/strict');
+const mod = require('openai');
+const OpenAI = mod.OpenAI || mod.default || mod;
+
+const baseURL = process.env.PAGODA_BASE_URL + '/v1';
+const apiKey = process.env.PAGODA_API_KEY;
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 });
+
+async function expectError(promise, status, check) {
+  try {
+    await promise;
+  } catch (err) {
+    assert.ok(err instanceof OpenAI.APIError, `expected an APIError, got ${err}`);
+    assert.equal(err.status, status, `status of ${err.message}`);
+    if (check) check(err);
+    return;
+  }
+  assert.fail(`expected HTTP ${status}`);
+}
+
+async function main() {
+  const models = await client.models.list();
+  const model = models.data[0].id;
+  assert.ok(model.length > 0);
+  console.log(`model: ${model}`);
+
+  // Completions: whole, then streamed with usage; the same greedy text.
+  const base = { model, prompt: 'The quick brown fox', max_tokens: 12, temperature: 0 };
+  const whole = await client.completions.create(base);
+  assert.equal(whole.object, 'text_completion');
+  assert.equal(whole.choices.length, 1);
+  assert.equal(typeof whole.choices[0].text, 'string');
+  assert.ok(['length', 'stop'].includes(whole.choices[0].finish_reason));
+  assert.ok(whole.usage.prompt_tokens > 0);
+  assert.ok(whole.usage.completion_tokens > 0 && whole.usage.completion_tokens <= 12);
+  assert.equal(whole.usage.total_tokens, whole.usage.prompt_tokens + whole.usage.completion_tokens);
+
+  const stream = await client.completions.create({ ...base, stream: true, stream_options: { include_usage: true } });
+  let streamed = '';
+  let usage = null;
+  let finish = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const choice of chunk.choices) {
+      streamed += choice.text;
+      if (choice.finish_reason) finish = choice.finish_reason;
+    }
+  }
+  assert.equal(streamed, whole.choices[0].text);
+  assert.equal(finish, whole.choices[0].finish_reason);
+  assert.deepEqual(usage, whole.usage);
+
+  // n > 1 and a list of prompts.
+  const multi = await client.completions.create({ model, prompt: ['a', 'b'], n: 2, max_tokens: 3, temperature: 0 });
+  assert.equal(multi.choices.length, 4);
+  assert.deepEqual(multi.choices.map((c) => c.index).sort(), [0, 1, 2, 3]);
+
+  // Chat: whole, streamed (role first, then content), usage, logprobs.
+  const messages = [{ role: 'user', content: 'Say hello.' }];
+  const chat = await client.chat.completions.create({ model, messages, max_tokens: 10, temperature: 0 });
+  assert.equal(chat.object, 'chat.completion');
+  assert.equal(chat.choices[0].message.role, 'assistant');
+  assert.equal(typeof chat.choices[0].message.content, 'string');
+  assert.ok(chat.usage.completion_tokens > 0);
+
+  const chatStream = await client.chat.completions.create({
+    model, messages, max_tokens: 10, temperature: 0, stream: true, stream_options: { include_usage: true },
+  });
+  let content = '';
+  let sawRole = false;
+  let chatUsage = null;
+  for await (const chunk of chatStream) {
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    if (chunk.usage) chatUsage = chunk.usage;
+    for (const choice of chunk.choices) {
+      if (choice.delta.role) sawRole = true;
+      if (choice.delta.content) content += choice.delta.content;
+    }
+  }
+  assert.ok(sawRole);
+  assert.equal(content, chat.choices[0].message.content);
+  assert.deepEqual(chatUsage, chat.usage);
+
+  const withLogprobs = await client.chat.completions.create({
+    model, messages, max_tokens: 4, temperature: 0, logprobs: true, top_logprobs: 2,
+  });
+  const lp = withLogprobs.choices[0].logprobs.content;
+  assert.equal(lp.length, withLogprobs.usage.completion_tokens);
+  assert.ok(lp[0].logprob <= 0);
+  assert.equal(lp[0].top_logprobs.length, 2);
+
+  // Errors: the SDK's typed errors with OpenAI's fields.
+  await expectError(client.completions.create({ ...base, temperature: -1 }), 400, (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError);
+    assert.equal(err.param, 'temperature');
+  });
+  await expectError(client.completions.create({ ...base, max_tokens: 100000000 }), 400, (err) => {
+    assert.match(err.message, /over the limit/);
+  });
+  await expectError(client.chat.completions.create({ model, messages: [], max_tokens: 2 }), 400);
+  await expectError(client.completions.create({ ...base, model: 'no-such-model' }), 404, (err) => {
+    assert.ok(err instanceof OpenAI.NotFoundError);
+  });
+  await expectError(client.completions.create({ ...base, bogus_field: 1 }), 400, (err) => {
+    assert.equal(err.param, 'bogus_field');
+  });
+
+  // Auth.
+  const intruder = new OpenAI({ baseURL, apiKey: 'wrong-key', maxRetries: 0 });
+  await expectError(intruder.models.list(), 401, (err) => assert.ok(err instanceof OpenAI.AuthenticationError));
+  await expectError(intruder.completions.create(base), 401);
+
+  console.log('openai sdk checks passed');
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

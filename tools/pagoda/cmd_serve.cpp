@@ -1,0 +1,140 @@
+// `pagoda serve`: the OpenAI-compatible HTTP server (src/server) over one engine, with vLLM's
+// flag names. Signals: SIGHUP reopens --log-file (logrotate); SIGTERM/SIGINT stop accepting
+// new requests, let running ones finish for up to --shutdown-timeout seconds, then abort them.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "server/async_engine.h"
+#include "server/http_server.h"
+#include "server/log_file_sink.h"
+#include "tools/pagoda/commands.h"
+#include "tools/pagoda/engine_options.h"
+#include "util/error.h"
+
+namespace pagoda::cli {
+namespace {
+
+struct ServeFlags {
+  EngineFlags engine;
+  server::ServerOptions server;
+  int max_waiting_requests = 1024;
+  bool disable_log_requests = false;
+  std::string log_file;
+  double shutdown_timeout_s = 30;
+};
+
+// Waits for running requests to end (or the deadline), then aborts the rest and waits briefly
+// for their streams to deliver the final chunk.
+void drain(server::AsyncEngine& engine, double timeout_s) {
+  using Clock = std::chrono::steady_clock;
+  engine.begin_drain();
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (engine.num_in_flight() > 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (engine.num_in_flight() > 0) {
+    spdlog::warn("shutdown timeout reached: aborting {} requests", engine.num_in_flight());
+    engine.abort_all();
+    const auto flush_deadline = Clock::now() + std::chrono::seconds(2);
+    while (engine.num_in_flight() > 0 && Clock::now() < flush_deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  // Give the last streams a moment to write their [DONE] before the sockets close.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+}
+
+int run_serve(ServeFlags& f) {
+  init_runtime(f.engine);
+  std::shared_ptr<server::LogFileSink> file_sink;
+  if (!f.log_file.empty()) {
+    file_sink = std::make_shared<server::LogFileSink>(f.log_file);
+    auto logger = std::make_shared<spdlog::logger>("pagoda", file_sink);
+    logger->set_level(spdlog::get_level());
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
+    spdlog::set_default_logger(logger);
+  }
+  const EngineArgs args = f.engine.to_engine_args();
+  if (!f.server.reasoning_parser.empty() && f.server.reasoning_parser != "deepseek_r1") {
+    fail("--reasoning-parser must be deepseek_r1, got '{}'", f.server.reasoning_parser);
+  }
+  if (f.max_waiting_requests < 1) fail("--max-waiting-requests must be at least 1, got {}", f.max_waiting_requests);
+  if (f.shutdown_timeout_s < 0) fail("--shutdown-timeout must not be negative, got {}", f.shutdown_timeout_s);
+  f.server.version = PAGODA_VERSION;
+
+  // Signals go to one thread that waits for them; every other thread inherits the blocked mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::AsyncEngineOptions engine_options;
+  engine_options.max_waiting_requests = f.max_waiting_requests;
+  engine_options.log_requests = !f.disable_log_requests;
+  server::AsyncEngine engine([args] { return server::make_engine_backend(args); }, engine_options);
+  server::HttpServer http(engine, f.server);
+  const int port = http.bind();
+  engine.start();
+  spdlog::info("listening on http://{}:{} (model loading: /health answers 503 until ready)", f.server.host, port);
+
+  std::thread signal_thread([&] {
+    while (true) {
+      int sig = 0;
+      if (sigwait(&signals, &sig) != 0) continue;
+      if (sig == SIGHUP) {
+        if (file_sink) file_sink->reopen();
+        spdlog::info("SIGHUP: log file reopened");
+        continue;
+      }
+      if (sig == SIGUSR1) return;  // the server stopped by itself
+      spdlog::info("{}: shutting down (up to {} s for running requests)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                   f.shutdown_timeout_s);
+      drain(engine, f.shutdown_timeout_s);
+      http.stop();
+      return;
+    }
+  });
+  http.listen();
+  pthread_kill(signal_thread.native_handle(), SIGUSR1);
+  signal_thread.join();
+  engine.stop();
+  spdlog::info("server stopped");
+  return engine.state() == server::AsyncEngine::State::kDead ? 1 : 0;
+}
+
+}  // namespace
+
+Command register_serve(CLI::App& app) {
+  auto f = std::make_shared<ServeFlags>();
+  f->engine.log_level = "info";
+  CLI::App* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
+  add_engine_options(sub, f->engine);
+  server::ServerOptions& s = f->server;
+  sub->add_option("--host", s.host, "Address to listen on")->capture_default_str();
+  sub->add_option("--port", s.port, "Port to listen on (0: any free port)")->capture_default_str();
+  sub->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on every route but /health")
+      ->envname("PAGODA_API_KEY");
+  sub->add_option("--max-request-bytes", s.max_request_bytes, "Largest request body (413 above)")
+      ->capture_default_str();
+  sub->add_option("--max-waiting-requests", f->max_waiting_requests, "Queued requests beyond this get 503")
+      ->capture_default_str();
+  sub->add_option("--http-threads", s.num_http_threads, "HTTP worker threads (each open stream holds one)")
+      ->capture_default_str();
+  sub->add_option("--reasoning-parser", s.reasoning_parser,
+                  "deepseek_r1: put <think>...</think> text into reasoning_content");
+  sub->add_flag("--disable-log-requests", f->disable_log_requests, "No log line per finished request");
+  sub->add_option("--log-file", f->log_file, "Append logs to this file (reopened on SIGHUP) instead of stderr");
+  sub->add_option("--shutdown-timeout", f->shutdown_timeout_s,
+                  "Seconds running requests may take to finish after SIGTERM")
+      ->capture_default_str();
+  return [f] { return run_serve(*f); };
+}
+
+}  // namespace pagoda::cli

@@ -1,0 +1,83 @@
+// `pagoda tokenize` and `pagoda detokenize`: run the model directory's tokenizer from the command
+// line. Only tokenizer.json (+ tokenizer_config.json) is read, so no weights are needed.
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tokenizer/tokenizer.h"
+#include "tools/pagoda/commands.h"
+#include "util/error.h"
+
+namespace pagoda::cli {
+
+namespace {
+
+struct TokenizeOptions {
+  std::string model_dir;
+  std::string text;
+  std::string file;
+  bool add_special_tokens = false;
+};
+
+struct DetokenizeOptions {
+  std::string model_dir;
+  std::vector<int64_t> ids;
+  bool skip_special_tokens = false;
+};
+
+std::string read_input_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open file", path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace
+
+Command register_tokenize(CLI::App& app) {
+  auto opts = std::make_shared<TokenizeOptions>();
+  CLI::App* sub = app.add_subcommand("tokenize", "Print the token ids of a text, space separated");
+  sub->add_option("--model", opts->model_dir, "Model directory with tokenizer.json")->required();
+  sub->add_flag("--add-special-tokens", opts->add_special_tokens,
+                "Add BOS/EOS as the tokenizer config says");
+  auto* text = sub->add_option("text", opts->text, "Text to tokenize");
+  auto* file = sub->add_option("--file", opts->file, "Read the text from this file");
+  text->excludes(file);
+  file->excludes(text);
+  return [opts, text, file] {
+    if (text->count() == 0 && file->count() == 0) fail("tokenize: give a TEXT or --file FILE");
+    const Tokenizer tokenizer = Tokenizer::from_directory(opts->model_dir);
+    const std::string input = file->count() ? read_input_file(opts->file) : opts->text;
+    const std::vector<TokenId> ids = tokenizer.encode(input, opts->add_special_tokens);
+    fmt::print("{}\n", fmt::join(ids, " "));
+    return 0;
+  };
+}
+
+Command register_detokenize(CLI::App& app) {
+  auto opts = std::make_shared<DetokenizeOptions>();
+  CLI::App* sub = app.add_subcommand("detokenize", "Print the text of token ids");
+  sub->add_option("--model", opts->model_dir, "Model directory with tokenizer.json")->required();
+  sub->add_flag("--skip-special-tokens", opts->skip_special_tokens, "Leave out special tokens");
+  sub->add_option("ids", opts->ids, "Token ids")->required();
+  return [opts] {
+    const Tokenizer tokenizer = Tokenizer::from_directory(opts->model_dir);
+    std::vector<TokenId> ids;
+    ids.reserve(opts->ids.size());
+    for (const int64_t id : opts->ids) {
+      if (id < 0 || id >= static_cast<int64_t>(tokenizer.vocab_size())) {
+        fail("detokenize: id {} is outside the vocabulary (size {})", id, tokenizer.vocab_size());
+      }
+      ids.push_back(static_cast<TokenId>(id));
+    }
+    fmt::print("{}\n", tokenizer.decode(ids, opts->skip_special_tokens));
+    return 0;
+  };
+}
+
+}  // namespace pagoda::cli

@@ -1,0 +1,100 @@
+#include "tools/pagoda/engine_options.h"
+
+#include <omp.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "util/error.h"
+#include "util/units.h"
+
+namespace pagoda::cli {
+
+void add_engine_options(CLI::App* app, EngineFlags& f) {
+  EngineArgs& a = f.args;
+  app->add_option("--model", a.model, "Hugging Face model directory, or 'demo' for a built-in random model")
+      ->required();
+  app->add_option("--tokenizer", a.tokenizer, "Tokenizer directory (default: the model's)");
+  app->add_option("--served-model-name", a.served_model_name, "Model name reported to clients");
+  app->add_option("--chat-template", a.chat_template, "Jinja file overriding tokenizer_config.json's");
+  app->add_option("--max-model-len", a.max_model_len, "Context length (default: the model's)");
+  app->add_option("--max-num-seqs", a.max_num_seqs, "Most requests running at once")->capture_default_str();
+  app->add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Token budget of one step")
+      ->capture_default_str();
+  app->add_option("--block-size", a.block_size, "Tokens per KV cache block")->capture_default_str();
+  app->add_option("--kv-cache-space", f.kv_cache_space,
+                  "KV cache pool size, e.g. 4GiB (default: a quarter of available memory, at most what "
+                  "max-num-seqs full-length requests need)");
+  app->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a.enable_prefix_caching,
+                "Reuse KV blocks of identical prompt prefixes (default on)");
+  app->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", a.enable_chunked_prefill,
+                "Split long prompts across steps (default on)");
+  app->add_option("--threads", a.num_threads, "Worker threads (default: all cores)");
+  app->add_option("--engine-seed", a.seed, "Seed for requests that set none")->capture_default_str();
+  app->add_option("--log-level", f.log_level, "debug, info, warning or error")->capture_default_str();
+}
+
+EngineArgs EngineFlags::to_engine_args() const {
+  EngineArgs a = args;
+  if (!kv_cache_space.empty()) a.kv_cache_space_bytes = parse_byte_size(kv_cache_space);
+  if (a.block_size <= 0 || a.block_size > 1024) fail("--block-size must be in [1, 1024], got {}", a.block_size);
+  if (a.max_num_seqs <= 0) fail("--max-num-seqs must be positive, got {}", a.max_num_seqs);
+  if (a.max_num_batched_tokens <= 0) {
+    fail("--max-num-batched-tokens must be positive, got {}", a.max_num_batched_tokens);
+  }
+  if (a.max_model_len < 0) fail("--max-model-len must not be negative, got {}", a.max_model_len);
+  if (a.num_threads < 0) fail("--threads must not be negative, got {}", a.num_threads);
+  return a;
+}
+
+void add_sampling_options(CLI::App* app, SamplingFlags& s) {
+  app->add_option("--n", s.n, "Samples per prompt");
+  app->add_option("--max-tokens", s.max_tokens, "Most tokens to generate");
+  app->add_option("--min-tokens", s.min_tokens, "Tokens to generate before EOS may stop");
+  app->add_option("--temperature", s.temperature, "0 for greedy");
+  app->add_option("--top-p", s.top_p, "Nucleus sampling mass");
+  app->add_option("--top-k", s.top_k, "Keep the k most likely tokens (0 or -1: off)");
+  app->add_option("--min-p", s.min_p, "Drop tokens below min_p x the best probability");
+  app->add_option("--presence-penalty", s.presence_penalty, "OpenAI presence penalty");
+  app->add_option("--frequency-penalty", s.frequency_penalty, "OpenAI frequency penalty");
+  app->add_option("--repetition-penalty", s.repetition_penalty, "HF repetition penalty");
+  app->add_option("--seed", s.seed, "Sampling seed: same seed, same output");
+  app->add_option("--stop", s.stop, "Stop string (repeatable); not included in the output");
+  app->add_option("--stop-token-ids", s.stop_token_ids, "Token ids that stop generation");
+  app->add_flag("--ignore-eos", s.ignore_eos, "Keep generating past EOS");
+  app->add_flag("--keep-special-tokens", s.keep_special_tokens, "Print special tokens in the text");
+  app->add_option("--logprobs", s.logprobs, "Report the top-K logprobs of each generated token");
+}
+
+SamplingParams SamplingFlags::apply(SamplingParams p) const {
+  if (n) p.n = *n;
+  if (max_tokens) p.max_tokens = *max_tokens;
+  if (min_tokens) p.min_tokens = *min_tokens;
+  if (temperature) p.temperature = *temperature;
+  if (top_p) p.top_p = *top_p;
+  if (top_k) p.top_k = *top_k;
+  if (min_p) p.min_p = *min_p;
+  if (presence_penalty) p.presence_penalty = *presence_penalty;
+  if (frequency_penalty) p.frequency_penalty = *frequency_penalty;
+  if (repetition_penalty) p.repetition_penalty = *repetition_penalty;
+  if (seed) p.seed = *seed;
+  if (!stop.empty()) p.stop = stop;
+  if (!stop_token_ids.empty()) p.stop_token_ids = stop_token_ids;
+  if (ignore_eos) p.ignore_eos = true;
+  if (keep_special_tokens) p.skip_special_tokens = false;
+  if (logprobs) p.logprobs = *logprobs;
+  return p;
+}
+
+void init_runtime(const EngineFlags& flags) {
+  const spdlog::level::level_enum level = spdlog::level::from_str(flags.log_level);
+  if (level == spdlog::level::off && flags.log_level != "off") {
+    fail("--log-level must be debug, info, warning or error, got '{}'", flags.log_level);
+  }
+  // Logs go to stderr: stdout carries only results (generated text, JSON).
+  if (spdlog::get("pagoda") == nullptr) spdlog::set_default_logger(spdlog::stderr_color_mt("pagoda"));
+  spdlog::set_level(level);
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  if (flags.args.num_threads > 0) omp_set_num_threads(flags.args.num_threads);
+}
+
+}  // namespace pagoda::cli

@@ -1,0 +1,47 @@
+// Engine and sampling flags shared by `generate`, `chat`, `serve` and `bench`, with vLLM's
+// names so a vLLM command line mostly just works.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "pagoda/engine.h"
+#include "pagoda/sampling_params.h"
+
+namespace pagoda::cli {
+
+struct EngineFlags {
+  EngineArgs args;
+  std::string kv_cache_space;  // "4GiB"; parsed in to_engine_args()
+  bool no_prefix_caching = false;
+  bool no_chunked_prefill = false;
+  std::string log_level = "warning";
+
+  // Validates and fills args (kv_cache_space_bytes etc.); throws pagoda::Error.
+  EngineArgs to_engine_args() const;
+};
+void add_engine_options(CLI::App* app, EngineFlags& flags);
+
+// Sampling flags are optional so that unset ones keep the model's generation_config.json.
+struct SamplingFlags {
+  std::optional<int> n, max_tokens, min_tokens, top_k, logprobs;
+  std::optional<float> temperature, top_p, min_p, presence_penalty, frequency_penalty,
+      repetition_penalty;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool keep_special_tokens = false;
+
+  // `defaults` (the model's generation config) overlaid with the flags that were given.
+  SamplingParams apply(SamplingParams defaults) const;
+};
+void add_sampling_options(CLI::App* app, SamplingFlags& flags);
+
+// Sets up spdlog and OpenMP threads from the flags; call first in every engine command.
+void init_runtime(const EngineFlags& flags);
+
+}  // namespace pagoda::cli
