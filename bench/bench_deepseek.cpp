@@ -46,20 +46,45 @@ constexpr int64_t kRank = 512, kNope = 128, kRope = 64, kV = 128, kExperts = 64,
 constexpr int32_t kBlockSize = 16;
 
 nlohmann::json v2_lite_config() {
-  return {{"architectures", {"DeepseekV2ForCausalLM"}}, {"model_type", "deepseek_v2"},
-          {"hidden_size", kHidden}, {"intermediate_size", kInter}, {"num_hidden_layers", kLayers},
-          {"num_attention_heads", kHeads}, {"num_key_value_heads", kHeads}, {"vocab_size", kVocab},
-          {"q_lora_rank", nullptr}, {"kv_lora_rank", kRank}, {"qk_nope_head_dim", kNope},
-          {"qk_rope_head_dim", kRope}, {"v_head_dim", kV}, {"n_routed_experts", kExperts},
-          {"num_experts_per_tok", 6}, {"n_shared_experts", 2}, {"moe_intermediate_size", kMoeInter},
-          {"first_k_dense_replace", 1}, {"moe_layer_freq", 1}, {"topk_method", "greedy"},
-          {"n_group", 1}, {"topk_group", 1}, {"norm_topk_prob", false}, {"scoring_func", "softmax"},
-          {"routed_scaling_factor", 1.0}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000},
-          {"max_position_embeddings", 163840}, {"torch_dtype", "bfloat16"}, {"bos_token_id", 100000},
+  return {{"architectures", {"DeepseekV2ForCausalLM"}},
+          {"model_type", "deepseek_v2"},
+          {"hidden_size", kHidden},
+          {"intermediate_size", kInter},
+          {"num_hidden_layers", kLayers},
+          {"num_attention_heads", kHeads},
+          {"num_key_value_heads", kHeads},
+          {"vocab_size", kVocab},
+          {"q_lora_rank", nullptr},
+          {"kv_lora_rank", kRank},
+          {"qk_nope_head_dim", kNope},
+          {"qk_rope_head_dim", kRope},
+          {"v_head_dim", kV},
+          {"n_routed_experts", kExperts},
+          {"num_experts_per_tok", 6},
+          {"n_shared_experts", 2},
+          {"moe_intermediate_size", kMoeInter},
+          {"first_k_dense_replace", 1},
+          {"moe_layer_freq", 1},
+          {"topk_method", "greedy"},
+          {"n_group", 1},
+          {"topk_group", 1},
+          {"norm_topk_prob", false},
+          {"scoring_func", "softmax"},
+          {"routed_scaling_factor", 1.0},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", 10000},
+          {"max_position_embeddings", 163840},
+          {"torch_dtype", "bfloat16"},
+          {"bos_token_id", 100000},
           {"eos_token_id", 100001},
-          {"rope_scaling", {{"type", "yarn"}, {"factor", 40}, {"original_max_position_embeddings", 4096},
-                            {"beta_fast", 32}, {"beta_slow", 1}, {"mscale", 0.707},
-                            {"mscale_all_dim", 0.707}}}};
+          {"rope_scaling",
+           {{"type", "yarn"},
+            {"factor", 40},
+            {"original_max_position_embeddings", 4096},
+            {"beta_fast", 32},
+            {"beta_slow", 1},
+            {"mscale", 0.707},
+            {"mscale_all_dim", 0.707}}}};
 }
 
 // Fills bf16 values uniform in [-scale, scale) from a per-element hash (parallel, fast).
@@ -146,7 +171,8 @@ void make_batch(std::vector<Seq>& seqs, int32_t n, ForwardBatch& batch) {
     for (int32_t p = s.len; p < s.len + n; ++p) {
       batch.token_ids.push_back((p * 7919 + fs.token_begin * 31) % 100000);
       batch.positions.push_back(p);
-      batch.slot_mapping.push_back(int64_t{s.blocks[static_cast<size_t>(p / kBlockSize)]} * kBlockSize + p % kBlockSize);
+      batch.slot_mapping.push_back(
+          int64_t{s.blocks[static_cast<size_t>(p / kBlockSize)]} * kBlockSize + p % kBlockSize);
     }
     batch.sequences.push_back(fs);
     s.len += n;
@@ -173,19 +199,20 @@ int main(int argc, char** argv) {
     options.max_num_batched_tokens = 2048;
     const std::unique_ptr<Model> model = create_model(config, store, options);
     const DeepseekConfig dc = DeepseekConfig::from_model_config(config);
-    std::printf("%s, %d threads, %.2f GB of weights, %lld parameters\n",
-                isa_name(kernels().isa), omp_get_max_threads(), model->weight_bytes() / 1e9,
+    std::printf("%s, %d threads, %.2f GB of weights, %lld parameters\n", isa_name(kernels().isa),
+                omp_get_max_threads(), model->weight_bytes() / 1e9,
                 static_cast<long long>(model->num_parameters()));
 
     // KV cache per token (fp32 cache; the latent form vs the K/V that MHA would cache).
     const KvCacheSpec spec = model->kv_cache_spec();
     const int64_t expanded_values = kHeads * ((kNope + kRope) + kV);
-    std::printf("\nKV cache per token and layer: latent %lld values (%lld B) vs expanded K/V %lld "
-                "values (%lld B): %.1fx smaller\n",
-                static_cast<long long>(spec.floats_per_token_per_layer()),
-                static_cast<long long>(spec.floats_per_token_per_layer() * 4),
-                static_cast<long long>(expanded_values), static_cast<long long>(expanded_values * 4),
-                static_cast<double>(expanded_values) / spec.floats_per_token_per_layer());
+    std::printf(
+        "\nKV cache per token and layer: latent %lld values (%lld B) vs expanded K/V %lld "
+        "values (%lld B): %.1fx smaller\n",
+        static_cast<long long>(spec.floats_per_token_per_layer()),
+        static_cast<long long>(spec.floats_per_token_per_layer() * 4),
+        static_cast<long long>(expanded_values), static_cast<long long>(expanded_values * 4),
+        static_cast<double>(expanded_values) / spec.floats_per_token_per_layer());
     std::printf("  full V2-Lite (27 layers): %lld B vs %lld B per token\n",
                 static_cast<long long>(spec.floats_per_token_per_layer() * 4 * 27),
                 static_cast<long long>(expanded_values * 4 * 27));
@@ -193,8 +220,8 @@ int main(int argc, char** argv) {
     const int32_t max_len = context + steps + 1;
     const int32_t blocks_per_seq = (max_len + kBlockSize - 1) / kBlockSize;
     const int32_t max_seqs = 16;
-    std::vector<float> cache_memory(
-        static_cast<size_t>(KvCache::bytes_needed(spec, blocks_per_seq * max_seqs, kBlockSize) / 4));
+    std::vector<float> cache_memory(static_cast<size_t>(
+        KvCache::bytes_needed(spec, blocks_per_seq * max_seqs, kBlockSize) / 4));
     KvCache cache(spec, blocks_per_seq * max_seqs, kBlockSize, cache_memory.data());
     std::vector<float> logits(static_cast<size_t>(max_seqs * kVocab));
     ForwardBatch batch;
@@ -208,10 +235,11 @@ int main(int argc, char** argv) {
     std::vector<MoeWeights> moe_w;
     for (int64_t i = 0; i < kLayers; ++i) {
       const std::string p = fmt::format("model.layers.{}.", i);
-      mla_w.push_back({load_matrix(store, p + "self_attn.q_proj.weight", kHeads * (kNope + kRope), kHidden),
-                       load_matrix(store, p + "self_attn.kv_a_proj_with_mqa.weight", kRank + kRope, kHidden),
-                       load_matrix(store, p + "self_attn.kv_b_proj.weight", kHeads * (kNope + kV), kRank),
-                       load_matrix(store, p + "self_attn.o_proj.weight", kHidden, kHeads * kV)});
+      mla_w.push_back(
+          {load_matrix(store, p + "self_attn.q_proj.weight", kHeads * (kNope + kRope), kHidden),
+           load_matrix(store, p + "self_attn.kv_a_proj_with_mqa.weight", kRank + kRope, kHidden),
+           load_matrix(store, p + "self_attn.kv_b_proj.weight", kHeads * (kNope + kV), kRank),
+           load_matrix(store, p + "self_attn.o_proj.weight", kHidden, kHeads * kV)});
       if (i == 0) continue;  // layer 0 is dense
       MoeWeights m;
       m.router = load_matrix(store, p + "mlp.gate.weight", kExperts, kHidden);
@@ -222,9 +250,10 @@ int main(int argc, char** argv) {
                              load_matrix(store, q + "down_proj.weight", kHidden, kMoeInter)});
       }
       m.has_shared = true;
-      m.shared = {load_matrix(store, p + "mlp.shared_experts.gate_proj.weight", 2 * kMoeInter, kHidden),
-                  load_matrix(store, p + "mlp.shared_experts.up_proj.weight", 2 * kMoeInter, kHidden),
-                  load_matrix(store, p + "mlp.shared_experts.down_proj.weight", kHidden, 2 * kMoeInter)};
+      m.shared = {
+          load_matrix(store, p + "mlp.shared_experts.gate_proj.weight", 2 * kMoeInter, kHidden),
+          load_matrix(store, p + "mlp.shared_experts.up_proj.weight", 2 * kMoeInter, kHidden),
+          load_matrix(store, p + "mlp.shared_experts.down_proj.weight", kHidden, 2 * kMoeInter)};
       moe_w.push_back(std::move(m));
     }
     MoeDispatcher moe;
@@ -232,7 +261,8 @@ int main(int argc, char** argv) {
     for (const int32_t batch_size : {1, 16}) {
       std::vector<Seq> seqs(static_cast<size_t>(batch_size));
       for (int32_t i = 0; i < batch_size; ++i) {
-        for (int32_t b = 0; b < blocks_per_seq; ++b) seqs[static_cast<size_t>(i)].blocks.push_back(i * blocks_per_seq + b);
+        for (int32_t b = 0; b < blocks_per_seq; ++b)
+          seqs[static_cast<size_t>(i)].blocks.push_back(i * blocks_per_seq + b);
       }
       // Batch 1 prefills its context in one forward (absorbed MLA throughout) and reports the
       // speed; larger batches start from a cache filled with small values instead (the decode
@@ -244,7 +274,8 @@ int main(int argc, char** argv) {
         model->forward(batch, cache, logits.data());
         prefill_s = now_s() - t0;
       } else {
-        for (size_t i = 0; i < cache_memory.size(); ++i) cache_memory[i] = 0.001f * static_cast<float>(i % 101);
+        for (size_t i = 0; i < cache_memory.size(); ++i)
+          cache_memory[i] = 0.001f * static_cast<float>(i % 101);
         for (Seq& s : seqs) s.len = context;
       }
       // Decode steps.
@@ -264,12 +295,16 @@ int main(int argc, char** argv) {
 
       // The MLA block of one layer at this batch: projections, absorption, latent attention.
       const int64_t T = batch_size;
-      std::vector<float> x(static_cast<size_t>(T * kHidden), 0.01f), q(static_cast<size_t>(T * kHeads * (kNope + kRope)));
-      std::vector<float> kv(static_cast<size_t>(T * (kRank + kRope))), q_abs(static_cast<size_t>(T * kHeads * (kRank + kRope)), 0.01f);
-      std::vector<float> ctx(static_cast<size_t>(T * kHeads * kRank)), attn(static_cast<size_t>(T * kHeads * kV)), y(static_cast<size_t>(T * kHidden));
+      std::vector<float> x(static_cast<size_t>(T * kHidden), 0.01f),
+          q(static_cast<size_t>(T * kHeads * (kNope + kRope)));
+      std::vector<float> kv(static_cast<size_t>(T * (kRank + kRope))),
+          q_abs(static_cast<size_t>(T * kHeads * (kRank + kRope)), 0.01f);
+      std::vector<float> ctx(static_cast<size_t>(T * kHeads * kRank)),
+          attn(static_cast<size_t>(T * kHeads * kV)), y(static_cast<size_t>(T * kHidden));
       std::vector<AttentionSequence> attn_seqs;
       for (int32_t i = 0; i < batch_size; ++i) {
-        attn_seqs.push_back({i, 1, seqs[static_cast<size_t>(i)].len, seqs[static_cast<size_t>(i)].blocks.data()});
+        attn_seqs.push_back(
+            {i, 1, seqs[static_cast<size_t>(i)].len, seqs[static_cast<size_t>(i)].blocks.data()});
       }
       auto mla_block = [&] {
         for (int64_t i = 0; i < kLayers; ++i) {
@@ -280,13 +315,14 @@ int main(int argc, char** argv) {
           for (int64_t h = 0; h < kHeads; ++h) {  // W_uk^T q_nope and W_uv ctx: same bytes, flops
             const auto* kv_b = static_cast<const uint8_t*>(w.kv_b.data);
             const WeightView w_uk{kv_b + h * (kNope + kV) * kRank * 2, w.kv_b.dtype, kNope, kRank};
-            const WeightView w_uv{kv_b + (h * (kNope + kV) + kNope) * kRank * 2, w.kv_b.dtype, kV, kRank};
+            const WeightView w_uv{kv_b + (h * (kNope + kV) + kNope) * kRank * 2, w.kv_b.dtype, kV,
+                                  kRank};
             float* out = &attn[static_cast<size_t>(h * kV)];
             ops::matmul(&ctx[static_cast<size_t>(h * T * kRank)], T, w_uk, out, kHeads * kV);
             ops::matmul(&ctx[static_cast<size_t>(h * T * kRank)], T, w_uv, out, kHeads * kV);
           }
-          mla_attention(q_abs.data(), kHeads, kRank, cache.layer(static_cast<int32_t>(i)), attn_seqs.data(),
-                        batch_size, dc.softmax_scale, ctx.data());
+          mla_attention(q_abs.data(), kHeads, kRank, cache.layer(static_cast<int32_t>(i)),
+                        attn_seqs.data(), batch_size, dc.softmax_scale, ctx.data());
           ops::matmul(attn.data(), T, w.o_proj, y.data());
         }
       };
@@ -294,7 +330,8 @@ int main(int argc, char** argv) {
         for (const MoeWeights& m : moe_w) moe.forward(dc.router, m, x.data(), T, y.data());
       };
       // Router inputs: rows of a real hidden state would route more evenly than constant ones.
-      for (int64_t i = 0; i < T * kHidden; ++i) x[static_cast<size_t>(i)] = 0.02f * static_cast<float>((i * 7919) % 97 - 48);
+      for (int64_t i = 0; i < T * kHidden; ++i)
+        x[static_cast<size_t>(i)] = 0.02f * static_cast<float>((i * 7919) % 97 - 48);
       auto best = [&](auto&& fn) {
         fn();
         double b = 1e30;
@@ -310,13 +347,16 @@ int main(int argc, char** argv) {
       const double rest_s = std::max(0.0, decode_s - mla_s - moe_s);
 
       std::printf("\nbatch %d, context %d:\n", batch_size, context);
-      if (prefill_s > 0) std::printf("  prefill %d tokens: %.1f tokens/s\n", context, context / prefill_s);
-      std::printf("  decode step: best %.1f ms, mean %.1f ms -> %.1f tokens/s (best), %.1f (mean)\n",
-                  decode_s * 1e3, mean_s * 1e3, batch_size / decode_s, batch_size / mean_s);
-      std::printf("  split of the best step: MLA attention %.1f ms (%.0f%%), MoE %.1f ms (%.0f%%), "
-                  "rest (embedding, dense layer 0, norms, lm_head) %.1f ms (%.0f%%)\n",
-                  mla_s * 1e3, 100 * mla_s / decode_s, moe_s * 1e3, 100 * moe_s / decode_s,
-                  rest_s * 1e3, 100 * rest_s / decode_s);
+      if (prefill_s > 0)
+        std::printf("  prefill %d tokens: %.1f tokens/s\n", context, context / prefill_s);
+      std::printf(
+          "  decode step: best %.1f ms, mean %.1f ms -> %.1f tokens/s (best), %.1f (mean)\n",
+          decode_s * 1e3, mean_s * 1e3, batch_size / decode_s, batch_size / mean_s);
+      std::printf(
+          "  split of the best step: MLA attention %.1f ms (%.0f%%), MoE %.1f ms (%.0f%%), "
+          "rest (embedding, dense layer 0, norms, lm_head) %.1f ms (%.0f%%)\n",
+          mla_s * 1e3, 100 * mla_s / decode_s, moe_s * 1e3, 100 * moe_s / decode_s, rest_s * 1e3,
+          100 * rest_s / decode_s);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

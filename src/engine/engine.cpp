@@ -148,7 +148,7 @@ Engine::Impl::Impl(const EngineArgs& args)
                                          args.kv_cache_space_bytes);
   kv_memory_ = HugeBuffer::allocate(static_cast<size_t>(plan.num_bytes));
   kv_cache_ = std::make_unique<KvCache>(spec, plan.num_blocks, args.block_size, kv_memory_.data());
-  spdlog::info("KV cache: {} blocks of {} tokens ({}, {} per token) in {} pages", plan.num_blocks,
+  spdlog::info("KV cache: {} blocks of {} tokens ({}, {} per token), {}", plan.num_blocks,
                args.block_size, format_bytes(static_cast<uint64_t>(plan.num_bytes)),
                format_bytes(static_cast<uint64_t>(spec.bytes_per_token())), kv_memory_.kind_name());
 

@@ -36,7 +36,9 @@ uint64_t read_u64_le(const uint8_t* p) {
   return v;
 }
 
-std::string json_type(const json& j) { return j.type_name(); }
+std::string json_type(const json& j) {
+  return j.type_name();
+}
 
 struct Range {
   uint64_t begin;
@@ -76,9 +78,10 @@ void TensorStore::add_file(const std::string& file_path) {
   }
   const uint64_t header_len = read_u64_le(file->data());
   if (header_len > file_size - 8) {
-    fail("{}: header length {} exceeds the file size ({} bytes after the 8-byte prefix); the "
-         "file is truncated or not safetensors",
-         path, header_len, file_size - 8);
+    fail(
+        "{}: header length {} exceeds the file size ({} bytes after the 8-byte prefix); the "
+        "file is truncated or not safetensors",
+        path, header_len, file_size - 8);
   }
   const char* header_begin = reinterpret_cast<const char*>(file->data() + 8);
   json header;

@@ -67,7 +67,7 @@ class TensorStore {
   std::vector<std::string> names() const;  // sorted
   const std::map<std::string, Tensor>& tensors() const { return tensors_; }
   std::vector<std::string> files() const;  // the mapped .safetensors paths
-  int64_t total_bytes() const;              // sum of tensor sizes
+  int64_t total_bytes() const;             // sum of tensor sizes
 
  private:
   TensorStore() = default;

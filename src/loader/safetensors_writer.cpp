@@ -1,13 +1,13 @@
 // Writing safetensors files through a writable memory map; see safetensors_writer.h.
 #include "loader/safetensors_writer.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <numeric>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <fstream>
 
@@ -18,9 +18,12 @@ namespace pagoda {
 
 const char* safetensors_dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
   }
   return "?";
 }

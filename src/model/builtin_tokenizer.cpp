@@ -74,9 +74,15 @@ const char* const kTrainingText =
     "exactly the same,\" the granddaughter says, smiling, \"but the river keeps its promise: "
     "it always comes back around the bend.\"\n";
 
-bool is_letter(unsigned char c) { return std::isalpha(c) != 0 || c >= 0x80; }
-bool is_digit(unsigned char c) { return std::isdigit(c) != 0; }
-bool is_space(unsigned char c) { return std::isspace(c) != 0; }
+bool is_letter(unsigned char c) {
+  return std::isalpha(c) != 0 || c >= 0x80;
+}
+bool is_digit(unsigned char c) {
+  return std::isdigit(c) != 0;
+}
+bool is_space(unsigned char c) {
+  return std::isspace(c) != 0;
+}
 
 // Splits a UTF-8 string into its characters (each a byte-level unicode symbol).
 std::vector<std::string> utf8_chars(const std::string& s) {
@@ -97,8 +103,8 @@ std::string to_byte_level(const std::string& word) {
 }
 
 json added_token(int64_t id, const std::string& content) {
-  return {{"id", id},          {"content", content}, {"single_word", false}, {"lstrip", false},
-          {"rstrip", false},   {"normalized", false}, {"special", true}};
+  return {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", false}, {"special", true}};
 }
 
 json config_token(const std::string& content) {
@@ -257,12 +263,13 @@ std::vector<std::pair<std::string, std::string>> train_bpe(const std::string& te
 
 BuiltinTokenizer build_builtin_tokenizer(int64_t max_vocab_size, int64_t model_max_length) {
   if (max_vocab_size < kBuiltinMinVocabSize) {
-    fail("vocab size {} is too small for the built-in tokenizer (needs at least {}: 4 special "
-         "tokens and 256 bytes)",
-         max_vocab_size, kBuiltinMinVocabSize);
+    fail(
+        "vocab size {} is too small for the built-in tokenizer (needs at least {}: 4 special "
+        "tokens and 256 bytes)",
+        max_vocab_size, kBuiltinMinVocabSize);
   }
-  const std::vector<std::string> specials = {kBuiltinBosToken, kBuiltinEosToken,
-                                             kBuiltinUserToken, kBuiltinAssistantToken};
+  const std::vector<std::string> specials = {kBuiltinBosToken, kBuiltinEosToken, kBuiltinUserToken,
+                                             kBuiltinAssistantToken};
   json vocab = json::object();
   std::set<std::string> known;
   int64_t next_id = 0;
@@ -302,10 +309,14 @@ BuiltinTokenizer build_builtin_tokenizer(int64_t max_vocab_size, int64_t model_m
       {"pre_tokenizer", byte_level},
       // As in DeepSeek-V3: BOS comes from tokenizer_config's add_bos_token, not from here.
       {"post_processor",
-       {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false},
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", true},
+        {"trim_offsets", false},
         {"use_regex", true}}},
       {"decoder",
-       {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true},
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", true},
+        {"trim_offsets", true},
         {"use_regex", true}}},
       {"model",
        {{"type", "BPE"},

@@ -31,7 +31,8 @@ class KeyReader {
       fail("{}: key '{}' must be an integer, got {}", path_, key, v->dump());
     }
     const int64_t value = v->get<int64_t>();
-    if (value < min_value) fail("{}: key '{}' must be at least {}, got {}", path_, key, min_value, value);
+    if (value < min_value)
+      fail("{}: key '{}' must be at least {}, got {}", path_, key, min_value, value);
     return value;
   }
   int64_t required_integer(const std::string& key, int64_t min_value) const {
@@ -86,7 +87,8 @@ RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim) {
     // (modeling_deepseek.py, DeepseekV2YarnRotaryEmbedding). Spelled out so the rotary
     // table does not fall back to its generic rule when only one of the two is given.
     const double mscale = s.mscale > 0 ? s.mscale : 1.0;
-    p.attention_factor = yarn_get_mscale(s.factor, mscale) / yarn_get_mscale(s.factor, s.mscale_all_dim);
+    p.attention_factor =
+        yarn_get_mscale(s.factor, mscale) / yarn_get_mscale(s.factor, s.mscale_all_dim);
   }
   return p;
 }
@@ -95,9 +97,12 @@ RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim) {
 
 const char* moe_topk_method_name(MoeTopkMethod method) {
   switch (method) {
-    case MoeTopkMethod::kGreedy: return "greedy";
-    case MoeTopkMethod::kGroupLimitedGreedy: return "group_limited_greedy";
-    case MoeTopkMethod::kNoauxTc: return "noaux_tc";
+    case MoeTopkMethod::kGreedy:
+      return "greedy";
+    case MoeTopkMethod::kGroupLimitedGreedy:
+      return "group_limited_greedy";
+    case MoeTopkMethod::kNoauxTc:
+      return "noaux_tc";
   }
   return "?";
 }
@@ -113,9 +118,10 @@ DeepseekConfig DeepseekConfig::from_model_config(const ModelConfig& c) {
   d.rms_norm_eps = static_cast<float>(c.rms_norm_eps);
   d.tie_word_embeddings = c.tie_word_embeddings;
   if (c.attention_bias) {
-    fail("{}: key 'attention_bias' is true, which no DeepSeek-V2/V3 checkpoint uses and Pagoda "
-         "does not implement for MLA",
-         path);
+    fail(
+        "{}: key 'attention_bias' is true, which no DeepSeek-V2/V3 checkpoint uses and Pagoda "
+        "does not implement for MLA",
+        path);
   }
   if (c.hidden_act != "silu") {
     fail("{}: key 'hidden_act' is '{}', DeepSeek models use 'silu'", path, c.hidden_act);
@@ -175,12 +181,14 @@ DeepseekConfig DeepseekConfig::from_model_config(const ModelConfig& c) {
     } else if (method == "noaux_tc") {
       m.method = MoeTopkMethod::kNoauxTc;
     } else {
-      fail("{}: key 'topk_method' has unsupported value '{}' (supported: greedy, "
-           "group_limited_greedy, noaux_tc)",
-           path, method);
+      fail(
+          "{}: key 'topk_method' has unsupported value '{}' (supported: greedy, "
+          "group_limited_greedy, noaux_tc)",
+          path, method);
     }
     // The router keeps per-token flags on the stack (moe.cpp); real models use <= 256 / 8.
-    if (m.num_experts > 1024) fail("{}: key 'n_routed_experts' ({}) exceeds 1024", path, m.num_experts);
+    if (m.num_experts > 1024)
+      fail("{}: key 'n_routed_experts' ({}) exceeds 1024", path, m.num_experts);
     if (m.num_groups > 256) fail("{}: key 'n_group' ({}) exceeds 256", path, m.num_groups);
     if (m.num_experts % m.num_groups != 0) {
       fail("{}: key 'n_group' ({}) must divide n_routed_experts ({})", path, m.num_groups,
@@ -193,12 +201,12 @@ DeepseekConfig DeepseekConfig::from_model_config(const ModelConfig& c) {
     const int64_t eligible =
         m.method == MoeTopkMethod::kGreedy ? m.num_experts : m.topk_groups * experts_per_group;
     if (m.top_k > eligible) {
-      fail("{}: key 'num_experts_per_tok' ({}) exceeds the {} experts that {} can choose from", path,
-           m.top_k, eligible, moe_topk_method_name(m.method));
+      fail("{}: key 'num_experts_per_tok' ({}) exceeds the {} experts that {} can choose from",
+           path, m.top_k, eligible, moe_topk_method_name(m.method));
     }
     if (m.method == MoeTopkMethod::kNoauxTc && experts_per_group < 2) {
-      fail("{}: key 'n_group' ({}) leaves fewer than 2 experts per group, which noaux_tc needs", path,
-           m.num_groups);
+      fail("{}: key 'n_group' ({}) leaves fewer than 2 experts per group, which noaux_tc needs",
+           path, m.num_groups);
     }
   }
   return d;

@@ -55,7 +55,7 @@ struct DeepseekLayer {
   std::vector<WeightView> w_uv;       // [H] views [v, kv_lora] into kv_b_proj
   WeightView o;                       // [hidden, H*v]
   bool is_moe = false;
-  ExpertMlp dense;                    // gate/up [inter, hidden], down [hidden, inter]
+  ExpertMlp dense;  // gate/up [inter, hidden], down [hidden, inter]
   MoeWeights moe;
 };
 
@@ -91,16 +91,16 @@ class DeepseekModel final : public Model {
   // Activations, sized for the largest batch seen (grown rarely, never per token).
   int64_t capacity_ = 0;
   std::vector<float> residual_, x_, mlp_out_;  // [T, hidden]
-  std::vector<float> q_a_;       // [T, q_lora]
-  std::vector<float> q_;         // [T, H, qhd]
-  std::vector<float> kv_a_;      // [T, kv_lora + rope]
-  std::vector<float> latent_;    // [T, kv_lora + rope] what goes into the cache
-  std::vector<float> q_nope_;    // [H, T, nope] per-head contiguous copies
-  std::vector<float> q_abs_;     // [T, H, kv_lora + rope]
-  std::vector<float> ctx_;       // [T, H, kv_lora] attention output in the latent space
-  std::vector<float> ctx_head_;  // [H, T, kv_lora]
-  std::vector<float> attn_;      // [T, H, v]
-  std::vector<float> gate_, up_;  // [T, inter]
+  std::vector<float> q_a_;                     // [T, q_lora]
+  std::vector<float> q_;                       // [T, H, qhd]
+  std::vector<float> kv_a_;                    // [T, kv_lora + rope]
+  std::vector<float> latent_;                  // [T, kv_lora + rope] what goes into the cache
+  std::vector<float> q_nope_;                  // [H, T, nope] per-head contiguous copies
+  std::vector<float> q_abs_;                   // [T, H, kv_lora + rope]
+  std::vector<float> ctx_;                  // [T, H, kv_lora] attention output in the latent space
+  std::vector<float> ctx_head_;             // [H, T, kv_lora]
+  std::vector<float> attn_;                 // [T, H, v]
+  std::vector<float> gate_, up_;            // [T, inter]
   std::vector<float> rope_cos_, rope_sin_;  // [T, rope/2]
   std::vector<float> last_rows_;
   std::vector<AttentionSequence> attn_seqs_;
@@ -115,7 +115,8 @@ WeightView DeepseekModel::matrix(const TensorStore& store, const std::string& na
   return w;
 }
 
-std::vector<float> DeepseekModel::vector(const TensorStore& store, const std::string& name, int64_t n) {
+std::vector<float> DeepseekModel::vector(const TensorStore& store, const std::string& name,
+                                         int64_t n) {
   num_parameters_ += n;
   weight_bytes_ += n * static_cast<int64_t>(sizeof(float));
   return load_vector(store, name, n);
@@ -129,7 +130,8 @@ ExpertMlp DeepseekModel::load_mlp(const TensorStore& store, const std::string& p
   return m;
 }
 
-void DeepseekModel::load_attention(const TensorStore& store, const std::string& p, DeepseekLayer& l) {
+void DeepseekModel::load_attention(const TensorStore& store, const std::string& p,
+                                   DeepseekLayer& l) {
   const int64_t H = c_.num_heads, hidden = c_.hidden_size;
   const int64_t qhd = c_.q_head_dim(), nope = c_.qk_nope_head_dim, vd = c_.v_head_dim;
   const int64_t rank = c_.kv_lora_rank;
@@ -151,16 +153,19 @@ void DeepseekModel::load_attention(const TensorStore& store, const std::string& 
   const int64_t elem = dtype_size(kv_b.dtype);
   const auto* src = static_cast<const uint8_t*>(kv_b.data);
   l.w_uk_t_data.resize(static_cast<size_t>(H * rank * nope * elem));
+  weight_bytes_ += static_cast<int64_t>(l.w_uk_t_data.size());  // the copy is resident memory
   for (int64_t h = 0; h < H; ++h) {
-    const uint8_t* w_uk = src + h * (nope + vd) * rank * elem;  // [nope, rank]
+    const uint8_t* w_uk = src + h * (nope + vd) * rank * elem;     // [nope, rank]
     uint8_t* dst = l.w_uk_t_data.data() + h * rank * nope * elem;  // [rank, nope]
     for (int64_t i = 0; i < nope; ++i) {
       for (int64_t r = 0; r < rank; ++r) {
-        std::memcpy(dst + (r * nope + i) * elem, w_uk + (i * rank + r) * elem, static_cast<size_t>(elem));
+        std::memcpy(dst + (r * nope + i) * elem, w_uk + (i * rank + r) * elem,
+                    static_cast<size_t>(elem));
       }
     }
     l.w_uk_t.push_back(WeightView{dst, kv_b.dtype, rank, nope});
-    l.w_uv.push_back(WeightView{src + (h * (nope + vd) + nope) * rank * elem, kv_b.dtype, vd, rank});
+    l.w_uv.push_back(
+        WeightView{src + (h * (nope + vd) + nope) * rank * elem, kv_b.dtype, vd, rank});
   }
 }
 
@@ -212,9 +217,10 @@ DeepseekModel::DeepseekModel(const ModelConfig& config, const TensorStore& store
     if (index >= c_.num_layers) ++num_mtp_tensors;
   }
   if (num_mtp_tensors > 0 || c_.num_nextn_predict_layers > 0) {
-    spdlog::info("{}: skipping {} multi-token-prediction layer(s) ({} tensors from {}) — not used "
-                 "for generation",
-                 config.config_path, c_.num_nextn_predict_layers, num_mtp_tensors, first_mtp);
+    spdlog::info(
+        "{}: skipping {} multi-token-prediction layer(s) ({} tensors from {}) — not used "
+        "for generation",
+        config.config_path, c_.num_nextn_predict_layers, num_mtp_tensors, first_mtp);
   }
 
   if (c_.router.num_experts > 0) {
@@ -271,7 +277,8 @@ void DeepseekModel::attention(const DeepseekLayer& l, const ForwardBatch& batch,
 
   if (c_.q_lora_rank > 0) {
     ops::matmul(x_.data(), T, l.q_a, q_a_.data());  // [T, q_lora]
-    ops::rms_norm_rows(q_a_.data(), l.q_a_norm.data(), c_.rms_norm_eps, T, c_.q_lora_rank, q_a_.data());
+    ops::rms_norm_rows(q_a_.data(), l.q_a_norm.data(), c_.rms_norm_eps, T, c_.q_lora_rank,
+                       q_a_.data());
     ops::matmul(q_a_.data(), T, l.q_b, q_.data());  // [T, H*qhd]
   } else {
     ops::matmul(x_.data(), T, l.q_proj, q_.data());  // [T, H*qhd]
@@ -295,7 +302,8 @@ void DeepseekModel::attention(const DeepseekLayer& l, const ForwardBatch& batch,
       // Absorbed query: its rope part is used as is; the latent part is filled below.
       std::memcpy(&q_abs_[static_cast<size_t>((t * H + h) * L + rank)], qh + nope,
                   static_cast<size_t>(rope_dim) * sizeof(float));
-      std::memcpy(&q_nope_[static_cast<size_t>((h * T + t) * nope)], qh, static_cast<size_t>(nope) * sizeof(float));
+      std::memcpy(&q_nope_[static_cast<size_t>((h * T + t) * nope)], qh,
+                  static_cast<size_t>(nope) * sizeof(float));
     }
   }
   write_latent(cache, latent_.data(), batch.slot_mapping.data(), T);
@@ -320,7 +328,8 @@ void DeepseekModel::attention(const DeepseekLayer& l, const ForwardBatch& batch,
       std::memcpy(ctx_h + t * rank, &ctx_[static_cast<size_t>((t * H + h) * rank)],
                   static_cast<size_t>(rank) * sizeof(float));
     }
-    ops::matmul(ctx_h, T, l.w_uv[static_cast<size_t>(h)], &attn_[static_cast<size_t>(h * vd)], H * vd);
+    ops::matmul(ctx_h, T, l.w_uv[static_cast<size_t>(h)], &attn_[static_cast<size_t>(h * vd)],
+                H * vd);
   }
   ops::matmul(attn_.data(), T, l.o, x_.data());  // [T, hidden]
 }
@@ -347,7 +356,8 @@ void DeepseekModel::forward(const ForwardBatch& batch, KvCache& cache, float* lo
 
   for (int64_t i = 0; i < c_.num_layers; ++i) {
     const DeepseekLayer& l = layers_[static_cast<size_t>(i)];
-    ops::rms_norm_rows(residual_.data(), l.input_norm.data(), c_.rms_norm_eps, T, hidden, x_.data());
+    ops::rms_norm_rows(residual_.data(), l.input_norm.data(), c_.rms_norm_eps, T, hidden,
+                       x_.data());
     attention(l, batch, cache.layer(static_cast<int32_t>(i)));  // x_ = o_proj(attn)
     // h += attn; x = norm(h)
     ops::add_rms_norm_rows(residual_.data(), x_.data(), l.post_attn_norm.data(), c_.rms_norm_eps, T,
@@ -358,7 +368,8 @@ void DeepseekModel::forward(const ForwardBatch& batch, KvCache& cache, float* lo
     } else {
       dense_mlp(l.dense, T);
     }
-    for (int64_t j = 0; j < T * hidden; ++j) residual_[static_cast<size_t>(j)] += mlp_out_[static_cast<size_t>(j)];
+    for (int64_t j = 0; j < T * hidden; ++j)
+      residual_[static_cast<size_t>(j)] += mlp_out_[static_cast<size_t>(j)];
   }
 
   // Only the rows that are sampled go through the final norm and the vocabulary projection.

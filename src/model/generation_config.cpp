@@ -27,7 +27,8 @@ std::optional<double> number(const json& j, const char* key, const std::string& 
 std::optional<int64_t> integer(const json& j, const char* key, const std::string& path) {
   const json* v = find_value(j, key);
   if (v == nullptr) return std::nullopt;
-  if (!v->is_number_integer()) fail("{}: key '{}' must be an integer, got {}", path, key, v->dump());
+  if (!v->is_number_integer())
+    fail("{}: key '{}' must be an integer, got {}", path, key, v->dump());
   return v->get<int64_t>();
 }
 
@@ -60,7 +61,8 @@ GenerationConfig GenerationConfig::from_json(const json& j, const std::string& p
     fail("{}: key 'max_new_tokens' must be positive, got {}", path, *g.max_new_tokens);
   }
   if (const json* v = find_value(j, "do_sample")) {
-    if (!v->is_boolean()) fail("{}: key 'do_sample' must be true or false, got {}", path, v->dump());
+    if (!v->is_boolean())
+      fail("{}: key 'do_sample' must be true or false, got {}", path, v->dump());
     g.do_sample = v->get<bool>();
   }
   const std::vector<int64_t> bos = parse_token_id_list(j, "bos_token_id", path);

@@ -74,7 +74,8 @@ struct Reader {
   bool optional_bool(const std::string& key, bool fallback) const {
     const json* v = find_value(object, key);
     if (v == nullptr) return fallback;
-    if (!v->is_boolean()) fail("{}: key '{}' must be true or false, got {}", path, name(key), show(*v));
+    if (!v->is_boolean())
+      fail("{}: key '{}' must be true or false, got {}", path, name(key), show(*v));
     return v->get<bool>();
   }
   std::string optional_string(const std::string& key, const std::string& fallback) const {
@@ -102,9 +103,10 @@ RopeScalingConfig parse_rope_scaling(const json& value, const std::string& path)
   if (rope.type.empty()) fail("{}: key 'rope_scaling.rope_type' is missing", path);
   if (rope.type != "default" && rope.type != "linear" && rope.type != "dynamic" &&
       rope.type != "yarn" && rope.type != "llama3") {
-    fail("{}: key 'rope_scaling.{}' has unsupported value '{}' (supported: default, linear, "
-         "dynamic, yarn, llama3)",
-         path, type_key, rope.type);
+    fail(
+        "{}: key 'rope_scaling.{}' has unsupported value '{}' (supported: default, linear, "
+        "dynamic, yarn, llama3)",
+        path, type_key, rope.type);
   }
   if (rope.type == "default") return rope;
 
@@ -112,8 +114,8 @@ RopeScalingConfig parse_rope_scaling(const json& value, const std::string& path)
   if (!(rope.factor >= 1.0)) {
     fail("{}: key 'rope_scaling.factor' must be at least 1, got {}", path, rope.factor);
   }
-  rope.original_max_position_embeddings = r.optional_positive_int(
-      "original_max_position_embeddings", 0);
+  rope.original_max_position_embeddings =
+      r.optional_positive_int("original_max_position_embeddings", 0);
   if (rope.type == "yarn") {
     rope.beta_fast = r.optional_number("beta_fast", 32.0);
     rope.beta_slow = r.optional_number("beta_slow", 1.0);

@@ -19,16 +19,16 @@ namespace pagoda {
 struct RopeScalingConfig {
   std::string type = "default";  // default (also when null), linear, dynamic, yarn, llama3
   double factor = 1.0;
-  int64_t original_max_position_embeddings = 0;  // 0 = not given
-  double beta_fast = 32.0, beta_slow = 1.0;      // yarn
-  double mscale = 0.0, mscale_all_dim = 0.0;     // yarn (DeepSeek); 0 = not given
-  double attention_factor = 0.0;                 // yarn; 0 = not given
+  int64_t original_max_position_embeddings = 0;          // 0 = not given
+  double beta_fast = 32.0, beta_slow = 1.0;              // yarn
+  double mscale = 0.0, mscale_all_dim = 0.0;             // yarn (DeepSeek); 0 = not given
+  double attention_factor = 0.0;                         // yarn; 0 = not given
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
 };
 
 struct ModelConfig {
-  std::string dir;          // the model directory
-  std::string config_path;  // DIR/config.json, for error messages
+  std::string dir;           // the model directory
+  std::string config_path;   // DIR/config.json, for error messages
   std::string architecture;  // architectures[0]
   std::string model_type;    // "llama", "qwen2", ... ("" if absent)
 
@@ -48,7 +48,7 @@ struct ModelConfig {
   bool o_proj_bias = false;     // Llama's `attention_bias` also adds one to o_proj; Qwen2 not
   bool mlp_bias = false;        // Llama's `mlp_bias`
   std::string hidden_act = "silu";
-  DType torch_dtype = DType::kF32;  // `torch_dtype` (or newer `dtype`); weights keep theirs
+  DType torch_dtype = DType::kF32;      // `torch_dtype` (or newer `dtype`); weights keep theirs
   std::optional<int64_t> bos_token_id;  // a list keeps its first id
   std::vector<int64_t> eos_token_ids;   // int or list in the file; empty if null/absent
 

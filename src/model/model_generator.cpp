@@ -2,6 +2,7 @@
 // into the mapped output files, config/tokenizer files and the cached demo model.
 #include "model/model_generator.h"
 
+#include <unistd.h>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -12,7 +13,6 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -59,9 +59,15 @@ void fill_uniform(uint8_t* dst, DType dtype, int64_t count, uint64_t seed, float
         const float v = center + half_width * (2.0f * u - 1.0f);
         const int64_t j = i + k;
         switch (dtype) {
-          case DType::kF32: reinterpret_cast<float*>(dst)[j] = v; break;
-          case DType::kBF16: reinterpret_cast<bf16_t*>(dst)[j] = f32_to_bf16(v); break;
-          case DType::kF16: reinterpret_cast<f16_t*>(dst)[j] = f32_to_f16(v); break;
+          case DType::kF32:
+            reinterpret_cast<float*>(dst)[j] = v;
+            break;
+          case DType::kBF16:
+            reinterpret_cast<bf16_t*>(dst)[j] = f32_to_bf16(v);
+            break;
+          case DType::kF16:
+            reinterpret_cast<f16_t*>(dst)[j] = f32_to_f16(v);
+            break;
         }
       }
     }
@@ -96,14 +102,18 @@ void write_text_file(const fs::path& path, const std::string& text) {
 
 void validate(const ModelSpec& s) {
   if (s.architecture != "LlamaForCausalLM" && s.architecture != "Qwen2ForCausalLM") {
-    fail("make-model: architecture '{}' is not one the generator writes (LlamaForCausalLM, "
-         "Qwen2ForCausalLM)",
-         s.architecture);
+    fail(
+        "make-model: architecture '{}' is not one the generator writes (LlamaForCausalLM, "
+        "Qwen2ForCausalLM)",
+        s.architecture);
   }
   const std::pair<const char*, int64_t> sizes[] = {
-      {"hidden-size", s.hidden_size}, {"intermediate-size", s.intermediate_size},
-      {"num-layers", s.num_layers},   {"num-heads", s.num_heads},
-      {"num-kv-heads", s.num_kv_heads}, {"vocab-size", s.vocab_size},
+      {"hidden-size", s.hidden_size},
+      {"intermediate-size", s.intermediate_size},
+      {"num-layers", s.num_layers},
+      {"num-heads", s.num_heads},
+      {"num-kv-heads", s.num_kv_heads},
+      {"vocab-size", s.vocab_size},
       {"max-position-embeddings", s.max_position_embeddings}};
   for (const auto& [name, value] : sizes) {
     if (value <= 0) fail("make-model: --{} must be positive, got {}", name, value);
@@ -163,9 +173,10 @@ CopiedTokenizer copy_tokenizer(const fs::path& src, const fs::path& out) {
       if (id.is_number_integer()) ids[token] = id.get<int64_t>();
     }
   } else {
-    fail("{}: key 'model.vocab' is missing or not an object (the generator copies BPE "
-         "tokenizers only)",
-         tokenizer_path.string());
+    fail(
+        "{}: key 'model.vocab' is missing or not an object (the generator copies BPE "
+        "tokenizers only)",
+        tokenizer_path.string());
   }
   if (tokenizer.contains("added_tokens") && tokenizer["added_tokens"].is_array()) {
     for (const json& t : tokenizer["added_tokens"]) {
@@ -367,7 +378,8 @@ GeneratedModel generate_model(const ModelSpec& spec_in, const std::string& out_d
   std::optional<int64_t> bos;
   std::vector<int64_t> eos;
   if (spec.tokenizer_from.empty()) {
-    const BuiltinTokenizer tok = build_builtin_tokenizer(spec.vocab_size, spec.max_position_embeddings);
+    const BuiltinTokenizer tok =
+        build_builtin_tokenizer(spec.vocab_size, spec.max_position_embeddings);
     write_text_file(out / "tokenizer.json", tok.tokenizer_json.dump(2));
     write_text_file(out / "tokenizer_config.json", tok.tokenizer_config_json.dump(2));
     result.tokenizer_vocab_size = tok.vocab_size;
@@ -386,8 +398,9 @@ GeneratedModel generate_model(const ModelSpec& spec_in, const std::string& out_d
   write_text_file(out / "config.json", make_config(spec, spec.vocab_size, bos, eos).dump(2));
   json generation = {{"_from_model_config", true}};
   generation["bos_token_id"] = bos ? json(*bos) : json(nullptr);
-  generation["eos_token_id"] =
-      eos.empty() ? json(nullptr) : eos.size() == 1 ? json(eos[0]) : json(eos);
+  generation["eos_token_id"] = eos.empty()       ? json(nullptr)
+                               : eos.size() == 1 ? json(eos[0])
+                                                 : json(eos);
   write_text_file(out / "generation_config.json", generation.dump(2));
 
   // Shards are consecutive runs of the tensor table, cut where the running size crosses each

@@ -17,7 +17,7 @@
 namespace pagoda {
 
 struct ModelSpec {
-  std::string preset;  // informational; "" when built by hand
+  std::string preset;                             // informational; "" when built by hand
   std::string architecture = "LlamaForCausalLM";  // or "Qwen2ForCausalLM"
   int64_t hidden_size = 64;
   int64_t intermediate_size = 172;

@@ -31,8 +31,8 @@ int32_t argmax_untaken(const float* values, const bool* taken, int32_t n) {
 void route_token(const MoeRouterConfig& c, const float* logits, const float* bias, float* scratch,
                  int32_t* expert_ids, float* weights) {
   const int32_t num_experts = c.num_experts;
-  float* scores = scratch;                // [E] the weights come from these
-  float* choice = scratch + num_experts;  // [E] experts are chosen by these
+  float* scores = scratch;                          // [E] the weights come from these
+  float* choice = scratch + num_experts;            // [E] experts are chosen by these
   float* group_scores = scratch + 2 * num_experts;  // [groups]
 
   if (c.scoring == MoeScoring::kSoftmax) {
@@ -123,7 +123,8 @@ void MoeDispatcher::reserve(const MoeRouterConfig& c, int64_t hidden, int64_t in
                             int64_t shared_inter, int64_t max_tokens) {
   hidden_ = hidden;
   max_inter_ = std::max({max_inter_, inter, shared_inter});
-  if (max_tokens <= capacity_ && logits_.size() >= static_cast<size_t>(max_tokens * c.num_experts)) {
+  if (max_tokens <= capacity_ &&
+      logits_.size() >= static_cast<size_t>(max_tokens * c.num_experts)) {
     return;
   }
   capacity_ = std::max(capacity_, max_tokens);
@@ -166,14 +167,16 @@ void MoeDispatcher::forward(const MoeRouterConfig& c, const MoeWeights& w, const
   for (int64_t t = 0; t < T; ++t) {
     route_token(c, &logits_[static_cast<size_t>(t * E)], bias,
                 &route_scratch_[static_cast<size_t>(t * scratch_per_token)],
-                &expert_ids_[static_cast<size_t>(t * K)], &route_weights_[static_cast<size_t>(t * K)]);
+                &expert_ids_[static_cast<size_t>(t * K)],
+                &route_weights_[static_cast<size_t>(t * K)]);
   }
 
   // Counting sort of (token, slot) pairs by expert: tokens stay in ascending order within an
   // expert, so each token's sum below runs over its experts in ascending id order whatever
   // else is in the batch (a request's output does not depend on its neighbours).
   std::fill(expert_offsets_.begin(), expert_offsets_.end(), 0);
-  for (int64_t i = 0; i < T * K; ++i) ++expert_offsets_[static_cast<size_t>(expert_ids_[static_cast<size_t>(i)]) + 1];
+  for (int64_t i = 0; i < T * K; ++i)
+    ++expert_offsets_[static_cast<size_t>(expert_ids_[static_cast<size_t>(i)]) + 1];
   for (int32_t e = 0; e < E; ++e) expert_offsets_[e + 1] += expert_offsets_[e];
   {
     std::copy(expert_offsets_.begin(), expert_offsets_.end() - 1, expert_cursor_.begin());
@@ -183,7 +186,8 @@ void MoeDispatcher::forward(const MoeRouterConfig& c, const MoeWeights& w, const
         const int32_t e = expert_ids_[static_cast<size_t>(t * K + k)];
         const int32_t slot = cursor[e]++;
         expert_rows_[static_cast<size_t>(slot)] = static_cast<int32_t>(t);
-        expert_row_weights_[static_cast<size_t>(slot)] = route_weights_[static_cast<size_t>(t * K + k)];
+        expert_row_weights_[static_cast<size_t>(slot)] =
+            route_weights_[static_cast<size_t>(t * K + k)];
       }
     }
   }
@@ -196,7 +200,8 @@ void MoeDispatcher::forward(const MoeRouterConfig& c, const MoeWeights& w, const
     // Gather this expert's tokens into contiguous rows: its weights are then read once.
     for (int32_t r = 0; r < n; ++r) {
       const int64_t t = expert_rows_[static_cast<size_t>(begin + r)];
-      std::copy(x + t * hidden_, x + (t + 1) * hidden_, &gathered_[static_cast<size_t>(r * hidden_)]);
+      std::copy(x + t * hidden_, x + (t + 1) * hidden_,
+                &gathered_[static_cast<size_t>(r * hidden_)]);
     }
     run_mlp(w.experts[static_cast<size_t>(e)], gathered_.data(), n, expert_out_.data());
     for (int32_t r = 0; r < n; ++r) {

@@ -62,17 +62,17 @@ class MoeDispatcher {
   int64_t hidden_ = 0;
   int64_t max_inter_ = 0;
   int64_t capacity_ = 0;
-  std::vector<float> logits_;         // [T, E]
-  std::vector<float> route_scratch_;  // [T, 2E + groups]
-  std::vector<int32_t> expert_ids_;   // [T, top_k]
-  std::vector<float> route_weights_;  // [T, top_k]
-  std::vector<int32_t> expert_offsets_;  // [E + 1] counting sort of (token, slot) by expert
-  std::vector<int32_t> expert_cursor_;   // [E] fill positions during the sort
-  std::vector<int32_t> expert_rows_;     // [T * top_k] token index, grouped by expert
+  std::vector<float> logits_;              // [T, E]
+  std::vector<float> route_scratch_;       // [T, 2E + groups]
+  std::vector<int32_t> expert_ids_;        // [T, top_k]
+  std::vector<float> route_weights_;       // [T, top_k]
+  std::vector<int32_t> expert_offsets_;    // [E + 1] counting sort of (token, slot) by expert
+  std::vector<int32_t> expert_cursor_;     // [E] fill positions during the sort
+  std::vector<int32_t> expert_rows_;       // [T * top_k] token index, grouped by expert
   std::vector<float> expert_row_weights_;  // [T * top_k]
-  std::vector<float> gathered_;  // [T, hidden] the tokens of one expert
-  std::vector<float> gate_, up_;  // [T, inter]
-  std::vector<float> expert_out_;  // [T, hidden]
+  std::vector<float> gathered_;            // [T, hidden] the tokens of one expert
+  std::vector<float> gate_, up_;           // [T, inter]
+  std::vector<float> expert_out_;          // [T, hidden]
 };
 
 }  // namespace pagoda

@@ -144,6 +144,7 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
     if (o.text.size() > c.sent_text_bytes) new_text = o.text.substr(c.sent_text_bytes);
     c.sent_text_bytes = std::max(c.sent_text_bytes, o.text.size());
     c.text = o.text;
+    const bool new_tokens = static_cast<int64_t>(o.token_ids.size()) > c.num_tokens;
     c.num_tokens = static_cast<int64_t>(o.token_ids.size());
     const size_t lp_begin = c.sent_logprobs, lp_end = o.logprobs.size();
     c.sent_logprobs = std::max(lp_begin, lp_end);
@@ -166,7 +167,9 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
         logprobs = completion_logprobs_json(o.logprobs, lp_begin, lp_end, c.text_offset, *spec_.logprobs > 0);
         for (size_t i = lp_begin; i < lp_end; ++i) c.text_offset += o.logprobs[i].chosen.token.size();
       }
-      if (text.empty() && logprobs.is_null() && !c.finished) continue;
+      // Like vLLM, a step that produced tokens gets a chunk even when their text is still empty
+      // (a partial UTF-8 character, a special token), so clients can time every token.
+      if (text.empty() && logprobs.is_null() && !c.finished && !new_tokens) continue;
       *sse += sse_event(completion_chunk(choice_index, std::move(text), std::move(logprobs), c));
       continue;
     }

@@ -29,7 +29,7 @@ std::string describe(const Token& t) {
 
 // Nesting limit for expressions and blocks, so hostile input cannot overflow the stack (CPython's
 // jinja2 would stop at its recursion limit too).
-constexpr int kMaxNesting = 200;
+constexpr int kMaxNesting = 1000;
 
 class Parser {
  public:
@@ -398,7 +398,9 @@ class Parser {
   ExprPtr parse_condexpr() {
     int line = cur().line;
     ExprPtr expr1 = parse_or();
+    ChainGuard chain(*this);
     while (skip_name("if")) {
+      chain.step();
       ExprPtr expr2 = parse_or();
       ExprPtr expr3;
       if (skip_name("else")) expr3 = parse_expression(true);

@@ -96,9 +96,9 @@ TEST(DeepseekConfig, V2LiteShape) {
 
 TEST(DeepseekConfig, DefaultsFollowConfigurationDeepseek) {
   json j = v2_lite_like();
-  for (const char* key : {"q_lora_rank", "first_k_dense_replace", "moe_layer_freq", "topk_method",
-                          "n_group", "topk_group", "norm_topk_prob", "scoring_func",
-                          "routed_scaling_factor", "rope_scaling"}) {
+  for (const char* key :
+       {"q_lora_rank", "first_k_dense_replace", "moe_layer_freq", "topk_method", "n_group",
+        "topk_group", "norm_topk_prob", "scoring_func", "routed_scaling_factor", "rope_scaling"}) {
     j.erase(key);
   }
   const DeepseekConfig c = parse(j);

@@ -48,7 +48,8 @@ class Driver {
  public:
   Driver(Model& model, int32_t num_blocks)
       : model_(model),
-        memory_(static_cast<size_t>(KvCache::bytes_needed(model.kv_cache_spec(), num_blocks, kBlockSize) / 4)),
+        memory_(static_cast<size_t>(
+            KvCache::bytes_needed(model.kv_cache_spec(), num_blocks, kBlockSize) / 4)),
         cache_(model.kv_cache_spec(), num_blocks, kBlockSize, memory_.data()) {}
 
   // Hands out blocks in reverse so logical order never equals physical order.
@@ -74,7 +75,8 @@ class Driver {
       for (int32_t p = s->num_computed; p < s->num_computed + n; ++p) {
         batch.token_ids.push_back(s->ids[static_cast<size_t>(p)]);
         batch.positions.push_back(p);
-        batch.slot_mapping.push_back(int64_t{s->block_table[static_cast<size_t>(p / kBlockSize)]} * kBlockSize +
+        batch.slot_mapping.push_back(int64_t{s->block_table[static_cast<size_t>(p / kBlockSize)]} *
+                                         kBlockSize +
                                      p % kBlockSize);
       }
       batch.sequences.push_back(fs);
@@ -129,7 +131,8 @@ int main(int argc, char** argv) {
       Sequence& b = seqs.at(1);
       driver.step({{&a, static_cast<int32_t>(a.ids.size())}}, out);
       size_t common = 0;
-      while (common < std::min(a.ids.size(), b.ids.size()) && a.ids[common] == b.ids[common]) ++common;
+      while (common < std::min(a.ids.size(), b.ids.size()) && a.ids[common] == b.ids[common])
+        ++common;
       // Only full blocks are shared, and at least one token is always computed.
       const auto num_shared = static_cast<int32_t>(std::min(common, b.ids.size() - 1) / kBlockSize);
       b.block_table.assign(a.block_table.begin(), a.block_table.begin() + num_shared);
@@ -140,7 +143,8 @@ int main(int argc, char** argv) {
       const int32_t chunk = mode == "decode" ? 1 : std::stoi(mode.substr(mode.find(':') + 1));
       Sequence& s = seqs.front();
       while (s.num_computed < static_cast<int32_t>(s.ids.size())) {
-        const int32_t n = std::min<int32_t>(chunk, static_cast<int32_t>(s.ids.size()) - s.num_computed);
+        const int32_t n =
+            std::min<int32_t>(chunk, static_cast<int32_t>(s.ids.size()) - s.num_computed);
         driver.step({{&s, n}}, out);
       }
     }

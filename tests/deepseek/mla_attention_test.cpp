@@ -34,7 +34,8 @@ TEST(MlaAttention, PagedMatchesContiguousReference) {
     std::vector<float> rows(static_cast<size_t>(s.context_len * kLatent));
     for (float& v : rows) v = n(rng);
     std::vector<int64_t> slots;
-    for (int32_t p = 0; p < s.context_len; ++p) slots.push_back(int64_t{s.blocks[static_cast<size_t>(p / kBlock)]} * kBlock + p % kBlock);
+    for (int32_t p = 0; p < s.context_len; ++p)
+      slots.push_back(int64_t{s.blocks[static_cast<size_t>(p / kBlock)]} * kBlock + p % kBlock);
     write_latent(cache, rows.data(), slots.data(), s.context_len);
     contiguous.push_back(rows);
     attn.push_back({total, s.num_tokens, s.context_len, s.blocks.data()});
@@ -49,8 +50,9 @@ TEST(MlaAttention, PagedMatchesContiguousReference) {
   for (size_t i = 0; i < seqs.size(); ++i) {
     const AttentionSequence& a = attn[i];
     std::vector<float> want(static_cast<size_t>(a.num_tokens * kHeads * kRank));
-    mla_attention_reference(&q[static_cast<size_t>(a.token_begin * kHeads * kLatent)], a.num_tokens, kHeads,
-                            contiguous[i].data(), a.context_len, kLatent, kRank, scale, want.data());
+    mla_attention_reference(&q[static_cast<size_t>(a.token_begin * kHeads * kLatent)], a.num_tokens,
+                            kHeads, contiguous[i].data(), a.context_len, kLatent, kRank, scale,
+                            want.data());
     for (size_t j = 0; j < want.size(); ++j) {
       ASSERT_NEAR(out[static_cast<size_t>(a.token_begin * kHeads * kRank) + j], want[j], 1e-5)
           << "sequence " << i << " value " << j;
@@ -82,7 +84,8 @@ TEST(MlaAttention, AbsorbedFormEqualsExpandedAttention) {
     double s = 0.0;
     for (int32_t i = 0; i < kNope; ++i) {
       double k = 0.0;
-      for (int32_t r = 0; r < kRank; ++r) k += double{w_uk[static_cast<size_t>(i * kRank + r)]} * c[r];
+      for (int32_t r = 0; r < kRank; ++r)
+        k += double{w_uk[static_cast<size_t>(i * kRank + r)]} * c[r];
       s += q_nope[static_cast<size_t>(i)] * k;
     }
     for (int32_t i = 0; i < kRope; ++i) s += double{q_pe[static_cast<size_t>(i)]} * c[kRank + i];
@@ -94,7 +97,8 @@ TEST(MlaAttention, AbsorbedFormEqualsExpandedAttention) {
     const float* c = &latent[static_cast<size_t>(j * kLatent)];
     for (int32_t d = 0; d < kV; ++d) {
       double v = 0.0;
-      for (int32_t r = 0; r < kRank; ++r) v += double{w_uv[static_cast<size_t>(d * kRank + r)]} * c[r];
+      for (int32_t r = 0; r < kRank; ++r)
+        v += double{w_uv[static_cast<size_t>(d * kRank + r)]} * c[r];
       expanded[static_cast<size_t>(d)] += scores[static_cast<size_t>(j)] / sum * v;
     }
   }
@@ -102,22 +106,27 @@ TEST(MlaAttention, AbsorbedFormEqualsExpandedAttention) {
   // Absorbed, through the paged kernel (the last token of a one-sequence prefill).
   std::vector<float> q_abs(kLatent, 0.0f);
   for (int32_t r = 0; r < kRank; ++r) {
-    for (int32_t i = 0; i < kNope; ++i) q_abs[static_cast<size_t>(r)] += q_nope[static_cast<size_t>(i)] * w_uk[static_cast<size_t>(i * kRank + r)];
+    for (int32_t i = 0; i < kNope; ++i)
+      q_abs[static_cast<size_t>(r)] +=
+          q_nope[static_cast<size_t>(i)] * w_uk[static_cast<size_t>(i * kRank + r)];
   }
-  for (int32_t i = 0; i < kRope; ++i) q_abs[static_cast<size_t>(kRank + i)] = q_pe[static_cast<size_t>(i)];
+  for (int32_t i = 0; i < kRope; ++i)
+    q_abs[static_cast<size_t>(kRank + i)] = q_pe[static_cast<size_t>(i)];
   const int32_t num_blocks = (kCtx + kBlock - 1) / kBlock;
   std::vector<float> storage(static_cast<size_t>(num_blocks * kBlock * kLatent));
   PagedKvLayer cache{storage.data(), nullptr, kBlock, 1, kLatent, 0};
   std::vector<int32_t> blocks = {2, 0, 1};
   std::vector<int64_t> slots;
-  for (int32_t p = 0; p < kCtx; ++p) slots.push_back(int64_t{blocks[static_cast<size_t>(p / kBlock)]} * kBlock + p % kBlock);
+  for (int32_t p = 0; p < kCtx; ++p)
+    slots.push_back(int64_t{blocks[static_cast<size_t>(p / kBlock)]} * kBlock + p % kBlock);
   write_latent(cache, latent.data(), slots.data(), kCtx);
   AttentionSequence seq{0, 1, kCtx, blocks.data()};
   std::vector<float> ctx(kRank);
   mla_attention(q_abs.data(), 1, kRank, cache, &seq, 1, scale, ctx.data());
   for (int32_t d = 0; d < kV; ++d) {
     double o = 0.0;
-    for (int32_t r = 0; r < kRank; ++r) o += double{w_uv[static_cast<size_t>(d * kRank + r)]} * ctx[static_cast<size_t>(r)];
+    for (int32_t r = 0; r < kRank; ++r)
+      o += double{w_uv[static_cast<size_t>(d * kRank + r)]} * ctx[static_cast<size_t>(r)];
     EXPECT_NEAR(o, expanded[static_cast<size_t>(d)], 1e-4) << "dim " << d;
   }
 }

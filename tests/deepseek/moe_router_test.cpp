@@ -11,16 +11,20 @@
 namespace pagoda {
 namespace {
 
-float logit_of(float p) { return std::log(p / (1.0f - p)); }
+float logit_of(float p) {
+  return std::log(p / (1.0f - p));
+}
 
 struct Routed {
   std::vector<int32_t> ids;
   std::vector<float> weights;
 };
 
-Routed route(const MoeRouterConfig& c, const std::vector<float>& logits, const std::vector<float>& bias = {}) {
+Routed route(const MoeRouterConfig& c, const std::vector<float>& logits,
+             const std::vector<float>& bias = {}) {
   std::vector<float> scratch(static_cast<size_t>(2 * c.num_experts + c.num_groups));
-  Routed r{std::vector<int32_t>(static_cast<size_t>(c.top_k)), std::vector<float>(static_cast<size_t>(c.top_k))};
+  Routed r{std::vector<int32_t>(static_cast<size_t>(c.top_k)),
+           std::vector<float>(static_cast<size_t>(c.top_k))};
   route_token(c, logits.data(), bias.empty() ? nullptr : bias.data(), scratch.data(), r.ids.data(),
               r.weights.data());
   return r;
@@ -58,7 +62,8 @@ TEST(MoeRouter, SoftmaxGreedyTopK) {
 }
 
 TEST(MoeRouter, V2GroupLimitedRanksGroupsByTheirBestExpert) {
-  const Routed r = route(sigmoid_groups(MoeTopkMethod::kGroupLimitedGreedy), logits_for(kGroupScores));
+  const Routed r =
+      route(sigmoid_groups(MoeTopkMethod::kGroupLimitedGreedy), logits_for(kGroupScores));
   EXPECT_EQ(r.ids, (std::vector<int32_t>{0, 1}));  // group 0 wins on its 0.9
   EXPECT_NEAR(r.weights[0], 0.9f, 1e-6);
   EXPECT_NEAR(r.weights[1], 0.1f, 1e-6);
@@ -66,7 +71,8 @@ TEST(MoeRouter, V2GroupLimitedRanksGroupsByTheirBestExpert) {
 
 TEST(MoeRouter, V3NoauxTcRanksGroupsByTheirTopTwoSum) {
   const std::vector<float> zero_bias(8, 0.0f);
-  const Routed r = route(sigmoid_groups(MoeTopkMethod::kNoauxTc), logits_for(kGroupScores), zero_bias);
+  const Routed r =
+      route(sigmoid_groups(MoeTopkMethod::kNoauxTc), logits_for(kGroupScores), zero_bias);
   EXPECT_EQ(r.ids, (std::vector<int32_t>{2, 3}));  // group 1 wins on 0.6 + 0.6
 }
 
@@ -79,7 +85,7 @@ TEST(MoeRouter, BiasChoosesButNeverWeights) {
   c.method = MoeTopkMethod::kNoauxTc;
   const std::vector<float> scores = {0.5f, 0.6f, 0.7f, 0.4f};
   const Routed r = route(c, logits_for(scores), {0.5f, 0.0f, 0.0f, 0.0f});
-  EXPECT_EQ(r.ids[0], 0);               // 0.5 + 0.5 beats 0.7
+  EXPECT_EQ(r.ids[0], 0);                 // 0.5 + 0.5 beats 0.7
   EXPECT_NEAR(r.weights[0], 0.5f, 1e-6);  // the raw score, not 1.0
 
   // Without noaux_tc the bias is not consulted at all.
@@ -143,7 +149,9 @@ std::vector<double> mlp_ref(const Mlp& m, const float* x, int64_t hidden, int64_
     h[static_cast<size_t>(i)] = g / (1.0 + std::exp(-g)) * u;
   }
   for (int64_t r = 0; r < hidden; ++r) {
-    for (int64_t i = 0; i < inter; ++i) y[static_cast<size_t>(r)] += m.down[static_cast<size_t>(r * inter + i)] * h[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < inter; ++i)
+      y[static_cast<size_t>(r)] +=
+          m.down[static_cast<size_t>(r * inter + i)] * h[static_cast<size_t>(i)];
   }
   return y;
 }
@@ -190,10 +198,13 @@ TEST(MoeDispatcher, MatchesPerTokenScalarReferenceAndIsBatchInvariant) {
       const int32_t e = ids[static_cast<size_t>(t * c.top_k + k)];
       ++uses[static_cast<size_t>(e)];
       const std::vector<double> y = mlp_ref(experts[static_cast<size_t>(e)], xt, kHidden, kInter);
-      for (int64_t i = 0; i < kHidden; ++i) want[static_cast<size_t>(i)] += weights[static_cast<size_t>(t * c.top_k + k)] * y[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < kHidden; ++i)
+        want[static_cast<size_t>(i)] +=
+            weights[static_cast<size_t>(t * c.top_k + k)] * y[static_cast<size_t>(i)];
     }
     for (int64_t i = 0; i < kHidden; ++i) {
-      EXPECT_NEAR(out[static_cast<size_t>(t * kHidden + i)], want[static_cast<size_t>(i)], 1e-4) << "token " << t;
+      EXPECT_NEAR(out[static_cast<size_t>(t * kHidden + i)], want[static_cast<size_t>(i)], 1e-4)
+          << "token " << t;
     }
     // The same token alone gives the same result.
     std::vector<float> alone(static_cast<size_t>(kHidden));

@@ -31,7 +31,9 @@ json llama_json() {
           {"vocab_size", 512}};
 }
 
-ModelConfig parse(const json& j) { return ModelConfig::from_json(j, "m/config.json"); }
+ModelConfig parse(const json& j) {
+  return ModelConfig::from_json(j, "m/config.json");
+}
 
 void write(const TempDir& dir, const std::string& name, const std::string& text) {
   std::ofstream(dir.file(name)) << text;
@@ -230,8 +232,8 @@ TEST(ModelConfigErrors, GarbledJson) {
 }
 
 TEST(ModelConfigErrors, MissingKey) {
-  for (const char* key : {"architectures", "hidden_size", "intermediate_size",
-                          "num_hidden_layers", "num_attention_heads", "vocab_size"}) {
+  for (const char* key : {"architectures", "hidden_size", "intermediate_size", "num_hidden_layers",
+                          "num_attention_heads", "vocab_size"}) {
     json j = llama_json();
     j.erase(key);
     expect_message(error_of([&] { parse(j); }),
@@ -283,9 +285,9 @@ TEST(ModelConfigErrors, NonPositiveSizes) {
 TEST(ModelConfigErrors, HeadsMustDivide) {
   json j = llama_json();
   j["num_attention_heads"] = 6;  // 64 % 6 != 0
-  expect_message(error_of([&] { parse(j); }),
-                 {"m/config.json", "key 'num_attention_heads' (6) does not divide key "
-                                   "'hidden_size' (64)"});
+  expect_message(error_of([&] { parse(j); }), {"m/config.json",
+                                               "key 'num_attention_heads' (6) does not divide key "
+                                               "'hidden_size' (64)"});
   j = llama_json();
   j["num_key_value_heads"] = 3;
   expect_message(error_of([&] { parse(j); }),
@@ -305,7 +307,9 @@ TEST(ModelConfigErrors, UnknownDtypeAndRopeType) {
   expect_message(error_of([&] { parse(j); }), {"key 'rope_scaling.factor' is missing"});
   j["rope_scaling"] = {{"type", "linear"}, {"factor", 0.5}};
   expect_message(error_of([&] { parse(j); }), {"key 'rope_scaling.factor' must be at least 1"});
-  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"high_freq_factor", 4.0},
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"high_freq_factor", 4.0},
                        {"original_max_position_embeddings", 8192}};
   expect_message(error_of([&] { parse(j); }), {"key 'rope_scaling.low_freq_factor' is missing"});
 }

@@ -3,9 +3,9 @@
 // scale, output is deterministic, sharding changes only the layout, and tokenizer.json has
 // the structure Hugging Face's tokenizers library expects.
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <cstring>
 #include <map>
 #include <set>
 
@@ -37,9 +37,15 @@ std::vector<float> values_of(const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.num_elements()));
   for (size_t i = 0; i < out.size(); ++i) {
     switch (t.dtype) {
-      case DType::kF32: out[i] = t.data_as<float>()[i]; break;
-      case DType::kBF16: out[i] = bf16_to_f32(t.data_as<bf16_t>()[i]); break;
-      case DType::kF16: out[i] = f16_to_f32(t.data_as<f16_t>()[i]); break;
+      case DType::kF32:
+        out[i] = t.data_as<float>()[i];
+        break;
+      case DType::kBF16:
+        out[i] = bf16_to_f32(t.data_as<bf16_t>()[i]);
+        break;
+      case DType::kF16:
+        out[i] = f16_to_f32(t.data_as<f16_t>()[i]);
+        break;
     }
   }
   return out;
@@ -105,8 +111,7 @@ TEST(ModelGenerator, TinyLlamaLoadsWithExactTensors) {
   EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{1});
 
   const TensorStore store = TensorStore::open(dir.str());
-  expect_store_matches(store, expected_tensors(512, 64, 172, 2, 64, 32, false, false),
-                       DType::kF32);
+  expect_store_matches(store, expected_tensors(512, 64, 172, 2, 64, 32, false, false), DType::kF32);
   EXPECT_EQ(model.weight_files, std::vector<std::string>{dir.file("model.safetensors")});
   EXPECT_EQ(store.total_bytes(), model.weight_bytes);
   EXPECT_EQ(model.num_parameters * 4, model.weight_bytes);
@@ -181,8 +186,7 @@ TEST(ModelGenerator, Qwen2ShardedWithBiasesAndIndex) {
 
   const TensorStore store = TensorStore::open(dir.str());
   EXPECT_EQ(store.files().size(), 3u);
-  expect_store_matches(store, expected_tensors(600, 96, 160, 3, 96, 32, true, false),
-                       DType::kBF16);
+  expect_store_matches(store, expected_tensors(600, 96, 160, 3, 96, 32, true, false), DType::kBF16);
   EXPECT_EQ(store.find("model.layers.0.self_attn.o_proj.bias"), nullptr);
 }
 
@@ -259,8 +263,8 @@ TEST(ModelGenerator, PresetShapes) {
     for (int64_t d : t.shape) n *= d;
     params += n;
   }
-  EXPECT_EQ(params, 2 * 32256LL * 2048 + 24 * (4 * 2048LL * 2048 + 3 * 2048LL * 5504 + 2 * 2048) +
-                        2048);
+  EXPECT_EQ(params,
+            2 * 32256LL * 2048 + 24 * (4 * 2048LL * 2048 + 3 * 2048LL * 5504 + 2 * 2048) + 2048);
   const ModelSpec demo = model_preset("demo");
   EXPECT_EQ(demo.hidden_size, 256);
   EXPECT_EQ(demo.num_kv_heads, 4);
@@ -346,8 +350,9 @@ TEST(BuiltinTokenizer, ByteToUnicodeIsGpt2s) {
 }
 
 TEST(BuiltinTokenizer, PretokenizerFollowsTheGpt2Regex) {
-  EXPECT_EQ(pretokenize_gpt2("Hello world's  end, 42!\n"),
-            (std::vector<std::string>{"Hello", " world", "'s", " ", " end", ",", " 42", "!", "\n"}));
+  EXPECT_EQ(
+      pretokenize_gpt2("Hello world's  end, 42!\n"),
+      (std::vector<std::string>{"Hello", " world", "'s", " ", " end", ",", " 42", "!", "\n"}));
 }
 
 TEST(BuiltinTokenizer, TrainerMergesTheMostFrequentPairFirst) {

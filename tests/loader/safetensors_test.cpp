@@ -167,8 +167,7 @@ TEST(SafetensorsErrors, MissingPath) {
 
 TEST(SafetensorsErrors, DirectoryWithoutWeights) {
   TempDir dir;
-  expect_message(error_of([&] { TensorStore::open(dir.str()); }),
-                 {dir.str(), "model.safetensors"});
+  expect_message(error_of([&] { TensorStore::open(dir.str()); }), {dir.str(), "model.safetensors"});
 }
 
 TEST(SafetensorsErrors, FileShorterThanEightBytes) {
@@ -265,13 +264,12 @@ TEST(SafetensorsErrors, OverlappingRanges) {
 
 TEST(SafetensorsErrors, UnsupportedDtypeFailsOnlyWhenRequested) {
   TempDir dir;
-  const std::string path =
-      raw_file(dir,
-               R"({"ok":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-               R"("fp8":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[4,8]},)"
-               R"("ids":{"dtype":"I64","shape":[1],"data_offsets":[8,16]},)"
-               R"("odd":{"dtype":"Q4_K","shape":[3],"data_offsets":[16,17]}})",
-               17);
+  const std::string path = raw_file(dir,
+                                    R"({"ok":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                    R"("fp8":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[4,8]},)"
+                                    R"("ids":{"dtype":"I64","shape":[1],"data_offsets":[8,16]},)"
+                                    R"("odd":{"dtype":"Q4_K","shape":[3],"data_offsets":[16,17]}})",
+                                    17);
   const TensorStore store = TensorStore::open(dir.str());  // odd tensors do not stop loading
   EXPECT_EQ(store.get("ok", {1}).dtype, DType::kF32);
   expect_message(error_of([&] { store.get("fp8"); }), {path, "tensor fp8", "dtype F8_E4M3"});
@@ -293,7 +291,9 @@ TEST(SafetensorsErrors, TensorMissing) {
   TempDir dir;
   write_safetensors(dir.file("model.safetensors"), small_tensors());
   const TensorStore store = TensorStore::open(dir.str());
-  expect_message(error_of([&] { store.get("lm_head.weight", {4, 2}); }),
+  expect_message(error_of([&] {
+                   store.get("lm_head.weight", {4, 2});
+                 }),
                  {"tensor lm_head.weight not found in " + dir.str()});
   EXPECT_EQ(store.find("lm_head.weight"), nullptr);
   EXPECT_FALSE(store.contains("lm_head.weight"));
@@ -303,9 +303,13 @@ TEST(SafetensorsErrors, WrongShape) {
   TempDir dir;
   write_safetensors(dir.file("model.safetensors"), small_tensors());
   const TensorStore store = TensorStore::open(dir.str());
-  expect_message(error_of([&] { store.get("a", {3, 2}); }),
+  expect_message(error_of([&] {
+                   store.get("a", {3, 2});
+                 }),
                  {dir.file("model.safetensors") + ": tensor a has shape [2, 3], expected [3, 2]"});
-  expect_message(error_of([&] { store.get("b", {4, 1}); }),
+  expect_message(error_of([&] {
+                   store.get("b", {4, 1});
+                 }),
                  {"tensor b has shape [4], expected [4, 1]"});
   const std::vector<int64_t> runtime_shape = {2, 3};
   EXPECT_EQ(store.get("a", runtime_shape).num_elements(), 6);
@@ -314,9 +318,9 @@ TEST(SafetensorsErrors, WrongShape) {
 TEST(SafetensorsErrors, IndexPointsToAMissingShard) {
   TempDir dir;
   write_safetensors(dir.file("model-00001-of-00002.safetensors"), {f32_tensor("x", {1}, {1})});
-  const json index = {{"weight_map",
-                       {{"x", "model-00001-of-00002.safetensors"},
-                        {"y", "model-00002-of-00002.safetensors"}}}};
+  const json index = {
+      {"weight_map",
+       {{"x", "model-00001-of-00002.safetensors"}, {"y", "model-00002-of-00002.safetensors"}}}};
   std::ofstream(dir.file("model.safetensors.index.json")) << index.dump();
   expect_message(error_of([&] { TensorStore::open(dir.str()); }),
                  {dir.file("model.safetensors.index.json"), "model-00002-of-00002.safetensors",
@@ -326,13 +330,12 @@ TEST(SafetensorsErrors, IndexPointsToAMissingShard) {
 TEST(SafetensorsErrors, IndexNamesATensorItsShardLacks) {
   TempDir dir;
   write_safetensors(dir.file("model-00001-of-00001.safetensors"), {f32_tensor("x", {1}, {1})});
-  const json index = {{"weight_map",
-                       {{"x", "model-00001-of-00001.safetensors"},
-                        {"ghost", "model-00001-of-00001.safetensors"}}}};
+  const json index = {
+      {"weight_map",
+       {{"x", "model-00001-of-00001.safetensors"}, {"ghost", "model-00001-of-00001.safetensors"}}}};
   std::ofstream(dir.file("model.safetensors.index.json")) << index.dump();
   expect_message(error_of([&] { TensorStore::open(dir.str()); }),
-                 {dir.file("model.safetensors.index.json"), "tensor ghost",
-                  "does not contain it"});
+                 {dir.file("model.safetensors.index.json"), "tensor ghost", "does not contain it"});
 }
 
 TEST(SafetensorsErrors, IndexNotJsonOrWithoutWeightMap) {
@@ -351,10 +354,9 @@ TEST(SafetensorsWriter, RejectsUnknownDtypeAndWrongByteCount) {
                    write_safetensors(dir.file("x.safetensors"), {{{"w", "F7", {1}}, {0}}});
                  }),
                  {dir.file("x.safetensors"), "tensor w", "'F7'"});
-  expect_message(error_of([&] {
-                   write_safetensors(dir.file("x.safetensors"), {f32_tensor("w", {2}, {1})});
-                 }),
-                 {dir.file("x.safetensors"), "tensor w", "4 bytes given", "need 8"});
+  expect_message(
+      error_of([&] { write_safetensors(dir.file("x.safetensors"), {f32_tensor("w", {2}, {1})}); }),
+      {dir.file("x.safetensors"), "tensor w", "4 bytes given", "need 8"});
 }
 
 }  // namespace

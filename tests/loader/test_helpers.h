@@ -20,8 +20,7 @@ class TempDir {
   TempDir() {
     static std::atomic<int> counter{0};
     path_ = std::filesystem::temp_directory_path() /
-            ("pagoda-loader-test-" + std::to_string(::getpid()) + "-" +
-             std::to_string(counter++));
+            ("pagoda-loader-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
@@ -56,8 +55,7 @@ std::string error_of(F&& f) {
 inline void expect_message(const std::string& message, std::initializer_list<std::string> parts) {
   EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
   for (const std::string& part : parts) {
-    EXPECT_NE(message.find(part), std::string::npos)
-        << "expected '" << part << "' in: " << message;
+    EXPECT_NE(message.find(part), std::string::npos) << "expected '" << part << "' in: " << message;
   }
 }
 

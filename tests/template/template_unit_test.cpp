@@ -305,6 +305,72 @@ TEST(TemplateErrors, GeneratorsBehaveLikePythons) {
   EXPECT_EQ(render("{{ {'a': 1}.items() }} {{ range(2) }}"), "dict_items([('a', 1)]) range(0, 2)");
 }
 
+TEST(TemplateErrors, HostileInputIsAnErrorNotACrash) {
+  EXPECT_EQ(error_of("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"),
+            "t.jinja:1: template nesting too deep");
+  std::string long_sum = "{{ 1";
+  for (int i = 0; i < 5000; ++i) long_sum += " + 1";
+  EXPECT_EQ(error_of(long_sum + " }}"), "t.jinja:1: template nesting too deep");
+  std::string nested_ifs;
+  for (int i = 0; i < 2000; ++i) nested_ifs += "{% if true %}";
+  EXPECT_EQ(error_of(nested_ifs), "t.jinja:1: template nesting too deep");
+  EXPECT_EQ(error_of("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}"),
+            "t.jinja:1: macro 'm': maximum recursion depth exceeded");
+  // A long but flat template is fine.
+  std::string many_outputs;
+  for (int i = 0; i < 5000; ++i) many_outputs += "{{ 'x' }}";
+  EXPECT_EQ(render(many_outputs).size(), 5000u);
+}
+
+TEST(TemplateErrors, MutatedTemplatesFailCleanly) {
+  // Deterministic byte-level mutations of a template that uses most constructs: each must render
+  // or throw pagoda::Error, never crash (this runs under ASan+UBSan too).
+  const std::string base =
+      "{%- set ns = namespace(n=0, s='') -%}\n"
+      "{% macro m(x, y='d') %}[{{ x ~ y }}]{% endmacro %}\n"
+      "{% for msg in messages if msg.role != 'x' %}{% set ns.n = ns.n + loop.index %}\n"
+      "  {{- m(msg.content | trim | upper, y=msg.role[:2]) -}}\n"
+      "  {%- if msg.tool_calls is defined %}{{ msg.tool_calls | tojson(indent=2) }}{% endif %}\n"
+      "{% else %}none{% endfor %}{{ ns.n }}{{ {'k': [1, 2.5, none]} | dictsort }}"
+      "{{ 'a,b'.split(',')[-1] if true else 'q' }}{# c #}{% raw %}{{ r }}{% endraw %}";
+  ordered_json messages = ordered_json::parse(
+      R"([{"role": "user", "content": " hi "}, {"role": "assistant", "content": "yo",
+          "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}])");
+  uint32_t state = 12345;
+  auto next = [&state]() {
+    state = state * 1664525u + 1013904223u;
+    return state >> 8;
+  };
+  const std::string alphabet = "{}%#-+()[]'\".|~,:=*/ \nabcxyz019_";
+  int num_rendered = 0, num_errors = 0;
+  for (int i = 0; i < 1500; ++i) {
+    std::string source = base;
+    int num_edits = 1 + static_cast<int>(next() % 3);
+    for (int k = 0; k < num_edits; ++k) {
+      size_t pos = next() % source.size();
+      switch (next() % 3) {
+        case 0:
+          source.erase(pos, 1 + next() % 4);
+          break;
+        case 1:
+          source.insert(pos, 1, alphabet[next() % alphabet.size()]);
+          break;
+        default:
+          source[pos] = alphabet[next() % alphabet.size()];
+      }
+    }
+    try {
+      ChatTemplate(source, "fuzz").render(messages, true, ordered_json::object());
+      ++num_rendered;
+    } catch (const Error&) {
+      ++num_errors;
+    }
+  }
+  EXPECT_EQ(num_rendered + num_errors, 1500);
+  EXPECT_GT(num_errors, 0);
+  EXPECT_GT(num_rendered, 0);
+}
+
 TEST(ChatTemplateApi, PassesMessagesFlagsAndExtraContext) {
   std::string source =
       "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"

@@ -225,9 +225,8 @@ RequestResult send_one(httplib::Client& c, const Endpoint& e, const BenchServeFl
         usage_tokens = j["usage"]["completion_tokens"].get<int64_t>();
       }
       if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;
-      const json& choice = j["choices"][0];
-      const std::string text = choice.contains("text") && choice["text"].is_string() ? choice["text"].get<std::string>() : "";
-      if (text.empty()) continue;
+      // Every chunk with a choice is a token event, even with empty text (a special token or a
+      // partial character), as in vLLM's benchmark client.
       if (num_chunks == 0) {
         r.ttft_s = std::chrono::duration<double>(now - r.start).count();
       } else {

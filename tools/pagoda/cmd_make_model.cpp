@@ -105,7 +105,8 @@ Command register_make_model(CLI::App& app) {
   sub->add_option("--dtype", o->dtype, "bf16, f16 or f32");
   sub->add_option("--shards", o->shards, "Number of safetensors files (an index when > 1)")
       ->capture_default_str();
-  sub->add_option("--seed", o->seed, "Random seed (same seed, same weights)")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Random seed (same seed, same weights)")
+      ->capture_default_str();
   sub->add_option("--tokenizer-from", o->tokenizer_from,
                   "Copy tokenizer.json/tokenizer_config.json from this directory instead of "
                   "building Pagoda's own");

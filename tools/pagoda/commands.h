@@ -26,5 +26,7 @@ Command register_serve(CLI::App& app);
 Command register_bench(CLI::App& app);
 CLI::App* bench_command(CLI::App& app);
 void add_bench_runner(CLI::App* child, Command run);
+// `bench throughput` and `bench latency` (cmd_bench_engine.cpp); register after register_bench.
+Command register_bench_engine(CLI::App& app);
 
 }  // namespace pagoda::cli

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
       pagoda::cli::register_make_model,
       pagoda::cli::register_serve,
       pagoda::cli::register_bench,
+      pagoda::cli::register_bench_engine,
   };
   std::vector<std::pair<CLI::App*, pagoda::cli::Command>> commands;
   for (Registration reg : registrations) {
