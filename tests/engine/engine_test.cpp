@@ -2,7 +2,9 @@
 // depend on what else runs beside it, on prefix caching, chunked prefill or preemption; n > 1,
 // stop strings, aborts and KV accounting behave as vLLM's do.
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -213,6 +215,35 @@ TEST(Engine, RejectsPromptsThatDoNotFitAndBadParameters) {
   p.top_p = 1.0f;
   EXPECT_THROW(engine.add_request_tokens("z", {1, 99999}, p), Error);
   EXPECT_FALSE(engine.has_unfinished_requests());
+}
+
+TEST(Engine, UnknownArchitectureIsAOneLineErrorNamingTheFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(tiny_model_dir()).string() + "_unknown_arch";
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(tiny_model_dir())) {
+    fs::copy(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
+  }
+  {
+    std::ifstream in(dir / "config.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string config = text.str();
+    const std::string from = "LlamaForCausalLM";
+    config.replace(config.find(from), from.size(), "MambaForCausalLM");
+    std::ofstream(dir / "config.json") << config;
+  }
+  EngineArgs args = small_engine(true, true);
+  args.model = dir.string();
+  try {
+    Engine engine(args);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("config.json"), std::string::npos) << message;
+    EXPECT_NE(message.find("unsupported architecture 'MambaForCausalLM'"), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
 }
 
 }  // namespace
