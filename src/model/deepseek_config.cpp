@@ -66,21 +66,8 @@ class KeyReader {
 };
 
 RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim) {
-  RopeParams p;
-  p.theta = c.rope_theta;
-  p.rotary_dim = static_cast<int32_t>(rotary_dim);
-  p.max_position_embeddings = c.max_position_embeddings;
+  RopeParams p = rope_params_from_config(c, rotary_dim);
   const RopeScalingConfig& s = c.rope_scaling;
-  p.type = parse_rope_type(s.type);
-  p.factor = s.factor;
-  p.original_max_position_embeddings = s.original_max_position_embeddings;
-  p.beta_fast = s.beta_fast;
-  p.beta_slow = s.beta_slow;
-  p.mscale = s.mscale;
-  p.mscale_all_dim = s.mscale_all_dim;
-  p.attention_factor = s.attention_factor;
-  p.low_freq_factor = s.low_freq_factor;
-  p.high_freq_factor = s.high_freq_factor;
   if (p.type == RopeParams::Type::kYarn && p.attention_factor <= 0) {
     // DeepSeek's YaRN multiplies cos/sin by mscale(factor, mscale) / mscale(factor,
     // mscale_all_dim), where a missing mscale is 1 and a missing mscale_all_dim is 0

@@ -66,25 +66,6 @@ class LlamaModel final : public Model {
   std::vector<AttentionSequence> attn_seqs_;
 };
 
-RopeParams rope_params_from(const ModelConfig& c) {
-  RopeParams p;
-  p.theta = c.rope_theta;
-  p.rotary_dim = static_cast<int32_t>(c.head_dim);
-  p.max_position_embeddings = c.max_position_embeddings;
-  const RopeScalingConfig& s = c.rope_scaling;
-  p.type = parse_rope_type(s.type);
-  p.factor = s.factor;
-  p.original_max_position_embeddings = s.original_max_position_embeddings;
-  p.beta_fast = s.beta_fast;
-  p.beta_slow = s.beta_slow;
-  p.mscale = s.mscale;
-  p.mscale_all_dim = s.mscale_all_dim;
-  p.attention_factor = s.attention_factor;
-  p.low_freq_factor = s.low_freq_factor;
-  p.high_freq_factor = s.high_freq_factor;
-  return p;
-}
-
 LlamaModel::LlamaModel(const ModelConfig& c, const TensorStore& store, const ModelOptions& options)
     : hidden_(c.hidden_size),
       intermediate_(c.intermediate_size),
@@ -95,7 +76,7 @@ LlamaModel::LlamaModel(const ModelConfig& c, const TensorStore& store, const Mod
       vocab_size_(c.vocab_size),
       rms_eps_(static_cast<float>(c.rms_norm_eps)),
       attn_scale_(1.0f / std::sqrt(static_cast<float>(c.head_dim))),
-      rope_(rope_params_from(c)) {
+      rope_(rope_params_from_config(c, c.head_dim)) {
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     WeightView w = load_matrix(store, name, rows, cols);
     num_parameters_ += rows * cols;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "model/model_config.h"
 #include "util/error.h"
 
 namespace pagoda {
@@ -15,6 +16,25 @@ RopeParams::Type parse_rope_type(const std::string& name) {
   if (name == "yarn") return RopeParams::Type::kYarn;
   if (name == "llama3") return RopeParams::Type::kLlama3;
   fail("unsupported rope_scaling type '{}' (supported: linear, dynamic, yarn, llama3)", name);
+}
+
+RopeParams rope_params_from_config(const ModelConfig& c, int64_t rotary_dim) {
+  RopeParams p;
+  p.theta = c.rope_theta;
+  p.rotary_dim = static_cast<int32_t>(rotary_dim);
+  p.max_position_embeddings = c.max_position_embeddings;
+  const RopeScalingConfig& s = c.rope_scaling;
+  p.type = parse_rope_type(s.type);
+  p.factor = s.factor;
+  p.original_max_position_embeddings = s.original_max_position_embeddings;
+  p.beta_fast = s.beta_fast;
+  p.beta_slow = s.beta_slow;
+  p.mscale = s.mscale;
+  p.mscale_all_dim = s.mscale_all_dim;
+  p.attention_factor = s.attention_factor;
+  p.low_freq_factor = s.low_freq_factor;
+  p.high_freq_factor = s.high_freq_factor;
+  return p;
 }
 
 double yarn_get_mscale(double scale, double mscale) {

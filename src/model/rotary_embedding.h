@@ -45,6 +45,11 @@ class RotaryEmbedding {
   float attention_factor_ = 1.0f;
 };
 
+struct ModelConfig;
+// The rope settings a Hugging Face config.json declares (rope_theta, rope_scaling,
+// max_position_embeddings), for `rotary_dim` rotated dimensions per head.
+RopeParams rope_params_from_config(const ModelConfig& config, int64_t rotary_dim);
+
 // YaRN's magnitude scale: 0.1 * mscale * ln(scale) + 1 for scale > 1 (DeepSeek-V2 paper,
 // HF `get_mscale`). DeepSeek multiplies its softmax scale by yarn_get_mscale(f, mscale_all_dim)^2.
 double yarn_get_mscale(double scale, double mscale);
