@@ -6,7 +6,6 @@
 
 #include <spdlog/spdlog.h>
 
-
 namespace pagoda::server {
 
 void OutputQueue::push(EngineEvent event) {
@@ -30,9 +29,13 @@ bool OutputQueue::pop_all(std::vector<EngineEvent>& out, std::chrono::millisecon
 AsyncEngine::AsyncEngine(Factory factory, AsyncEngineOptions options)
     : factory_(std::move(factory)), options_(options) {}
 
-AsyncEngine::~AsyncEngine() { stop(); }
+AsyncEngine::~AsyncEngine() {
+  stop();
+}
 
-void AsyncEngine::start() { thread_ = std::thread([this] { run(); }); }
+void AsyncEngine::start() {
+  thread_ = std::thread([this] { run(); });
+}
 
 void AsyncEngine::stop() {
   {
@@ -84,8 +87,8 @@ void AsyncEngine::submit(Submission submission) {
     const int64_t waiting = std::max<int64_t>(0, num_in_flight_.load() - stats_.num_running);
     if (waiting >= options_.max_waiting_requests) {
       throw RequestError(service_unavailable_error(
-          fmt::format("Too many requests waiting ({} >= --max-waiting-requests {}); retry later", waiting,
-                      options_.max_waiting_requests)));
+          fmt::format("Too many requests waiting ({} >= --max-waiting-requests {}); retry later",
+                      waiting, options_.max_waiting_requests)));
     }
     ++num_in_flight_;
     Command c{Command::Kind::kAdd, std::move(submission), {}};
@@ -146,14 +149,17 @@ void AsyncEngine::run() {
     state_.compare_exchange_strong(expected, State::kReady);
   }
   cv_.notify_all();
-  spdlog::info("engine ready: model {}, max_model_len {}", backend_->model_name(), backend_->max_model_len());
+  spdlog::info("engine ready: model {}, max_model_len {}", backend_->model_name(),
+               backend_->max_model_len());
 
   try {
     while (true) {
       std::vector<Command> commands;
       {
         std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return stop_ || !commands_.empty() || backend_->has_unfinished_requests(); });
+        cv_.wait(lock, [&] {
+          return stop_ || !commands_.empty() || backend_->has_unfinished_requests();
+        });
         if (stop_) break;
         commands.swap(commands_);
       }
@@ -174,7 +180,9 @@ void AsyncEngine::run() {
     std::lock_guard lock(mutex_);
     for (Command& c : commands_) {
       if (c.kind == Command::Kind::kAdd) {
-        c.submission.queue->push({EngineEvent::Kind::kError, c.submission.tag, {},
+        c.submission.queue->push({EngineEvent::Kind::kError,
+                                  c.submission.tag,
+                                  {},
                                   service_unavailable_error("The server is shutting down")});
         --num_in_flight_;
       }
@@ -246,14 +254,16 @@ void AsyncEngine::dispatch(std::vector<RequestOutput>& outputs) {
     if (it == live_.end()) continue;  // aborted by us a moment ago
     Live& live = it->second;
     int64_t num_tokens = 0;
-    for (const CompletionOutput& o : out.outputs) num_tokens += static_cast<int64_t>(o.token_ids.size());
+    for (const CompletionOutput& o : out.outputs)
+      num_tokens += static_cast<int64_t>(o.token_ids.size());
     const int64_t num_new = num_tokens - live.num_tokens_seen;
     if (num_new > 0) {
       // Inter-token latency: the gap since the previous token, spread over the tokens this step
       // added; the first token's latency is TTFT instead.
       if (live.num_tokens_seen > 0 && metrics_) {
         metrics_->record_inter_token_latency(
-            (out.metrics.last_token_time_s - live.last_token_time_s) / static_cast<double>(num_new), num_new);
+            (out.metrics.last_token_time_s - live.last_token_time_s) / static_cast<double>(num_new),
+            num_new);
       }
       live.num_tokens_seen = num_tokens;
       live.last_token_time_s = out.metrics.last_token_time_s;
@@ -273,20 +283,24 @@ void AsyncEngine::finish(const std::string& request_id, Live& live, const Reques
   FinishedRequest f;
   f.finish_reason = output.outputs.empty() ? "abort" : output.outputs.front().finish_reason;
   f.num_prompt_tokens = live.num_prompt_tokens;
-  for (const CompletionOutput& o : output.outputs) f.num_generation_tokens += static_cast<int64_t>(o.token_ids.size());
-  const double end_s = m.finished_time_s > 0 ? m.finished_time_s
-                                             : std::chrono::duration<double>(
-                                                   std::chrono::steady_clock::now().time_since_epoch())
-                                                   .count();
-  f.queue_time_s = m.first_scheduled_time_s > 0 ? m.first_scheduled_time_s - m.arrival_time_s : end_s - m.arrival_time_s;
+  for (const CompletionOutput& o : output.outputs)
+    f.num_generation_tokens += static_cast<int64_t>(o.token_ids.size());
+  const double end_s =
+      m.finished_time_s > 0
+          ? m.finished_time_s
+          : std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+                .count();
+  f.queue_time_s = m.first_scheduled_time_s > 0 ? m.first_scheduled_time_s - m.arrival_time_s
+                                                : end_s - m.arrival_time_s;
   f.ttft_s = m.first_token_time_s > 0 ? m.first_token_time_s - m.arrival_time_s : -1;
   f.e2e_s = m.arrival_time_s > 0 ? end_s - m.arrival_time_s : 0;
   if (metrics_) metrics_->record_finished(f);
   if (options_.log_requests) {
-    spdlog::info("request {} finished: prompt_tokens={} output_tokens={} queue_time={:.3f}s ttft={:.3f}s "
-                 "total_time={:.3f}s finish_reason={}",
-                 request_id, f.num_prompt_tokens, f.num_generation_tokens, f.queue_time_s, std::max(f.ttft_s, 0.0),
-                 f.e2e_s, f.finish_reason);
+    spdlog::info(
+        "request {} finished: prompt_tokens={} output_tokens={} queue_time={:.3f}s ttft={:.3f}s "
+        "total_time={:.3f}s finish_reason={}",
+        request_id, f.num_prompt_tokens, f.num_generation_tokens, f.queue_time_s,
+        std::max(f.ttft_s, 0.0), f.e2e_s, f.finish_reason);
   }
   live.queue->push({EngineEvent::Kind::kOutput, live.tag, output, {}});
   --num_in_flight_;

@@ -41,7 +41,8 @@ class EngineBackend {
   // Any thread.
   virtual std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
-  virtual std::string apply_chat_template(const std::string& messages_json, bool add_generation_prompt,
+  virtual std::string apply_chat_template(const std::string& messages_json,
+                                          bool add_generation_prompt,
                                           const std::string& kwargs_json) const = 0;
   virtual std::string model_name() const = 0;
   virtual int32_t max_model_len() const = 0;

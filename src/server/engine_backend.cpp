@@ -31,7 +31,9 @@ class EngineAdapter final : public EngineBackend {
   }
   std::string model_name() const override { return engine_.model_name(); }
   int32_t max_model_len() const override { return engine_.max_model_len(); }
-  SamplingParams default_sampling_params() const override { return engine_.default_sampling_params(); }
+  SamplingParams default_sampling_params() const override {
+    return engine_.default_sampling_params();
+  }
 
  private:
   Engine engine_;

@@ -22,7 +22,8 @@ void GenerationJob::abort_unfinished() {
   }
 }
 
-void GenerationJob::start(std::vector<std::vector<int32_t>> prompts, const std::vector<SamplingParams>& params) {
+void GenerationJob::start(std::vector<std::vector<int32_t>> prompts,
+                          const std::vector<SamplingParams>& params) {
   const size_t num_prompts = prompts.size();
   tags_.resize(num_prompts);
   choices_.resize(num_prompts * static_cast<size_t>(spec_.n));
@@ -32,7 +33,8 @@ void GenerationJob::start(std::vector<std::vector<int32_t>> prompts, const std::
     for (size_t i = 0; i < num_prompts; ++i) {
       tags_[i].request_id = spec_.id + "-" + std::to_string(i);
       tags_[i].num_prompt_tokens = static_cast<int64_t>(prompts[i].size());
-      engine_.submit({tags_[i].request_id, std::move(prompts[i]), params[i], static_cast<int>(i), queue_});
+      engine_.submit(
+          {tags_[i].request_id, std::move(prompts[i]), params[i], static_cast<int>(i), queue_});
       ++num_submitted;
     }
   } catch (const RequestError&) {
@@ -164,8 +166,10 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
       if (spec_.echo && first_chunk) text = spec_.prompt_texts[tag] + text;
       json logprobs = nullptr;
       if (spec_.logprobs && lp_end > lp_begin) {
-        logprobs = completion_logprobs_json(o.logprobs, lp_begin, lp_end, c.text_offset, *spec_.logprobs > 0);
-        for (size_t i = lp_begin; i < lp_end; ++i) c.text_offset += o.logprobs[i].chosen.token.size();
+        logprobs = completion_logprobs_json(o.logprobs, lp_begin, lp_end, c.text_offset,
+                                            *spec_.logprobs > 0);
+        for (size_t i = lp_begin; i < lp_end; ++i)
+          c.text_offset += o.logprobs[i].chosen.token.size();
       }
       // Like vLLM, a step that produced tokens gets a chunk even when their text is still empty
       // (a partial UTF-8 character, a special token), so clients can time every token.
@@ -176,7 +180,8 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
 
     if (first_chunk) {
       Choice opening;  // a chunk carrying only the role, never a finish reason
-      *sse += sse_event(chat_chunk(choice_index, {{"role", "assistant"}, {"content", ""}}, nullptr, opening));
+      *sse += sse_event(
+          chat_chunk(choice_index, {{"role", "assistant"}, {"content", ""}}, nullptr, opening));
     }
     json delta = json::object();
     if (spec_.reasoning) {
@@ -192,13 +197,15 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
       delta["content"] = new_text;
     }
     json logprobs = nullptr;
-    if (spec_.logprobs && lp_end > lp_begin) logprobs = chat_logprobs_json(o.logprobs, lp_begin, lp_end);
+    if (spec_.logprobs && lp_end > lp_begin)
+      logprobs = chat_logprobs_json(o.logprobs, lp_begin, lp_end);
     if (delta.empty() && logprobs.is_null() && !c.finished) continue;
     *sse += sse_event(chat_chunk(choice_index, std::move(delta), std::move(logprobs), c));
   }
 }
 
-json GenerationJob::completion_chunk(int index, std::string text, json logprobs, const Choice& c) const {
+json GenerationJob::completion_chunk(int index, std::string text, json logprobs,
+                                     const Choice& c) const {
   json choice = {{"index", index},
                  {"text", std::move(text)},
                  {"logprobs", std::move(logprobs)},
@@ -242,8 +249,8 @@ json GenerationJob::final_response() const {
     json stop_reason = c.stop_reason ? json(*c.stop_reason) : json(nullptr);
     if (!spec_.chat) {
       const std::string prefix = spec_.echo ? spec_.prompt_texts[tag] : std::string();
-      json logprobs = spec_.logprobs ? completion_logprobs_json(c.logprobs, 0, c.logprobs.size(), prefix.size(),
-                                                                *spec_.logprobs > 0)
+      json logprobs = spec_.logprobs ? completion_logprobs_json(c.logprobs, 0, c.logprobs.size(),
+                                                                prefix.size(), *spec_.logprobs > 0)
                                      : json(nullptr);
       choices.push_back({{"index", i},
                          {"text", prefix + c.text},
@@ -260,11 +267,13 @@ json GenerationJob::final_response() const {
     } else {
       message["content"] = c.text;
     }
-    choices.push_back({{"index", i},
-                       {"message", std::move(message)},
-                       {"logprobs", spec_.logprobs ? chat_logprobs_json(c.logprobs, 0, c.logprobs.size()) : json(nullptr)},
-                       {"finish_reason", c.finish_reason},
-                       {"stop_reason", std::move(stop_reason)}});
+    choices.push_back(
+        {{"index", i},
+         {"message", std::move(message)},
+         {"logprobs",
+          spec_.logprobs ? chat_logprobs_json(c.logprobs, 0, c.logprobs.size()) : json(nullptr)},
+         {"finish_reason", c.finish_reason},
+         {"stop_reason", std::move(stop_reason)}});
   }
   return {{"id", spec_.id},
           {"object", spec_.chat ? "chat.completion" : "text_completion"},

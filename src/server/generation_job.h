@@ -22,11 +22,11 @@ struct JobSpec {
   std::string model;  // as reported in responses
   int64_t created = 0;
   int n = 1;
-  bool echo = false;                  // completions: prepend the prompt text
+  bool echo = false;                      // completions: prepend the prompt text
   std::vector<std::string> prompt_texts;  // for echo
-  std::optional<int> logprobs;        // top-N per token; chat: set when logprobs is true
-  bool include_usage = false;         // streamed: a final usage chunk
-  bool reasoning = false;             // chat: split <think>…</think> into reasoning_content
+  std::optional<int> logprobs;            // top-N per token; chat: set when logprobs is true
+  bool include_usage = false;             // streamed: a final usage chunk
+  bool reasoning = false;                 // chat: split <think>…</think> into reasoning_content
 };
 
 class GenerationJob {
@@ -81,7 +81,7 @@ class GenerationJob {
   JobSpec spec_;
   std::shared_ptr<OutputQueue> queue_;
   std::vector<Tag> tags_;
-  std::vector<Choice> choices_;  // tag * n + sample index
+  std::vector<Choice> choices_;       // tag * n + sample index
   std::vector<EngineEvent> backlog_;  // outputs that came while start() waited for acceptance
   size_t num_unfinished_tags_ = 0;
   bool done_ = false;

@@ -25,7 +25,9 @@ void send_json(httplib::Response& res, int status, const json& body) {
   res.set_content(dump_json(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& error) { send_json(res, error.status, error_json(error)); }
+void send_error(httplib::Response& res, const ApiError& error) {
+  send_json(res, error.status, error_json(error));
+}
 
 ApiError api_error(int status, std::string message, std::string type, std::string code = {}) {
   ApiError e;
@@ -54,7 +56,9 @@ class HttpServer::Impl {
  public:
   Impl(AsyncEngine& engine, ServerOptions options) : engine_(engine), options_(std::move(options)) {
     const int num_threads = std::max(options_.num_http_threads, 4);
-    server_.new_task_queue = [num_threads] { return new httplib::ThreadPool(static_cast<size_t>(num_threads)); };
+    server_.new_task_queue = [num_threads] {
+      return new httplib::ThreadPool(static_cast<size_t>(num_threads));
+    };
     server_.set_payload_max_length(options_.max_request_bytes);
     server_.set_keep_alive_max_count(1000);
     // cpp-httplib 0.11 listens with a backlog of 5, so a burst of concurrent connects (64 clients
@@ -97,7 +101,8 @@ class HttpServer::Impl {
         send_error(res, api_error(400, e.what(), "invalid_request_error"));
       } catch (const std::exception& e) {
         spdlog::error("{} {}: {}", req.method, req.path, e.what());
-        send_error(res, api_error(500, std::string("Internal server error: ") + e.what(), "InternalServerError"));
+        send_error(res, api_error(500, std::string("Internal server error: ") + e.what(),
+                                  "InternalServerError"));
       }
     };
   }
@@ -109,7 +114,8 @@ class HttpServer::Impl {
         case AsyncEngine::State::kLoading:
           throw RequestError(service_unavailable_error("The model is still loading"));
         case AsyncEngine::State::kDead:
-          throw RequestError(service_unavailable_error("The engine has failed: " + engine_.failure()));
+          throw RequestError(
+              service_unavailable_error("The engine has failed: " + engine_.failure()));
         default:
           throw RequestError(service_unavailable_error("The server is shutting down"));
       }
@@ -132,39 +138,46 @@ class HttpServer::Impl {
 
   void install_handlers() {
     server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+      if (options_.api_key.empty() || req.path == "/health")
+        return httplib::Server::HandlerResponse::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
       constexpr std::string_view kBearer = "Bearer ";
       if (auth.size() > kBearer.size() && auth.compare(0, kBearer.size(), kBearer) == 0 &&
           constant_time_equals(auth.substr(kBearer.size()), options_.api_key)) {
         return httplib::Server::HandlerResponse::Unhandled;
       }
-      send_error(res, api_error(401, "Missing or invalid API key; send 'Authorization: Bearer <key>'",
-                                "invalid_request_error", "invalid_api_key"));
+      send_error(res,
+                 api_error(401, "Missing or invalid API key; send 'Authorization: Bearer <key>'",
+                           "invalid_request_error", "invalid_api_key"));
       return httplib::Server::HandlerResponse::Handled;
     });
     // Responses httplib produces itself (unknown route, oversized body, bad HTTP) get a JSON body.
-    server_.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
-                                                                          httplib::Response& res) {
+    server_.set_error_handler(httplib::Server::HandlerWithResponse([this](
+                                                                       const httplib::Request& req,
+                                                                       httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
       switch (res.status) {
         case 404:
           send_error(res, not_found_error(fmt::format("Not found: {} {}", req.method, req.path)));
           break;
         case 413:
-          send_error(res, api_error(413,
-                                    fmt::format("The request body is larger than --max-request-bytes ({} bytes)",
-                                                options_.max_request_bytes),
-                                    "invalid_request_error", "request_too_large"));
+          send_error(
+              res, api_error(
+                       413,
+                       fmt::format("The request body is larger than --max-request-bytes ({} bytes)",
+                                   options_.max_request_bytes),
+                       "invalid_request_error", "request_too_large"));
           break;
         default:
-          send_error(res, api_error(res.status, fmt::format("HTTP error {}", res.status), "invalid_request_error"));
+          send_error(res, api_error(res.status, fmt::format("HTTP error {}", res.status),
+                                    "invalid_request_error"));
       }
       return httplib::Server::HandlerResponse::Handled;
     }));
-    server_.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
-      send_error(res, api_error(500, "Internal server error", "InternalServerError"));
-    });
+    server_.set_exception_handler(
+        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+          send_error(res, api_error(500, "Internal server error", "InternalServerError"));
+        });
 
     server_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       switch (engine_.state()) {
@@ -185,43 +198,55 @@ class HttpServer::Impl {
       send_json(res, 200, {{"version", options_.version}});
     });
     server_.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
-      Metrics* metrics = engine_.metrics();
-      if (metrics == nullptr || engine_.backend() == nullptr) {
-        throw RequestError(service_unavailable_error("The model is still loading"));
-      }
-      res.set_content(metrics->render(engine_.stats(), read_process_stats()), "text/plain; version=0.0.4; charset=utf-8");
-    }));
-    server_.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
-      const EngineBackend& be = ready_backend();
-      send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card(be)})}});
-    }));
-    server_.Get(R"(/v1/models/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
-      const EngineBackend& be = ready_backend();
-      check_model(be, req.matches[1].str());
-      send_json(res, 200, model_card(be));
-    }));
-    server_.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
-      handle_generation(req, res, false);
-    }));
-    server_.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
-      handle_generation(req, res, true);
-    }));
-    server_.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
-      const EngineBackend& be = ready_backend();
-      const TokenizeRequest tr = parse_tokenize_request(parse_json_body(req.body));
-      check_model(be, tr.model);
-      const std::string text = tr.prompt ? *tr.prompt
-                                         : be.apply_chat_template(dump_json(tr.messages), tr.add_generation_prompt, "{}");
-      const std::vector<int32_t> ids = be.encode(text, tr.add_special_tokens);
-      send_json(res, 200, {{"count", ids.size()}, {"max_model_len", be.max_model_len()}, {"tokens", ids}});
-    }));
-    server_.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
-      const EngineBackend& be = ready_backend();
-      std::string model;
-      const std::vector<int32_t> ids = parse_detokenize_request(parse_json_body(req.body), &model);
-      check_model(be, model);
-      send_json(res, 200, {{"prompt", be.decode(ids, false)}});
-    }));
+                  Metrics* metrics = engine_.metrics();
+                  if (metrics == nullptr || engine_.backend() == nullptr) {
+                    throw RequestError(service_unavailable_error("The model is still loading"));
+                  }
+                  res.set_content(metrics->render(engine_.stats(), read_process_stats()),
+                                  "text/plain; version=0.0.4; charset=utf-8");
+                }));
+    server_.Get(
+        "/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
+          const EngineBackend& be = ready_backend();
+          send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card(be)})}});
+        }));
+    server_.Get(R"(/v1/models/(.+))",
+                guarded([this](const httplib::Request& req, httplib::Response& res) {
+                  const EngineBackend& be = ready_backend();
+                  check_model(be, req.matches[1].str());
+                  send_json(res, 200, model_card(be));
+                }));
+    server_.Post("/v1/completions",
+                 guarded([this](const httplib::Request& req, httplib::Response& res) {
+                   handle_generation(req, res, false);
+                 }));
+    server_.Post("/v1/chat/completions",
+                 guarded([this](const httplib::Request& req, httplib::Response& res) {
+                   handle_generation(req, res, true);
+                 }));
+    server_.Post(
+        "/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+          const EngineBackend& be = ready_backend();
+          const TokenizeRequest tr = parse_tokenize_request(parse_json_body(req.body));
+          check_model(be, tr.model);
+          const std::string text =
+              tr.prompt
+                  ? *tr.prompt
+                  : be.apply_chat_template(dump_json(tr.messages), tr.add_generation_prompt, "{}");
+          const std::vector<int32_t> ids = be.encode(text, tr.add_special_tokens);
+          send_json(
+              res, 200,
+              {{"count", ids.size()}, {"max_model_len", be.max_model_len()}, {"tokens", ids}});
+        }));
+    server_.Post("/detokenize",
+                 guarded([this](const httplib::Request& req, httplib::Response& res) {
+                   const EngineBackend& be = ready_backend();
+                   std::string model;
+                   const std::vector<int32_t> ids =
+                       parse_detokenize_request(parse_json_body(req.body), &model);
+                   check_model(be, model);
+                   send_json(res, 200, {{"prompt", be.decode(ids, false)}});
+                 }));
   }
 
   json model_card(const EngineBackend& be) const {
@@ -260,7 +285,8 @@ class HttpServer::Impl {
         std::vector<int32_t> ids = p.text ? be.encode(*p.text, cr.add_special_tokens) : p.token_ids;
         if (ids.empty()) throw_invalid("The prompt is empty", "prompt");
         SamplingParams sp = cr.params;
-        sp.max_tokens = resolve_max_tokens(cr.max_tokens, 16, static_cast<int>(ids.size()), max_model_len);
+        sp.max_tokens =
+            resolve_max_tokens(cr.max_tokens, 16, static_cast<int>(ids.size()), max_model_len);
         check_sampling_params(sp);
         if (spec.echo) spec.prompt_texts.push_back(p.text ? *p.text : be.decode(ids, false));
         prompts.push_back(std::move(ids));
@@ -275,12 +301,13 @@ class HttpServer::Impl {
       spec.include_usage = cr.include_usage;
       spec.reasoning = options_.reasoning_parser == "deepseek_r1";
       stream = cr.stream;
-      const std::string prompt =
-          be.apply_chat_template(dump_json(cr.messages), cr.add_generation_prompt, dump_json(cr.chat_template_kwargs));
+      const std::string prompt = be.apply_chat_template(
+          dump_json(cr.messages), cr.add_generation_prompt, dump_json(cr.chat_template_kwargs));
       std::vector<int32_t> ids = be.encode(prompt, cr.add_special_tokens);
       if (ids.empty()) throw_invalid("The chat template produced an empty prompt", "messages");
       SamplingParams sp = cr.params;
-      sp.max_tokens = resolve_max_tokens(cr.max_tokens, 0, static_cast<int>(ids.size()), max_model_len);
+      sp.max_tokens =
+          resolve_max_tokens(cr.max_tokens, 0, static_cast<int>(ids.size()), max_model_len);
       check_sampling_params(sp);
       prompts.push_back(std::move(ids));
       params.push_back(sp);
@@ -293,7 +320,8 @@ class HttpServer::Impl {
       return;
     }
     res.set_header("Cache-Control", "no-cache");
-    auto last_write = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+    auto last_write =
+        std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
     res.set_chunked_content_provider(
         "text/event-stream",
         [job, last_write](size_t, httplib::DataSink& sink) {
@@ -330,8 +358,14 @@ class HttpServer::Impl {
 HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)
     : impl_(std::make_unique<Impl>(engine, std::move(options))) {}
 HttpServer::~HttpServer() = default;
-int HttpServer::bind() { return impl_->bind(); }
-void HttpServer::listen() { impl_->listen(); }
-void HttpServer::stop() { impl_->stop(); }
+int HttpServer::bind() {
+  return impl_->bind();
+}
+void HttpServer::listen() {
+  impl_->listen();
+}
+void HttpServer::stop() {
+  impl_->stop();
+}
 
 }  // namespace pagoda::server

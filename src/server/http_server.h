@@ -15,12 +15,12 @@ namespace pagoda::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;                 // 0: any free port (see HttpServer::bind)
-  std::string api_key;             // empty: no authentication
-  std::string served_model_name;   // empty: the engine's model name
+  int port = 8000;                // 0: any free port (see HttpServer::bind)
+  std::string api_key;            // empty: no authentication
+  std::string served_model_name;  // empty: the engine's model name
   size_t max_request_bytes = 8u << 20;
-  int num_http_threads = 256;      // each open stream holds one
-  std::string reasoning_parser;    // "" or "deepseek_r1"
+  int num_http_threads = 256;    // each open stream holds one
+  std::string reasoning_parser;  // "" or "deepseek_r1"
   std::string version;
 };
 

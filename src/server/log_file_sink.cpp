@@ -8,7 +8,9 @@
 
 namespace pagoda::server {
 
-LogFileSink::LogFileSink(std::string path) : path_(std::move(path)) { open_locked(); }
+LogFileSink::LogFileSink(std::string path) : path_(std::move(path)) {
+  open_locked();
+}
 
 LogFileSink::~LogFileSink() {
   if (file_ != nullptr) std::fclose(file_);
@@ -38,6 +40,8 @@ void LogFileSink::sink_it_(const spdlog::details::log_msg& msg) {
   std::fflush(file_);
 }
 
-void LogFileSink::flush_() { std::fflush(file_); }
+void LogFileSink::flush_() {
+  std::fflush(file_);
+}
 
 }  // namespace pagoda::server

@@ -52,7 +52,9 @@ std::string dump_json(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string sse_event(const json& payload) { return "data: " + dump_json(payload) + "\n\n"; }
+std::string sse_event(const json& payload) {
+  return "data: " + dump_json(payload) + "\n\n";
+}
 
 namespace {
 
@@ -88,7 +90,8 @@ int json_depth(std::string_view text) {
 // reported as unknown. `prefix` names nested objects in `param` ("stream_options.include_usage").
 class FieldReader {
  public:
-  FieldReader(const json& object, std::string prefix = {}) : object_(object), prefix_(std::move(prefix)) {}
+  FieldReader(const json& object, std::string prefix = {})
+      : object_(object), prefix_(std::move(prefix)) {}
 
   const json* get(const std::string& key) {
     seen_.insert(key);
@@ -100,14 +103,17 @@ class FieldReader {
   std::optional<int64_t> get_int(const std::string& key, int64_t min, int64_t max) {
     const json* v = get(key);
     if (v == nullptr) return std::nullopt;
-    if (!v->is_number_integer()) throw_invalid(fmt::format("'{}' must be an integer", name(key)), name(key));
+    if (!v->is_number_integer())
+      throw_invalid(fmt::format("'{}' must be an integer", name(key)), name(key));
     if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max)) {
-      throw_invalid(fmt::format("'{}' must be in [{}, {}], got {}", name(key), min, max, v->get<uint64_t>()),
-                    name(key));
+      throw_invalid(
+          fmt::format("'{}' must be in [{}, {}], got {}", name(key), min, max, v->get<uint64_t>()),
+          name(key));
     }
     const int64_t x = v->get<int64_t>();
     if (x < min || x > max) {
-      throw_invalid(fmt::format("'{}' must be in [{}, {}], got {}", name(key), min, max, x), name(key));
+      throw_invalid(fmt::format("'{}' must be in [{}, {}], got {}", name(key), min, max, x),
+                    name(key));
     }
     return x;
   }
@@ -126,7 +132,8 @@ class FieldReader {
   std::optional<bool> get_bool(const std::string& key) {
     const json* v = get(key);
     if (v == nullptr) return std::nullopt;
-    if (!v->is_boolean()) throw_invalid(fmt::format("'{}' must be a boolean", name(key)), name(key));
+    if (!v->is_boolean())
+      throw_invalid(fmt::format("'{}' must be a boolean", name(key)), name(key));
     return v->get<bool>();
   }
 
@@ -150,7 +157,9 @@ class FieldReader {
     }
   }
 
-  std::string name(const std::string& key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
+  std::string name(const std::string& key) const {
+    return prefix_.empty() ? key : prefix_ + "." + key;
+  }
 
  private:
   const json& object_;
@@ -163,7 +172,8 @@ std::vector<int32_t> parse_token_ids(const json& v, const std::string& param) {
   std::vector<int32_t> ids;
   ids.reserve(v.size());
   for (const json& x : v) {
-    if (!x.is_number_integer()) throw_invalid(fmt::format("'{}' must contain only integers", param), param);
+    if (!x.is_number_integer())
+      throw_invalid(fmt::format("'{}' must contain only integers", param), param);
     if (x.is_number_unsigned() ? x.get<uint64_t>() > INT32_MAX
                                : (x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)) {
       throw_invalid(fmt::format("'{}' contains an invalid token id: {}", param, x.dump()), param);
@@ -181,7 +191,8 @@ std::vector<Prompt> parse_prompt(const json* v) {
   } else if (v->is_array()) {
     if (v->empty()) throw_invalid("'prompt' must not be empty", "prompt");
     if (v->size() > static_cast<size_t>(kMaxPromptsPerRequest)) {
-      throw_invalid(fmt::format("'prompt' has {} entries; at most {} are allowed", v->size(), kMaxPromptsPerRequest),
+      throw_invalid(fmt::format("'prompt' has {} entries; at most {} are allowed", v->size(),
+                                kMaxPromptsPerRequest),
                     "prompt");
     }
     const json& first = v->front();
@@ -195,13 +206,16 @@ std::vector<Prompt> parse_prompt(const json* v) {
     } else if (first.is_array()) {
       for (const json& ids : *v) {
         prompts.push_back({std::nullopt, parse_token_ids(ids, "prompt")});
-        if (prompts.back().token_ids.empty()) throw_invalid("'prompt' contains an empty token list", "prompt");
+        if (prompts.back().token_ids.empty())
+          throw_invalid("'prompt' contains an empty token list", "prompt");
       }
     } else {
-      throw_invalid("'prompt' must be a string, a list of strings, token ids or lists of token ids", "prompt");
+      throw_invalid("'prompt' must be a string, a list of strings, token ids or lists of token ids",
+                    "prompt");
     }
   } else {
-    throw_invalid("'prompt' must be a string, a list of strings, token ids or lists of token ids", "prompt");
+    throw_invalid("'prompt' must be a string, a list of strings, token ids or lists of token ids",
+                  "prompt");
   }
   return prompts;
 }
@@ -230,7 +244,8 @@ void parse_stream_options(FieldReader& r, bool stream, bool* include_usage) {
   const json* opts = r.get("stream_options");
   if (opts == nullptr) return;
   if (!opts->is_object()) throw_invalid("'stream_options' must be an object", "stream_options");
-  if (!stream) throw_invalid("'stream_options' is only allowed when 'stream' is true", "stream_options");
+  if (!stream)
+    throw_invalid("'stream_options' is only allowed when 'stream' is true", "stream_options");
   FieldReader o(*opts, "stream_options");
   *include_usage = o.get_bool("include_usage").value_or(false);
   o.ignore({"continuous_usage_stats"});
@@ -248,7 +263,8 @@ void parse_sampling_fields(FieldReader& r, SamplingParams& p) {
   if (auto v = r.get_float("presence_penalty")) p.presence_penalty = *v;
   if (auto v = r.get_float("frequency_penalty")) p.frequency_penalty = *v;
   if (auto v = r.get_float("repetition_penalty")) p.repetition_penalty = *v;
-  if (auto v = r.get_int("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
+  if (auto v = r.get_int("seed", std::numeric_limits<int64_t>::min(),
+                         std::numeric_limits<int64_t>::max())) {
     p.seed = static_cast<uint64_t>(*v);
   }
   if (const json* stop = r.get("stop")) p.stop = parse_stop(stop);
@@ -267,17 +283,20 @@ void parse_sampling_fields(FieldReader& r, SamplingParams& p) {
     if (!bias->is_object()) throw_invalid("'logit_bias' must be an object", "logit_bias");
     if (!bias->empty()) throw_invalid("'logit_bias' is not supported", "logit_bias");
   }
-  if (const json* beam = r.get("use_beam_search"); beam && !(beam->is_boolean() && !beam->get<bool>())) {
+  if (const json* beam = r.get("use_beam_search");
+      beam && !(beam->is_boolean() && !beam->get<bool>())) {
     throw_invalid("'use_beam_search' is not supported", "use_beam_search");
   }
-  if (const json* user = r.get("user"); user && !user->is_string()) throw_invalid("'user' must be a string", "user");
+  if (const json* user = r.get("user"); user && !user->is_string())
+    throw_invalid("'user' must be a string", "user");
   r.ignore({"spaces_between_special_tokens", "priority", "request_id"});
 }
 
 // Text of one message's content: a string, or an array of parts [{type: "text", text}].
 std::string message_text(const json& content, const std::string& param) {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) throw_invalid(fmt::format("'{}' must be a string or an array of content parts", param), param);
+  if (!content.is_array())
+    throw_invalid(fmt::format("'{}' must be a string or an array of content parts", param), param);
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
@@ -287,7 +306,8 @@ std::string message_text(const json& content, const std::string& param) {
     const auto type = pr.get_string("type");
     if (!type) throw_invalid(fmt::format("'{}.type' is required", where), where + ".type");
     if (*type != "text") {
-      throw_invalid(fmt::format("content part type '{}' is not supported (text only)", *type), where + ".type");
+      throw_invalid(fmt::format("content part type '{}' is not supported (text only)", *type),
+                    where + ".type");
     }
     const auto t = pr.get_string("text");
     if (!t) throw_invalid(fmt::format("'{}.text' is required", where), where + ".text");
@@ -300,7 +320,8 @@ std::string message_text(const json& content, const std::string& param) {
 
 json parse_messages(const json* v) {
   if (v == nullptr) throw_invalid("'messages' is required", "messages");
-  if (!v->is_array() || v->empty()) throw_invalid("'messages' must be a non-empty array", "messages");
+  if (!v->is_array() || v->empty())
+    throw_invalid("'messages' must be a non-empty array", "messages");
   json out = json::array();
   for (size_t i = 0; i < v->size(); ++i) {
     const json& m = (*v)[i];
@@ -308,15 +329,18 @@ json parse_messages(const json* v) {
     if (!m.is_object()) throw_invalid(fmt::format("'{}' must be an object", where), where);
     FieldReader r(m, where);
     const auto role = r.get_string("role");
-    static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
+    static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant",
+                                                 "tool"};
     if (!role || !kRoles.count(*role)) {
-      throw_invalid(fmt::format("'{}.role' must be one of system, developer, user, assistant, tool", where),
-                    where + ".role");
+      throw_invalid(
+          fmt::format("'{}.role' must be one of system, developer, user, assistant, tool", where),
+          where + ".role");
     }
     json msg = {{"role", *role}};
     const json* content = r.get("content");
     if (content == nullptr) {
-      if (*role != "assistant") throw_invalid(fmt::format("'{}.content' is required", where), where + ".content");
+      if (*role != "assistant")
+        throw_invalid(fmt::format("'{}.content' is required", where), where + ".content");
       msg["content"] = "";
     } else {
       msg["content"] = message_text(*content, where + ".content");
@@ -358,13 +382,16 @@ CompletionRequest parse_completion_request(const json& body, const SamplingParam
   FieldReader r(body);
   req.model = r.get_string("model").value_or("");
   req.prompts = parse_prompt(r.get("prompt"));
-  if (auto v = r.get_int("max_tokens", 0, std::numeric_limits<int32_t>::max())) req.max_tokens = static_cast<int>(*v);
+  if (auto v = r.get_int("max_tokens", 0, std::numeric_limits<int32_t>::max()))
+    req.max_tokens = static_cast<int>(*v);
   req.echo = r.get_bool("echo").value_or(false);
   req.stream = r.get_bool("stream").value_or(false);
   parse_stream_options(r, req.stream, &req.include_usage);
   if (auto v = r.get_int("logprobs", 0, kMaxLogprobs)) req.params.logprobs = static_cast<int>(*v);
   if (req.echo && req.params.logprobs) {
-    throw_invalid("'echo' together with 'logprobs' is not supported (prompt logprobs are not computed)", "echo");
+    throw_invalid(
+        "'echo' together with 'logprobs' is not supported (prompt logprobs are not computed)",
+        "echo");
   }
   if (const json* suffix = r.get("suffix")) {
     if (!suffix->is_string()) throw_invalid("'suffix' must be a string", "suffix");
@@ -386,7 +413,8 @@ ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults)
   req.model = r.get_string("model").value_or("");
   req.messages = parse_messages(r.get("messages"));
   const auto max_tokens = r.get_int("max_tokens", 0, std::numeric_limits<int32_t>::max());
-  const auto max_completion_tokens = r.get_int("max_completion_tokens", 0, std::numeric_limits<int32_t>::max());
+  const auto max_completion_tokens =
+      r.get_int("max_completion_tokens", 0, std::numeric_limits<int32_t>::max());
   if (max_completion_tokens) {
     req.max_tokens = static_cast<int>(*max_completion_tokens);
   } else if (max_tokens) {
@@ -396,7 +424,8 @@ ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults)
   parse_stream_options(r, req.stream, &req.include_usage);
   req.logprobs = r.get_bool("logprobs").value_or(false);
   if (auto top = r.get_int("top_logprobs", 0, kMaxLogprobs)) {
-    if (!req.logprobs) throw_invalid("'top_logprobs' requires 'logprobs' to be true", "top_logprobs");
+    if (!req.logprobs)
+      throw_invalid("'top_logprobs' requires 'logprobs' to be true", "top_logprobs");
     req.params.logprobs = static_cast<int>(*top);
   } else if (req.logprobs) {
     req.params.logprobs = 0;
@@ -404,12 +433,14 @@ ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults)
   req.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
   req.add_special_tokens = r.get_bool("add_special_tokens").value_or(false);
   if (const json* kwargs = r.get("chat_template_kwargs")) {
-    if (!kwargs->is_object()) throw_invalid("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    if (!kwargs->is_object())
+      throw_invalid("'chat_template_kwargs' must be an object", "chat_template_kwargs");
     req.chat_template_kwargs = *kwargs;
   }
   if (const json* fmt_ = r.get("response_format")) {
     if (!fmt_->is_object() || fmt_->value("type", json()) != "text") {
-      throw_invalid("'response_format' other than {\"type\": \"text\"} is not supported", "response_format");
+      throw_invalid("'response_format' other than {\"type\": \"text\"} is not supported",
+                    "response_format");
     }
   }
   if (const json* tools = r.get("tools")) {
@@ -428,22 +459,26 @@ ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults)
 int resolve_max_tokens(std::optional<int> requested, int default_max_tokens, int num_prompt_tokens,
                        int max_model_len) {
   if (num_prompt_tokens >= max_model_len) {
-    throw_invalid(fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
-                              "tokens, {} over the limit (at least one token must be left to generate). "
-                              "Please reduce the length of the prompt.",
-                              max_model_len, num_prompt_tokens, num_prompt_tokens - max_model_len + 1),
-                  requested ? "max_tokens" : "prompt");
+    throw_invalid(
+        fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
+                    "tokens, {} over the limit (at least one token must be left to generate). "
+                    "Please reduce the length of the prompt.",
+                    max_model_len, num_prompt_tokens, num_prompt_tokens - max_model_len + 1),
+        requested ? "max_tokens" : "prompt");
   }
   const int room = max_model_len - num_prompt_tokens;
   if (!requested) return default_max_tokens > 0 ? std::min(default_max_tokens, room) : room;
-  if (*requested < 1) throw_invalid(fmt::format("'max_tokens' must be at least 1, got {}", *requested), "max_tokens");
+  if (*requested < 1)
+    throw_invalid(fmt::format("'max_tokens' must be at least 1, got {}", *requested), "max_tokens");
   const int64_t total = static_cast<int64_t>(num_prompt_tokens) + *requested;
   if (total > max_model_len) {
-    throw_invalid(fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
-                              "({} in the prompt, {} for the completion), {} over the limit. Please reduce the "
-                              "length of the prompt or max_tokens.",
-                              max_model_len, total, num_prompt_tokens, *requested, total - max_model_len),
-                  "max_tokens");
+    throw_invalid(
+        fmt::format(
+            "This model's maximum context length is {} tokens. However, you requested {} tokens "
+            "({} in the prompt, {} for the completion), {} over the limit. Please reduce the "
+            "length of the prompt or max_tokens.",
+            max_model_len, total, num_prompt_tokens, *requested, total - max_model_len),
+        "max_tokens");
   }
   return *requested;
 }
@@ -489,9 +524,10 @@ json usage_json(const Usage& usage) {
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
 }
 
-json completion_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin, size_t end,
-                              size_t text_offset, bool with_top) {
-  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+json completion_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin,
+                              size_t end, size_t text_offset, bool with_top) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
   end = std::min(end, logprobs.size());
   for (size_t i = begin; i < end; ++i) {
     const GeneratedTokenLogprobs& lp = logprobs[i];
@@ -507,7 +543,10 @@ json completion_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprob
       top.push_back(nullptr);
     }
   }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top},
+          {"text_offset", offsets}};
 }
 
 namespace {
@@ -518,7 +557,8 @@ json token_bytes(const std::string& token) {
 }
 }  // namespace
 
-json chat_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin, size_t end) {
+json chat_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin,
+                        size_t end) {
   json content = json::array();
   end = std::min(end, logprobs.size());
   for (size_t i = begin; i < end; ++i) {
@@ -541,7 +581,8 @@ std::string random_request_id(std::string_view prefix) {
 }
 
 int64_t unix_time_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 

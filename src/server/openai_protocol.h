@@ -33,7 +33,8 @@ struct ApiError {
 // Thrown by the parsers and the server's request path; the HTTP layer turns it into a response.
 class RequestError : public std::runtime_error {
  public:
-  explicit RequestError(ApiError error) : std::runtime_error(error.message), error_(std::move(error)) {}
+  explicit RequestError(ApiError error)
+      : std::runtime_error(error.message), error_(std::move(error)) {}
   const ApiError& error() const { return error_; }
 
  private:
@@ -62,8 +63,8 @@ struct Prompt {
 struct CompletionRequest {
   std::string model;  // empty: the served model
   std::vector<Prompt> prompts;
-  SamplingParams params;              // max_tokens resolved by the server
-  std::optional<int> max_tokens;      // as sent
+  SamplingParams params;          // max_tokens resolved by the server
+  std::optional<int> max_tokens;  // as sent
   bool echo = false;
   bool stream = false;
   bool include_usage = false;

@@ -29,7 +29,8 @@ ReasoningDelta ReasoningParser::feed(std::string_view text) {
   pending_.append(text);
   if (at_start_) {
     // Skip leading whitespace-free "<think>" if the model writes it itself.
-    if (pending_.size() < kStartTag.size() && kStartTag.substr(0, pending_.size()) == pending_) return out;
+    if (pending_.size() < kStartTag.size() && kStartTag.substr(0, pending_.size()) == pending_)
+      return out;
     if (pending_.compare(0, kStartTag.size(), kStartTag) == 0) pending_.erase(0, kStartTag.size());
     at_start_ = false;
   }

@@ -29,9 +29,9 @@ class ReasoningParser {
  private:
   void emit(std::string_view text, ReasoningDelta& out) const;
 
-  std::string pending_;     // held back: may be the beginning of a tag
+  std::string pending_;  // held back: may be the beginning of a tag
   bool in_reasoning_ = true;
-  bool at_start_ = true;    // an opening <think> is only stripped at the very start
+  bool at_start_ = true;  // an opening <think> is only stripped at the very start
 };
 
 }  // namespace pagoda::server

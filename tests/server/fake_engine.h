@@ -43,7 +43,8 @@ class FakeEngine final : public EngineBackend {
   }
   static std::string token_text(int32_t id) { return id == kEos ? "" : fmt::format("w{} ", id); }
 
-  void add_request(const std::string& id, std::vector<int32_t> prompt, const SamplingParams& params) override {
+  void add_request(const std::string& id, std::vector<int32_t> prompt,
+                   const SamplingParams& params) override {
     for (int32_t t : prompt) {
       if (t >= 1000) fail("token id {} is outside the vocabulary (1000)", t);
     }
@@ -94,12 +95,15 @@ class FakeEngine final : public EngineBackend {
           for (int32_t tok : r.tokens) {
             GeneratedTokenLogprobs lp;
             lp.chosen = {tok, token_text(tok), -0.5f};
-            for (int k = 0; k < *r.params.logprobs; ++k) lp.top.push_back({tok + k, token_text(tok + k), -0.5f - k});
+            for (int k = 0; k < *r.params.logprobs; ++k)
+              lp.top.push_back({tok + k, token_text(tok + k), -0.5f - k});
             o.logprobs.push_back(lp);
           }
         }
-        if (eos) o.finish_reason = "stop";
-        else if (static_cast<int>(r.tokens.size()) >= r.params.max_tokens) o.finish_reason = "length";
+        if (eos)
+          o.finish_reason = "stop";
+        else if (static_cast<int>(r.tokens.size()) >= r.params.max_tokens)
+          o.finish_reason = "length";
         out.outputs.push_back(std::move(o));
       }
       out.finished = !out.outputs.front().finish_reason.empty();
@@ -125,7 +129,8 @@ class FakeEngine final : public EngineBackend {
     for (const std::string& id : order_) {
       if (i++ >= options_.max_num_seqs) break;
       const Req& r = requests_.at(id);
-      blocks += static_cast<int>((r.prompt.size() + r.tokens.size() + kBlockTokens - 1) / kBlockTokens);
+      blocks +=
+          static_cast<int>((r.prompt.size() + r.tokens.size() + kBlockTokens - 1) / kBlockTokens);
     }
     s.kv_cache_usage = static_cast<double>(blocks) / kNumBlocks;
     s.kv_cache_total_bytes = int64_t{kNumBlocks} * kBlockTokens * 1024;
@@ -144,7 +149,9 @@ class FakeEngine final : public EngineBackend {
       while (j < text.size() && text[j] != ' ') ++j;
       if (j > i) {
         const std::string word = text.substr(i, j - i);
-        ids.push_back(word == "forty-two" ? 42 : static_cast<int32_t>(3 + std::hash<std::string>{}(word) % 990));
+        ids.push_back(word == "forty-two"
+                          ? 42
+                          : static_cast<int32_t>(3 + std::hash<std::string>{}(word) % 990));
       }
       i = j;
     }
@@ -159,7 +166,8 @@ class FakeEngine final : public EngineBackend {
                                   const std::string&) const override {
     const nlohmann::json messages = nlohmann::json::parse(messages_json);
     std::string out;
-    for (const auto& m : messages) out += m["role"].get<std::string>() + ": " + m["content"].get<std::string>() + " ";
+    for (const auto& m : messages)
+      out += m["role"].get<std::string>() + ": " + m["content"].get<std::string>() + " ";
     if (add_generation_prompt) out += "assistant:";
     return out;
   }
@@ -175,7 +183,8 @@ class FakeEngine final : public EngineBackend {
     double arrival_s = 0, first_scheduled_s = 0, first_token_s = 0, last_token_s = 0;
   };
   static double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
   void remove(const std::string& id) {
     requests_.erase(id);

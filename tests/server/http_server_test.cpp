@@ -10,8 +10,8 @@
 #include <fstream>
 #include <thread>
 
-#include "server_test_util.h"
 #include "fake_engine.h"
+#include "server_test_util.h"
 
 namespace pagoda::server::testing {
 namespace {
@@ -19,7 +19,8 @@ namespace {
 constexpr size_t kMaxRequestBytes = 1 << 20;
 
 struct TestServer {
-  explicit TestServer(FakeEngine::Options engine_options = {}, std::string api_key = {}, int max_waiting = 1024)
+  explicit TestServer(FakeEngine::Options engine_options = {}, std::string api_key = {},
+                      int max_waiting = 1024)
       : engine([engine_options] { return std::make_unique<FakeEngine>(engine_options); },
                AsyncEngineOptions{max_waiting, false}) {
     ServerOptions o;
@@ -92,7 +93,8 @@ TEST(HttpServer, HealthVersionModelsAndAuth) {
 TEST(HttpServer, CompletionNonStreamedAndStreamedAgree) {
   TestServer s;
   auto c = client(s.port);
-  auto r = c->Post("/v1/completions", R"({"prompt": "hello world", "max_tokens": 6, "ignore_eos": true})",
+  auto r = c->Post("/v1/completions",
+                   R"({"prompt": "hello world", "max_tokens": 6, "ignore_eos": true})",
                    "application/json");
   ASSERT_EQ(r->status, 200) << r->body;
   const json j = json::parse(r->body);
@@ -105,9 +107,11 @@ TEST(HttpServer, CompletionNonStreamedAndStreamedAgree) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 6);
   EXPECT_EQ(j["usage"]["total_tokens"], 9);
 
-  const StreamResult st = stream_request(
-      s.port, "/v1/completions",
-      {{"prompt", "hello world"}, {"max_tokens", 6}, {"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  const StreamResult st = stream_request(s.port, "/v1/completions",
+                                         {{"prompt", "hello world"},
+                                          {"max_tokens", 6},
+                                          {"stream", true},
+                                          {"stream_options", {{"include_usage", true}}}});
   EXPECT_EQ(st.status, 200);
   EXPECT_TRUE(st.done);
   EXPECT_EQ(st.text, want);
@@ -116,7 +120,8 @@ TEST(HttpServer, CompletionNonStreamedAndStreamedAgree) {
   EXPECT_EQ(st.raw.substr(st.raw.size() - 14), "data: [DONE]\n\n");
 
   // Several prompts, n = 2, echo, stop by EOS ("forty-two" makes the fake stop after 5 tokens).
-  r = c->Post("/v1/completions", R"({"prompt": ["forty-two a", "b"], "n": 2, "max_tokens": 8, "echo": true})",
+  r = c->Post("/v1/completions",
+              R"({"prompt": ["forty-two a", "b"], "n": 2, "max_tokens": 8, "echo": true})",
               "application/json");
   ASSERT_EQ(r->status, 200) << r->body;
   const json multi = json::parse(r->body);
@@ -127,7 +132,8 @@ TEST(HttpServer, CompletionNonStreamedAndStreamedAgree) {
   EXPECT_EQ(multi["choices"][3]["index"], 3);
 
   // Token-id prompts and logprobs.
-  r = c->Post("/v1/completions", R"({"prompt": [1, 5, 9], "max_tokens": 3, "logprobs": 2})", "application/json");
+  r = c->Post("/v1/completions", R"({"prompt": [1, 5, 9], "max_tokens": 3, "logprobs": 2})",
+              "application/json");
   ASSERT_EQ(r->status, 200) << r->body;
   const json lp = json::parse(r->body)["choices"][0]["logprobs"];
   EXPECT_EQ(lp["tokens"].size(), 3u);
@@ -144,17 +150,20 @@ TEST(HttpServer, ChatStreamsRoleThenContent) {
   EXPECT_EQ(j["object"], "chat.completion");
   EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
   // The chat template output is tokenized without special tokens.
-  const std::vector<int32_t> ids = FakeEngine(FakeEngine::Options{}).encode("user: hi assistant:", false);
+  const std::vector<int32_t> ids =
+      FakeEngine(FakeEngine::Options{}).encode("user: hi assistant:", false);
   EXPECT_EQ(j["choices"][0]["message"]["content"], expected_text(ids, 4));
   json streamed = body;
   streamed["stream"] = true;
   const StreamResult st = stream_request(s.port, "/v1/chat/completions", streamed);
   EXPECT_TRUE(st.done);
   EXPECT_EQ(st.text, expected_text(ids, 4));
-  EXPECT_NE(st.raw.find(R"("delta":{"content":"","role":"assistant"})"), std::string::npos) << st.raw;
+  EXPECT_NE(st.raw.find(R"("delta":{"content":"","role":"assistant"})"), std::string::npos)
+      << st.raw;
   EXPECT_NE(st.raw.find("chat.completion.chunk"), std::string::npos);
   // Default max_tokens for chat is the rest of the context.
-  auto rest = c->Post("/v1/chat/completions", json{{"messages", body["messages"]}, {"ignore_eos", true}}.dump(),
+  auto rest = c->Post("/v1/chat/completions",
+                      json{{"messages", body["messages"]}, {"ignore_eos", true}}.dump(),
                       "application/json");
   ASSERT_EQ(rest->status, 200);
   EXPECT_EQ(json::parse(rest->body)["usage"]["total_tokens"], FakeEngine::kMaxModelLen);
@@ -176,17 +185,21 @@ TEST(HttpServer, TokenizeDetokenize) {
 TEST(HttpServer, ErrorsHaveOpenAiShapeAndStatus) {
   TestServer s;
   auto c = client(s.port);
-  auto over = c->Post("/v1/completions", R"({"prompt": "a b c", "max_tokens": 300})", "application/json");
+  auto over =
+      c->Post("/v1/completions", R"({"prompt": "a b c", "max_tokens": 300})", "application/json");
   EXPECT_EQ(over->status, 400);
   const json e = json::parse(over->body)["error"];
   EXPECT_EQ(e["type"], "invalid_request_error");
   EXPECT_EQ(e["param"], "max_tokens");
-  EXPECT_NE(e["message"].get<std::string>().find("48 over the limit"), std::string::npos) << e["message"];
+  EXPECT_NE(e["message"].get<std::string>().find("48 over the limit"), std::string::npos)
+      << e["message"];
   // The engine refuses a token id outside its vocabulary: a 400 from the engine thread.
   auto vocab = c->Post("/v1/completions", R"({"prompt": [1, 5000]})", "application/json");
   EXPECT_EQ(vocab->status, 400);
-  EXPECT_NE(json::parse(vocab->body)["error"]["message"].get<std::string>().find("vocabulary"), std::string::npos);
-  auto big = c->Post("/v1/completions", std::string(kMaxRequestBytes + 10, ' '), "application/json");
+  EXPECT_NE(json::parse(vocab->body)["error"]["message"].get<std::string>().find("vocabulary"),
+            std::string::npos);
+  auto big =
+      c->Post("/v1/completions", std::string(kMaxRequestBytes + 10, ' '), "application/json");
   ASSERT_TRUE(big);
   EXPECT_EQ(big->status, 413);
 }
@@ -199,8 +212,9 @@ TEST(HttpServer, BrokenCorpusWhileStreamsRun) {
   std::vector<std::thread> streams;
   for (int i = 0; i < kStreams; ++i) {
     streams.emplace_back([&, i] {
-      results[i] = stream_request(s.port, "/v1/completions",
-                                  {{"prompt", "stream " + std::to_string(i)}, {"max_tokens", 150}, {"stream", true}});
+      results[i] = stream_request(
+          s.port, "/v1/completions",
+          {{"prompt", "stream " + std::to_string(i)}, {"max_tokens", 150}, {"stream", true}});
     });
   }
   const std::vector<BrokenRequest> corpus = broken_corpus(kMaxRequestBytes);
@@ -210,7 +224,8 @@ TEST(HttpServer, BrokenCorpusWhileStreamsRun) {
   for (const BrokenRequest& b : corpus) {
     auto r = c->Post(b.path, b.body, "application/json");
     ASSERT_TRUE(r) << b.why;
-    EXPECT_EQ(r->status, b.status) << b.why << ": " << b.body.substr(0, 200) << " -> " << r->body.substr(0, 300);
+    EXPECT_EQ(r->status, b.status)
+        << b.why << ": " << b.body.substr(0, 200) << " -> " << r->body.substr(0, 300);
     const json j = json::parse(r->body, nullptr, false);
     EXPECT_TRUE(j.is_object() && j.contains("error") && j["error"].contains("message")) << b.why;
     ++num_checked;
@@ -224,7 +239,8 @@ TEST(HttpServer, BrokenCorpusWhileStreamsRun) {
   }
   {
     RawSocket sock(s.port);
-    sock.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\"");
+    sock.send_all(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\"");
     sock.close();  // hang up before the body is complete
   }
   for (std::thread& t : streams) t.join();
@@ -247,8 +263,10 @@ TEST(HttpServer, ClientDisconnectAbortsAndFreesKv) {
     for (int i = 0; i < 3; ++i) {
       auto sock = std::make_unique<RawSocket>(s.port);
       ASSERT_TRUE(sock->ok());
-      const std::string body =
-          json{{"prompt", "long story " + std::to_string(i)}, {"max_tokens", 240}, {"stream", true}}.dump();
+      const std::string body = json{
+          {"prompt", "long story " + std::to_string(i)},
+          {"max_tokens", 240},
+          {"stream", true}}.dump();
       sock->send_all(http_post("/v1/completions", body));
       EXPECT_NE(sock->read_until("\"text\"").find("text_completion"), std::string::npos);
       socks.push_back(std::move(sock));
@@ -256,20 +274,26 @@ TEST(HttpServer, ClientDisconnectAbortsAndFreesKv) {
     EXPECT_TRUE(eventually([&] { return metric(s.port, running) == 3; }, std::chrono::seconds(5)));
     EXPECT_GT(metric(s.port, usage), 0.0);
   }  // all three hang up mid-stream
-  EXPECT_TRUE(eventually([&] { return metric(s.port, running) == 0 && metric(s.port, usage) == 0.0; },
-                         std::chrono::seconds(5)));
-  EXPECT_EQ(metric(s.port, "vllm:request_success_total{model_name=\"fake-model\",finished_reason=\"abort\"}"), 3);
+  EXPECT_TRUE(
+      eventually([&] { return metric(s.port, running) == 0 && metric(s.port, usage) == 0.0; },
+                 std::chrono::seconds(5)));
+  EXPECT_EQ(
+      metric(s.port,
+             "vllm:request_success_total{model_name=\"fake-model\",finished_reason=\"abort\"}"),
+      3);
   EXPECT_EQ(s.engine.num_in_flight(), 0);
 }
 
 TEST(HttpServer, WaitingQueueLimitGives503) {
-  TestServer s({.max_num_seqs = 1, .step_time = std::chrono::milliseconds(10)}, {}, /*max_waiting=*/2);
+  TestServer s({.max_num_seqs = 1, .step_time = std::chrono::milliseconds(10)}, {},
+               /*max_waiting=*/2);
   const std::string running = "vllm:num_requests_running{model_name=\"fake-model\"}";
   std::vector<std::unique_ptr<RawSocket>> socks;
   auto open_stream = [&](int i) {
     auto sock = std::make_unique<RawSocket>(s.port);
-    sock->send_all(http_post("/v1/completions", json{{"prompt", "q " + std::to_string(i)}, {"max_tokens", 240},
-                                                     {"stream", true}}.dump()));
+    sock->send_all(http_post(
+        "/v1/completions",
+        json{{"prompt", "q " + std::to_string(i)}, {"max_tokens", 240}, {"stream", true}}.dump()));
     const std::string head = sock->read_until("\r\n\r\n");
     socks.push_back(std::move(sock));
     return head;
@@ -278,13 +302,17 @@ TEST(HttpServer, WaitingQueueLimitGives503) {
   ASSERT_TRUE(eventually([&] { return metric(s.port, running) == 1; }, std::chrono::seconds(5)));
   EXPECT_NE(open_stream(1).find("200 OK"), std::string::npos);  // waiting: 1
   EXPECT_NE(open_stream(2).find("200 OK"), std::string::npos);  // waiting: 2
-  auto r = client(s.port)->Post("/v1/completions", R"({"prompt": "one too many"})", "application/json");
+  auto r =
+      client(s.port)->Post("/v1/completions", R"({"prompt": "one too many"})", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 503);
   EXPECT_EQ(json::parse(r->body)["error"]["type"], "ServiceUnavailableError");
   socks.clear();  // hang up: everything is aborted
   EXPECT_TRUE(eventually([&] { return s.engine.num_in_flight() == 0; }, std::chrono::seconds(5)));
-  EXPECT_EQ(client(s.port)->Post("/v1/completions", R"({"prompt": "now fine", "max_tokens": 2})", "application/json")->status,
+  EXPECT_EQ(client(s.port)
+                ->Post("/v1/completions", R"({"prompt": "now fine", "max_tokens": 2})",
+                       "application/json")
+                ->status,
             200);
 }
 
@@ -296,13 +324,17 @@ TEST(HttpServer, ConcurrentStreamsEachMatchTheirOutputAlone) {
   for (int i = 0; i < kRequests; ++i) {
     threads.emplace_back([&, i] {
       results[i] = stream_request(s.port, "/v1/completions",
-                                  {{"prompt", "concurrent " + std::to_string(i)}, {"max_tokens", 20 + i}, {"stream", true}});
+                                  {{"prompt", "concurrent " + std::to_string(i)},
+                                   {"max_tokens", 20 + i},
+                                   {"stream", true}});
     });
   }
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < kRequests; ++i) {
-    EXPECT_TRUE(results[i].done) << i << ": HTTP " << results[i].status << " " << results[i].raw.substr(0, 300);
-    EXPECT_EQ(results[i].text, expected_text(fake_ids("concurrent " + std::to_string(i)), 20 + i)) << i;
+    EXPECT_TRUE(results[i].done) << i << ": HTTP " << results[i].status << " "
+                                 << results[i].raw.substr(0, 300);
+    EXPECT_EQ(results[i].text, expected_text(fake_ids("concurrent " + std::to_string(i)), 20 + i))
+        << i;
   }
 }
 
@@ -326,17 +358,26 @@ TEST(HttpServer, DrainRefusesNewRequests) {
 }
 
 TEST(HttpServer, MetricsPassPromtool) {
-  if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "promtool not installed";
   TestServer s;
   auto c = client(s.port);
-  ASSERT_EQ(c->Post("/v1/completions", R"({"prompt": "a b", "max_tokens": 5})", "application/json")->status, 200);
+  ASSERT_EQ(c->Post("/v1/completions", R"({"prompt": "a b", "max_tokens": 5})", "application/json")
+                ->status,
+            200);
   auto r = c->Get("/metrics");
   ASSERT_EQ(r->status, 200);
-  EXPECT_NE(r->get_header_value("Content-Type").find("text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_NE(r->get_header_value("Content-Type").find("text/plain; version=0.0.4"),
+            std::string::npos);
   EXPECT_EQ(promtool_problems(r->body, ::testing::TempDir() + "/pagoda_metrics.txt"), "");
   // A broken exposition must be caught (the check can fail).
-  EXPECT_NE(promtool_problems(r->body + "broken line\n", ::testing::TempDir() + "/pagoda_metrics_bad.txt"), "");
-  EXPECT_EQ(metric(s.port, "vllm:request_success_total{model_name=\"fake-model\",finished_reason=\"length\"}"), 1);
+  EXPECT_NE(promtool_problems(r->body + "broken line\n",
+                              ::testing::TempDir() + "/pagoda_metrics_bad.txt"),
+            "");
+  EXPECT_EQ(
+      metric(s.port,
+             "vllm:request_success_total{model_name=\"fake-model\",finished_reason=\"length\"}"),
+      1);
   EXPECT_EQ(metric(s.port, "vllm:time_to_first_token_seconds_count{model_name=\"fake-model\"}"), 1);
 }
 

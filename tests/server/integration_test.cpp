@@ -34,10 +34,11 @@ class ServeProcess : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("pagoda_serve_test_" + std::to_string(getpid()));
     fs::create_directories(dir_);
     const fs::path model = dir_ / "model";
-    const std::string make = std::string(PAGODA_BIN) + " make-model --preset tiny --out " + model.string() + " > " +
-                             (dir_ / "make_model.log").string() + " 2>&1";
+    const std::string make = std::string(PAGODA_BIN) + " make-model --preset tiny --out " +
+                             model.string() + " > " + (dir_ / "make_model.log").string() + " 2>&1";
     if (std::system(make.c_str()) != 0) {
-      skip_reason_ = "`pagoda make-model --preset tiny` failed: " + read_file(dir_ / "make_model.log");
+      skip_reason_ =
+          "`pagoda make-model --preset tiny` failed: " + read_file(dir_ / "make_model.log");
       return;
     }
     log_ = dir_ / "serve.log";
@@ -46,9 +47,10 @@ class ServeProcess : public ::testing::Test {
       const std::string out = (dir_ / "serve.stderr").string();
       std::freopen(out.c_str(), "w", stderr);
       std::freopen(out.c_str(), "a", stdout);
-      execl(PAGODA_BIN, PAGODA_BIN, "serve", "--model", model.c_str(), "--host", "127.0.0.1", "--port", "0",
-            "--api-key", kApiKey, "--max-request-bytes", std::to_string(kMaxRequestBytes).c_str(), "--max-num-seqs",
-            "64", "--max-model-len", "512", "--log-file", log_.c_str(), "--shutdown-timeout", "5", "--threads", "2",
+      execl(PAGODA_BIN, PAGODA_BIN, "serve", "--model", model.c_str(), "--host", "127.0.0.1",
+            "--port", "0", "--api-key", kApiKey, "--max-request-bytes",
+            std::to_string(kMaxRequestBytes).c_str(), "--max-num-seqs", "64", "--max-model-len",
+            "512", "--log-file", log_.c_str(), "--shutdown-timeout", "5", "--threads", "2",
             static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -65,7 +67,8 @@ class ServeProcess : public ::testing::Test {
         },
         std::chrono::seconds(120));
     if (!up) {
-      skip_reason_ = "server did not become healthy: " + read_file(log_) + read_file(dir_ / "serve.stderr");
+      skip_reason_ =
+          "server did not become healthy: " + read_file(log_) + read_file(dir_ / "serve.stderr");
       stop_server();
     }
   }
@@ -81,7 +84,8 @@ class ServeProcess : public ::testing::Test {
     if (pid_ <= 0) return -1;
     kill(pid_, SIGTERM);
     int status = 0;
-    const bool exited = eventually([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, std::chrono::seconds(15));
+    const bool exited = eventually([&] { return waitpid(pid_, &status, WNOHANG) == pid_; },
+                                   std::chrono::seconds(15));
     if (!exited) {
       kill(pid_, SIGKILL);
       waitpid(pid_, &status, 0);
@@ -103,11 +107,15 @@ class ServeProcess : public ::testing::Test {
   static std::string solo_text(const std::string& prompt, int max_tokens) {
     auto r = client(port_, kApiKey)
                  ->Post("/v1/completions",
-                        json{{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}}
+                        json{{"prompt", prompt},
+                             {"max_tokens", max_tokens},
+                             {"temperature", 0},
+                             {"ignore_eos", true}}
                             .dump(),
                         "application/json");
     EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
-    return r && r->status == 200 ? json::parse(r->body)["choices"][0]["text"].get<std::string>() : "";
+    return r && r->status == 200 ? json::parse(r->body)["choices"][0]["text"].get<std::string>()
+                                 : "";
   }
 
   static inline fs::path dir_, log_;
@@ -120,11 +128,13 @@ TEST_F(ServeProcess, OpenAiNodeSdk) {
   const fs::path source = PAGODA_SOURCE_DIR;
   const fs::path modules = source / "tests/node/node_modules";
   if (std::system("command -v node >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
-  if (!fs::exists(modules / "openai")) GTEST_SKIP() << "run `npm install` in tests/node for the openai package";
+  if (!fs::exists(modules / "openai"))
+    GTEST_SKIP() << "run `npm install` in tests/node for the openai package";
   const fs::path out = dir_ / "sdk.log";
-  const std::string cmd = "PAGODA_BASE_URL=http://127.0.0.1:" + std::to_string(port_) + " PAGODA_API_KEY=" + kApiKey +
-                          " NODE_PATH=" + modules.string() + " timeout 300 node " +
-                          (source / "tests/server/openai_sdk_test.cjs").string() + " > " + out.string() + " 2>&1";
+  const std::string cmd =
+      "PAGODA_BASE_URL=http://127.0.0.1:" + std::to_string(port_) + " PAGODA_API_KEY=" + kApiKey +
+      " NODE_PATH=" + modules.string() + " timeout 300 node " +
+      (source / "tests/server/openai_sdk_test.cjs").string() + " > " + out.string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << read_file(out);
 }
@@ -138,8 +148,11 @@ TEST_F(ServeProcess, BrokenCorpusWhileGreedyStreamsRun) {
   for (int i = 0; i < kStreams; ++i) {
     streams.emplace_back([&, i] {
       results[i] = stream_request(port_, "/v1/completions",
-                                  {{"prompt", "Stream number " + std::to_string(i)}, {"max_tokens", 48},
-                                   {"temperature", 0}, {"ignore_eos", true}, {"stream", true}},
+                                  {{"prompt", "Stream number " + std::to_string(i)},
+                                   {"max_tokens", 48},
+                                   {"temperature", 0},
+                                   {"ignore_eos", true},
+                                   {"stream", true}},
                                   kApiKey);
     });
   }
@@ -149,10 +162,12 @@ TEST_F(ServeProcess, BrokenCorpusWhileGreedyStreamsRun) {
   for (const BrokenRequest& b : corpus) {
     auto r = c->Post(b.path, b.body, "application/json");
     ASSERT_TRUE(r) << b.why << ": no response (server down?)";
-    EXPECT_EQ(r->status, b.status) << b.why << ": " << b.body.substr(0, 200) << " -> " << r->body.substr(0, 300);
+    EXPECT_EQ(r->status, b.status)
+        << b.why << ": " << b.body.substr(0, 200) << " -> " << r->body.substr(0, 300);
   }
   // A token id no vocabulary has is refused by the engine, not fatal.
-  auto vocab = c->Post("/v1/completions", R"({"prompt": [1, 2000000000], "max_tokens": 2})", "application/json");
+  auto vocab = c->Post("/v1/completions", R"({"prompt": [1, 2000000000], "max_tokens": 2})",
+                       "application/json");
   ASSERT_TRUE(vocab);
   EXPECT_EQ(vocab->status, 400) << vocab->body;
   for (std::thread& t : streams) t.join();
@@ -167,18 +182,19 @@ TEST_F(ServeProcess, BrokenCorpusWhileGreedyStreamsRun) {
 TEST_F(ServeProcess, ClientDisconnectFreesKvBlocks) {
   const std::string running = "vllm:num_requests_running" + label();
   const std::string usage = "vllm:kv_cache_usage_perc" + label();
-  ASSERT_TRUE(eventually([&] { return metric(port_, running, kApiKey) == 0; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(
+      eventually([&] { return metric(port_, running, kApiKey) == 0; }, std::chrono::seconds(30)));
   const double baseline = metric(port_, usage, kApiKey);
   {
     std::vector<std::unique_ptr<RawSocket>> socks;
     for (int i = 0; i < 4; ++i) {
       auto sock = std::make_unique<RawSocket>(port_);
       ASSERT_TRUE(sock->ok());
-      const std::string body = json{{"prompt", "A long tale number " + std::to_string(i)},
-                                    {"max_tokens", 400},
-                                    {"ignore_eos", true},
-                                    {"stream", true}}
-                                   .dump();
+      const std::string body = json{
+          {"prompt", "A long tale number " + std::to_string(i)},
+          {"max_tokens", 400},
+          {"ignore_eos", true},
+          {"stream", true}}.dump();
       sock->send_all(http_post("/v1/completions", body, kApiKey));
       EXPECT_NE(sock->read_until("\"text\"").find("text_completion"), std::string::npos);
       socks.push_back(std::move(sock));
@@ -187,17 +203,20 @@ TEST_F(ServeProcess, ClientDisconnectFreesKvBlocks) {
     EXPECT_GT(metric(port_, usage, kApiKey), baseline);
   }  // hang up mid-stream
   EXPECT_TRUE(eventually(
-      [&] { return metric(port_, running, kApiKey) == 0 && metric(port_, usage, kApiKey) <= baseline; },
+      [&] {
+        return metric(port_, running, kApiKey) == 0 && metric(port_, usage, kApiKey) <= baseline;
+      },
       std::chrono::seconds(10)))
-      << "running " << metric(port_, running, kApiKey) << ", kv usage " << metric(port_, usage, kApiKey)
-      << " vs baseline " << baseline;
+      << "running " << metric(port_, running, kApiKey) << ", kv usage "
+      << metric(port_, usage, kApiKey) << " vs baseline " << baseline;
 }
 
 TEST_F(ServeProcess, SixtyFourConcurrentGreedyStreamsMatchSolo) {
   const int kRequests = 64;
   const int kTokens = 16;
   std::vector<std::string> want(kRequests);
-  for (int i = 0; i < kRequests; ++i) want[i] = solo_text("Request " + std::to_string(i) + " says", kTokens);
+  for (int i = 0; i < kRequests; ++i)
+    want[i] = solo_text("Request " + std::to_string(i) + " says", kTokens);
   std::vector<StreamResult> results(kRequests);
   std::vector<std::thread> threads;
   for (int i = 0; i < kRequests; ++i) {
@@ -222,18 +241,22 @@ TEST_F(ServeProcess, SixtyFourConcurrentGreedyStreamsMatchSolo) {
 }
 
 TEST_F(ServeProcess, MetricsPassPromtool) {
-  if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "promtool not installed";
+  solo_text("Fill the histograms", 4);  // CTest runs each test in a fresh server
   auto r = client(port_, kApiKey)->Get("/metrics");
   ASSERT_TRUE(r && r->status == 200);
   EXPECT_EQ(promtool_problems(r->body, (dir_ / "metrics.txt").string()), "");
-  for (const char* name : {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                           "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total",
-                           "vllm:num_preemptions_total", "vllm:prefix_cache_queries_total",
-                           "vllm:prefix_cache_hits_total", "vllm:time_to_first_token_seconds_bucket",
-                           "vllm:inter_token_latency_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket",
-                           "vllm:request_queue_time_seconds_bucket", "vllm:request_prompt_tokens_bucket",
-                           "vllm:request_generation_tokens_bucket", "pagoda_resident_memory_bytes",
-                           "pagoda_kv_cache_used_bytes", "pagoda_kv_cache_total_bytes", "pagoda_cpu_utilization_ratio"}) {
+  for (const char* name :
+       {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+        "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total",
+        "vllm:num_preemptions_total", "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total", "vllm:time_to_first_token_seconds_bucket",
+        "vllm:inter_token_latency_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket",
+        "vllm:request_queue_time_seconds_bucket", "vllm:request_prompt_tokens_bucket",
+        "vllm:request_generation_tokens_bucket", "pagoda_resident_memory_bytes",
+        "pagoda_kv_cache_used_bytes", "pagoda_kv_cache_total_bytes",
+        "pagoda_cpu_utilization_ratio"}) {
     EXPECT_NE(r->body.find(std::string(name) + "{model_name="), std::string::npos) << name;
   }
   EXPECT_GT(metric(port_, "pagoda_kv_cache_total_bytes" + label(), kApiKey), 0);
@@ -246,23 +269,26 @@ TEST_F(ServeProcess, SighupReopensTheLogFile) {
   kill(pid_, SIGHUP);
   EXPECT_TRUE(eventually([&] { return fs::exists(log_); }, std::chrono::seconds(5)));
   solo_text("after rotation", 2);
-  EXPECT_TRUE(eventually([&] { return read_file(log_).find("finished: prompt_tokens=") != std::string::npos; },
-                         std::chrono::seconds(5)))
+  EXPECT_TRUE(eventually(
+      [&] { return read_file(log_).find("finished: prompt_tokens=") != std::string::npos; },
+      std::chrono::seconds(5)))
       << read_file(log_);
 }
 
 TEST_F(ServeProcess, BenchServeDrivesTheServer) {
   const fs::path out = dir_ / "bench.json";
-  const std::string cmd = std::string(PAGODA_BIN) + " bench serve --base-url http://127.0.0.1:" +
-                          std::to_string(port_) + " --api-key " + kApiKey +
-                          " --num-prompts 8 --max-concurrency 4 --input-len 32 --output-len 8 --json > " +
-                          out.string() + " 2>" + out.string() + ".err";
+  const std::string cmd =
+      std::string(PAGODA_BIN) +
+      " bench serve --base-url http://127.0.0.1:" + std::to_string(port_) + " --api-key " +
+      kApiKey + " --num-prompts 8 --max-concurrency 4 --input-len 32 --output-len 8 --json > " +
+      out.string() + " 2>" + out.string() + ".err";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(out.string() + ".err");
   const json j = json::parse(read_file(out));
   EXPECT_EQ(j["completed"], 8);
   EXPECT_EQ(j["failed"], 0);
   EXPECT_EQ(j["total_output_tokens"], 64);  // ignore_eos: exactly output-len each
-  EXPECT_NEAR(j["total_input_tokens"].get<double>(), 8 * 32, 8 * 2) << "prompts sized with /tokenize";
+  EXPECT_NEAR(j["total_input_tokens"].get<double>(), 8 * 32, 8 * 2)
+      << "prompts sized with /tokenize";
   EXPECT_GT(j["output_throughput"].get<double>(), 0);
   EXPECT_GT(j["ttft"]["mean_ms"].get<double>(), 0);
   EXPECT_GE(j["ttft"]["p99_ms"].get<double>(), j["ttft"]["median_ms"].get<double>());
@@ -273,12 +299,14 @@ TEST_F(ServeProcess, BenchServeDrivesTheServer) {
 TEST_F(ServeProcess, SigtermDrainsRunningRequestsAndExitsCleanly) {
   StreamResult result;
   std::thread stream([&] {
-    result = stream_request(port_, "/v1/completions",
-                            {{"prompt", "Last words"}, {"max_tokens", 24}, {"ignore_eos", true}, {"stream", true}},
-                            kApiKey);
+    result = stream_request(
+        port_, "/v1/completions",
+        {{"prompt", "Last words"}, {"max_tokens", 24}, {"ignore_eos", true}, {"stream", true}},
+        kApiKey);
   });
-  ASSERT_TRUE(eventually([&] { return metric(port_, "vllm:num_requests_running" + label(), kApiKey) >= 1; },
-                         std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      eventually([&] { return metric(port_, "vllm:num_requests_running" + label(), kApiKey) >= 1; },
+                 std::chrono::seconds(10)));
   EXPECT_EQ(stop_server(), 0);
   stream.join();
   EXPECT_TRUE(result.done);

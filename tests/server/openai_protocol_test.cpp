@@ -22,7 +22,9 @@ ApiError error_of(const std::function<void()>& f) {
 CompletionRequest completion(const std::string& body) {
   return parse_completion_request(parse_json_body(body), SamplingParams{});
 }
-ChatRequest chat(const std::string& body) { return parse_chat_request(parse_json_body(body), SamplingParams{}); }
+ChatRequest chat(const std::string& body) {
+  return parse_chat_request(parse_json_body(body), SamplingParams{});
+}
 
 TEST(ParseJsonBody, RejectsBadJsonNonObjectsDeepNestingAndInvalidUtf8) {
   EXPECT_EQ(error_of([] { parse_json_body(""); }).status, 400);
@@ -50,9 +52,10 @@ TEST(ParseCompletion, PromptForms) {
   const auto lists = completion(R"({"prompt": [[1], [2, 3]]})").prompts;
   ASSERT_EQ(lists.size(), 2u);
   EXPECT_EQ(lists[1].token_ids, (std::vector<int32_t>{2, 3}));
-  for (const char* bad : {R"({})", R"({"prompt": 5})", R"({"prompt": []})", R"({"prompt": ["a", 1]})",
-                          R"({"prompt": [1, "a"]})", R"({"prompt": [-1]})", R"({"prompt": [[]]})",
-                          R"({"prompt": [4294967296]})", R"({"prompt": {"a": 1}})", R"({"prompt": [1.5]})"}) {
+  for (const char* bad :
+       {R"({})", R"({"prompt": 5})", R"({"prompt": []})", R"({"prompt": ["a", 1]})",
+        R"({"prompt": [1, "a"]})", R"({"prompt": [-1]})", R"({"prompt": [[]]})",
+        R"({"prompt": [4294967296]})", R"({"prompt": {"a": 1}})", R"({"prompt": [1.5]})"}) {
     const ApiError e = error_of([&] { completion(bad); });
     EXPECT_EQ(e.status, 400) << bad;
     EXPECT_EQ(e.param, "prompt") << bad;
@@ -85,15 +88,16 @@ TEST(ParseCompletion, SamplingFieldsUseOpenAiAndVllmNames) {
   EXPECT_FALSE(r.params.skip_special_tokens);
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
-  EXPECT_EQ(completion(R"({"prompt": "x", "stop": "end"})").params.stop, (std::vector<std::string>{"end"}));
+  EXPECT_EQ(completion(R"({"prompt": "x", "stop": "end"})").params.stop,
+            (std::vector<std::string>{"end"}));
 }
 
 TEST(ParseCompletion, DefaultsComeFromGenerationConfigAndNullIsAbsent) {
   SamplingParams defaults;
   defaults.temperature = 0.6f;
   defaults.top_p = 0.95f;
-  const CompletionRequest r =
-      parse_completion_request(parse_json_body(R"({"prompt": "x", "temperature": null})"), defaults);
+  const CompletionRequest r = parse_completion_request(
+      parse_json_body(R"({"prompt": "x", "temperature": null})"), defaults);
   EXPECT_FLOAT_EQ(r.params.temperature, 0.6f);
   EXPECT_FLOAT_EQ(r.params.top_p, 0.95f);
   EXPECT_FALSE(r.max_tokens.has_value());
@@ -118,7 +122,8 @@ TEST(ParseCompletion, WrongTypesAndUnknownFieldsNameTheParam) {
       {R"({"prompt": "x", "logprobs": true})", "logprobs"},
       {R"({"prompt": "x", "max_token": 5})", "max_token"},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
-      {R"({"prompt": "x", "stream": true, "stream_options": {"bogus": 1}})", "stream_options.bogus"},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"bogus": 1}})",
+       "stream_options.bogus"},
       {R"({"prompt": "x", "logit_bias": {"5": 1}})", "logit_bias"},
       {R"({"prompt": "x", "best_of": 3})", "best_of"},
       {R"({"prompt": "x", "model": 7})", "model"},
@@ -147,8 +152,11 @@ TEST(ParseChat, MessagesContentPartsAndChatFields) {
   EXPECT_EQ(*r.params.logprobs, 4);
   EXPECT_FALSE(r.add_generation_prompt);
   EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
-  EXPECT_EQ(*chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})").params.logprobs, 0);
-  EXPECT_FALSE(chat(R"({"messages": [{"role": "user", "content": "x"}]})").params.logprobs.has_value());
+  EXPECT_EQ(*chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})")
+                 .params.logprobs,
+            0);
+  EXPECT_FALSE(
+      chat(R"({"messages": [{"role": "user", "content": "x"}]})").params.logprobs.has_value());
 }
 
 TEST(ParseChat, InvalidMessages) {
@@ -165,8 +173,10 @@ TEST(ParseChat, InvalidMessages) {
       {R"({"messages": [{"role": "user", "content": "x", "colour": 1}]})", "messages[0].colour"},
       {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []})", "chat_template_kwargs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
+       "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []})",
+       "chat_template_kwargs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "prompt": "y"})", "prompt"},
   };
   for (const auto& [body, param] : cases) {
@@ -205,13 +215,17 @@ TEST(Tokenize, PromptOrMessages) {
   TokenizeRequest t = parse_tokenize_request(parse_json_body(R"({"prompt": "hi"})"));
   EXPECT_EQ(*t.prompt, "hi");
   EXPECT_TRUE(t.add_special_tokens);
-  t = parse_tokenize_request(parse_json_body(R"({"messages": [{"role": "user", "content": "x"}]})"));
+  t = parse_tokenize_request(
+      parse_json_body(R"({"messages": [{"role": "user", "content": "x"}]})"));
   EXPECT_FALSE(t.add_special_tokens);
   EXPECT_EQ(t.messages.size(), 1u);
   EXPECT_EQ(error_of([] { parse_tokenize_request(parse_json_body("{}")); }).status, 400);
   std::string model;
-  EXPECT_EQ(parse_detokenize_request(parse_json_body(R"({"tokens": [1, 2]})"), &model), (std::vector<int32_t>{1, 2}));
-  EXPECT_EQ(error_of([&] { parse_detokenize_request(parse_json_body(R"({"tokens": "x"})"), &model); }).param,
+  EXPECT_EQ(parse_detokenize_request(parse_json_body(R"({"tokens": [1, 2]})"), &model),
+            (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(error_of([&] {
+              parse_detokenize_request(parse_json_body(R"({"tokens": "x"})"), &model);
+            }).param,
             "tokens");
 }
 

@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <cmath>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -30,11 +30,11 @@ using nlohmann::json;
 
 struct StreamResult {
   int status = 0;
-  std::string text;      // concatenated choices[0].text / delta.content
-  std::string raw;       // the body as received
+  std::string text;  // concatenated choices[0].text / delta.content
+  std::string raw;   // the body as received
   int num_chunks = 0;
-  bool done = false;     // saw data: [DONE]
-  json usage;            // from the include_usage chunk
+  bool done = false;  // saw data: [DONE]
+  json usage;         // from the include_usage chunk
   json last_finish_reason;
 };
 
@@ -76,7 +76,8 @@ inline StreamResult stream_request(int port, const std::string& path, const json
       if (!j.contains("choices") || j["choices"].empty()) continue;
       const json& ch = j["choices"][0];
       if (ch.contains("text")) r.text += ch["text"].get<std::string>();
-      if (ch.contains("delta") && ch["delta"].contains("content") && ch["delta"]["content"].is_string()) {
+      if (ch.contains("delta") && ch["delta"].contains("content") &&
+          ch["delta"]["content"].is_string()) {
         r.text += ch["delta"]["content"].get<std::string>();
       }
       if (!ch["finish_reason"].is_null()) r.last_finish_reason = ch["finish_reason"];
@@ -122,18 +123,21 @@ bool eventually(Pred pred, std::chrono::milliseconds timeout) {
 inline std::string promtool_problems(const std::string& text, const std::string& scratch_path) {
   { std::ofstream(scratch_path) << text; }
   const std::string report_path = scratch_path + ".report";
-  const std::string cmd = "promtool check metrics < " + scratch_path + " > " + report_path + " 2>&1";
+  const std::string cmd =
+      "promtool check metrics < " + scratch_path + " > " + report_path + " 2>&1";
   const int status = std::system(cmd.c_str());
   std::ifstream in(report_path);
   const std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (rc != 0 && rc != 3) return "promtool exit " + std::to_string(rc) + ":\n" + report;  // 1: parse error
+  if (rc != 0 && rc != 3)
+    return "promtool exit " + std::to_string(rc) + ":\n" + report;  // 1: parse error
   std::istringstream lines(report);
   std::string line, problems;
   const std::string allowed = "metric names should not contain ':'";
   while (std::getline(lines, line)) {
-    const bool ok = line.empty() || (line.rfind("vllm:", 0) == 0 && line.size() >= allowed.size() &&
-                                     line.compare(line.size() - allowed.size(), allowed.size(), allowed) == 0);
+    const bool ok =
+        line.empty() || (line.rfind("vllm:", 0) == 0 && line.size() >= allowed.size() &&
+                         line.compare(line.size() - allowed.size(), allowed.size(), allowed) == 0);
     if (!ok) problems += line + "\n";
   }
   return problems;
@@ -183,8 +187,10 @@ class RawSocket {
   int fd_ = -1;
 };
 
-inline std::string http_post(const std::string& path, const std::string& body, const std::string& api_key = {}) {
-  std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n";
+inline std::string http_post(const std::string& path, const std::string& body,
+                             const std::string& api_key = {}) {
+  std::string req =
+      "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n";
   if (!api_key.empty()) req += "Authorization: Bearer " + api_key + "\r\n";
   req += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
   return req;
@@ -204,21 +210,25 @@ inline std::vector<BrokenRequest> broken_corpus(size_t max_request_bytes) {
   const std::string cmpl = "/v1/completions", chat = "/v1/chat/completions";
   // Bad JSON: every proper prefix of a valid body, and assorted garbage.
   const std::string valid = R"({"prompt": "hello there", "max_tokens": 4, "stop": ["a"]})";
-  for (size_t n = 0; n < valid.size(); ++n) c.push_back({cmpl, valid.substr(0, n), 400, "truncated JSON"});
-  for (const char* g : {"null", "[]", "\"str\"", "42", "true", "{,}", "{\"prompt\": \"x\",}", "{'prompt': 'x'}",
-                        "{\"prompt\": \"x\"} trailing", "\x00\x01\x02", "{\"prompt\": \"x\" \"max_tokens\": 1}"}) {
+  for (size_t n = 0; n < valid.size(); ++n)
+    c.push_back({cmpl, valid.substr(0, n), 400, "truncated JSON"});
+  for (const char* g :
+       {"null", "[]", "\"str\"", "42", "true", "{,}", "{\"prompt\": \"x\",}", "{'prompt': 'x'}",
+        "{\"prompt\": \"x\"} trailing", "\x00\x01\x02", "{\"prompt\": \"x\" \"max_tokens\": 1}"}) {
     c.push_back({cmpl, g, 400, "not a JSON object"});
     c.push_back({chat, g, 400, "not a JSON object"});
   }
   // NaN / Infinity are not JSON.
   for (const char* v : {"NaN", "Infinity", "-Infinity", "nan", "inf"}) {
     for (const char* field : {"temperature", "top_p", "max_tokens"}) {
-      c.push_back({cmpl, std::string(R"({"prompt": "x", ")") + field + "\": " + v + "}", 400, "NaN literal"});
+      c.push_back({cmpl, std::string(R"({"prompt": "x", ")") + field + "\": " + v + "}", 400,
+                   "NaN literal"});
     }
   }
   // Wrong types and out-of-range values, field by field.
   const std::vector<std::pair<std::string, std::vector<std::string>>> bad_values = {
-      {"max_tokens", {"\"5\"", "1.5", "-1", "0", "true", "[]", "{}", "1e20", "99999999999999999999999", "1e999"}},
+      {"max_tokens",
+       {"\"5\"", "1.5", "-1", "0", "true", "[]", "{}", "1e20", "99999999999999999999999", "1e999"}},
       {"temperature", {"\"hot\"", "-0.5", "[]", "true", "1e308", "-1e308"}},
       {"top_p", {"0", "1.5", "-1", "\"x\"", "{}"}},
       {"top_k", {"-2", "1.5", "\"x\"", "99999999999999"}},
@@ -251,8 +261,8 @@ inline std::vector<BrokenRequest> broken_corpus(size_t max_request_bytes) {
     }
   }
   // Prompts.
-  for (const char* p : {"5", "[]", "[[]]", "[\"a\", 1]", "[1, \"a\"]", "[-1]", "[1.5]", "{}", "true", "[[1], \"a\"]",
-                        "[4294967296]", "[2147483648]"}) {
+  for (const char* p : {"5", "[]", "[[]]", "[\"a\", 1]", "[1, \"a\"]", "[-1]", "[1.5]", "{}",
+                        "true", "[[1], \"a\"]", "[4294967296]", "[2147483648]"}) {
     c.push_back({cmpl, std::string(R"({"prompt": )") + p + "}", 400, "bad prompt"});
   }
   c.push_back({cmpl, R"({"max_tokens": 5})", 400, "missing prompt"});
@@ -261,29 +271,35 @@ inline std::vector<BrokenRequest> broken_corpus(size_t max_request_bytes) {
                         R"([{"role": "user"}])", R"([{"role": "user", "content": 5}])",
                         R"([{"role": "user", "content": [{"type": "image_url"}]}])",
                         R"([{"role": "user", "content": [{"type": "text"}]}])",
-                        R"([{"role": "user", "content": [5]}])", R"([{"role": "user", "content": "x", "extra": 1}])",
+                        R"([{"role": "user", "content": [5]}])",
+                        R"([{"role": "user", "content": "x", "extra": 1}])",
                         R"({"role": "user", "content": "x"})"}) {
     c.push_back({chat, std::string(R"({"messages": )") + m + "}", 400, "bad messages"});
   }
   const std::string user = R"("messages": [{"role": "user", "content": "hi"}])";
-  for (const char* extra : {R"("top_logprobs": 2)", R"("logprobs": 1)", R"("logprobs": true, "top_logprobs": 50)",
-                            R"("max_completion_tokens": -5)", R"("tools": [{"type": "function"}])",
-                            R"("response_format": {"type": "json_object"})", R"("chat_template_kwargs": 5)",
-                            R"("n": "many")", R"("prompt": "x")"}) {
+  for (const char* extra :
+       {R"("top_logprobs": 2)", R"("logprobs": 1)", R"("logprobs": true, "top_logprobs": 50)",
+        R"("max_completion_tokens": -5)", R"("tools": [{"type": "function"}])",
+        R"("response_format": {"type": "json_object"})", R"("chat_template_kwargs": 5)",
+        R"("n": "many")", R"("prompt": "x")"}) {
     c.push_back({chat, "{" + user + ", " + extra + "}", 400, std::string("chat ") + extra});
   }
   c.push_back({chat, "{}", 400, "missing messages"});
   // Deep nesting.
   for (int depth : {33, 100, 10000, 200000}) {
-    c.push_back({cmpl, R"({"prompt": "x", "stop": )" + std::string(depth, '[') + std::string(depth, ']') + "}", 400,
-                 "deep nesting"});
+    c.push_back(
+        {cmpl,
+         R"({"prompt": "x", "stop": )" + std::string(depth, '[') + std::string(depth, ']') + "}",
+         400, "deep nesting"});
   }
-  for (int depth : {1000, 100000}) c.push_back({chat, std::string(depth, '{'), 400, "deep unterminated"});
+  for (int depth : {1000, 100000})
+    c.push_back({chat, std::string(depth, '{'), 400, "deep unterminated"});
   // Invalid UTF-8 and escapes.
-  for (const char* s : {"\xff", "\xc0\x80", "\xed\xa0\x80", "abc\xe2\x82", "\xf8\x88\x80\x80\x80", "\x80"}) {
+  for (const char* s :
+       {"\xff", "\xc0\x80", "\xed\xa0\x80", "abc\xe2\x82", "\xf8\x88\x80\x80\x80", "\x80"}) {
     c.push_back({cmpl, std::string(R"({"prompt": ")") + s + "\"}", 400, "invalid UTF-8"});
-    c.push_back({chat, std::string(R"({"messages": [{"role": "user", "content": ")") + s + "\"}]}", 400,
-                 "invalid UTF-8 in chat"});
+    c.push_back({chat, std::string(R"({"messages": [{"role": "user", "content": ")") + s + "\"}]}",
+                 400, "invalid UTF-8 in chat"});
   }
   for (const char* e : {"\\ud800", "\\udc00x", "\\u12", "\\x41", "\\"}) {
     c.push_back({cmpl, std::string(R"({"prompt": ")") + e + "\"}", 400, "bad escape"});
@@ -292,12 +308,16 @@ inline std::vector<BrokenRequest> broken_corpus(size_t max_request_bytes) {
   std::string words;
   for (int i = 0; i < 20000; ++i) words += "word ";
   c.push_back({cmpl, R"({"prompt": ")" + words + "\"}", 400, "prompt over the context"});
-  c.push_back({chat, R"({"messages": [{"role": "user", "content": ")" + words + "\"}]}", 400, "chat over context"});
-  c.push_back({cmpl, R"({"prompt": "x", "max_tokens": 1000000})", 400, "max_tokens over the context"});
-  c.push_back({cmpl, R"({"prompt": ")" + std::string(max_request_bytes + 1000, 'a') + "\"}", 413, "body too big"});
+  c.push_back({chat, R"({"messages": [{"role": "user", "content": ")" + words + "\"}]}", 400,
+               "chat over context"});
+  c.push_back(
+      {cmpl, R"({"prompt": "x", "max_tokens": 1000000})", 400, "max_tokens over the context"});
+  c.push_back({cmpl, R"({"prompt": ")" + std::string(max_request_bytes + 1000, 'a') + "\"}", 413,
+               "body too big"});
   // Unknown model and routes.
   c.push_back({cmpl, R"({"prompt": "x", "model": "no-such-model"})", 404, "unknown model"});
-  c.push_back({chat, R"({"messages": [{"role": "user", "content": "x"}], "model": "gpt-4"})", 404, "unknown model"});
+  c.push_back({chat, R"({"messages": [{"role": "user", "content": "x"}], "model": "gpt-4"})", 404,
+               "unknown model"});
   c.push_back({"/v1/nothing", "{}", 404, "unknown route"});
   c.push_back({"/v2/completions", R"({"prompt": "x"})", 404, "unknown route"});
   // /tokenize and /detokenize.

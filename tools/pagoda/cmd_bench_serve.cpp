@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include <httplib.h>
 #include <fmt/format.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "tools/pagoda/commands.h"
@@ -56,17 +56,24 @@ struct BenchServeFlags {
 // Common English words: prompts built from them tokenize to roughly one token per word with any
 // BPE vocabulary, and random choices keep prompts distinct (no accidental prefix-cache hits).
 constexpr const char* kWords[] = {
-    "time", "person", "year", "way", "day", "thing", "man", "world", "life", "hand", "part", "child", "eye",
-    "woman", "place", "work", "week", "case", "point", "government", "company", "number", "group", "problem",
-    "fact", "be", "have", "do", "say", "get", "make", "go", "know", "take", "see", "come", "think", "look",
-    "want", "give", "use", "find", "tell", "ask", "seem", "feel", "try", "leave", "call", "good", "new",
-    "first", "last", "long", "great", "little", "own", "other", "old", "right", "big", "high", "different",
-    "small", "large", "next", "early", "young", "important", "few", "public", "bad", "same", "able", "to",
-    "of", "in", "for", "on", "with", "at", "by", "from", "up", "about", "into", "over", "after", "the", "and",
-    "a", "that", "I", "it", "not", "he", "as", "you", "this", "but", "his", "they", "her", "she", "or", "an",
-    "will", "my", "one", "all", "would", "there", "their", "river", "music", "garden", "window", "story",
-    "market", "silver", "winter", "summer", "mountain", "ocean", "forest", "engine", "letter", "question",
-    "answer", "history", "science", "paper", "water", "light", "stone", "bridge", "city", "road", "table"};
+    "time",   "person",  "year",     "way",        "day",       "thing",  "man",       "world",
+    "life",   "hand",    "part",     "child",      "eye",       "woman",  "place",     "work",
+    "week",   "case",    "point",    "government", "company",   "number", "group",     "problem",
+    "fact",   "be",      "have",     "do",         "say",       "get",    "make",      "go",
+    "know",   "take",    "see",      "come",       "think",     "look",   "want",      "give",
+    "use",    "find",    "tell",     "ask",        "seem",      "feel",   "try",       "leave",
+    "call",   "good",    "new",      "first",      "last",      "long",   "great",     "little",
+    "own",    "other",   "old",      "right",      "big",       "high",   "different", "small",
+    "large",  "next",    "early",    "young",      "important", "few",    "public",    "bad",
+    "same",   "able",    "to",       "of",         "in",        "for",    "on",        "with",
+    "at",     "by",      "from",     "up",         "about",     "into",   "over",      "after",
+    "the",    "and",     "a",        "that",       "I",         "it",     "not",       "he",
+    "as",     "you",     "this",     "but",        "his",       "they",   "her",       "she",
+    "or",     "an",      "will",     "my",         "one",       "all",    "would",     "there",
+    "their",  "river",   "music",    "garden",     "window",    "story",  "market",    "silver",
+    "winter", "summer",  "mountain", "ocean",      "forest",    "engine", "letter",    "question",
+    "answer", "history", "science",  "paper",      "water",     "light",  "stone",     "bridge",
+    "city",   "road",    "table"};
 
 struct Endpoint {
   std::string scheme_host_port;  // for httplib::Client
@@ -75,18 +82,21 @@ struct Endpoint {
 
 Endpoint parse_base_url(std::string url) {
   const size_t scheme_end = url.find("://");
-  if (scheme_end == std::string::npos) fail("--base-url must look like http://HOST:PORT, got '{}'", url);
+  if (scheme_end == std::string::npos)
+    fail("--base-url must look like http://HOST:PORT, got '{}'", url);
   const size_t path_start = url.find('/', scheme_end + 3);
   Endpoint e;
   e.scheme_host_port = url.substr(0, path_start);
   std::string path = path_start == std::string::npos ? "" : url.substr(path_start);
   while (!path.empty() && path.back() == '/') path.pop_back();
-  if (path.size() >= 3 && path.compare(path.size() - 3, 3, "/v1") == 0) path.resize(path.size() - 3);
+  if (path.size() >= 3 && path.compare(path.size() - 3, 3, "/v1") == 0)
+    path.resize(path.size() - 3);
   e.prefix = path;
   return e;
 }
 
-std::unique_ptr<httplib::Client> make_client(const Endpoint& e, const std::string& api_key, double timeout_s) {
+std::unique_ptr<httplib::Client> make_client(const Endpoint& e, const std::string& api_key,
+                                             double timeout_s) {
   auto c = std::make_unique<httplib::Client>(e.scheme_host_port);
   c->set_connection_timeout(10);
   c->set_read_timeout(static_cast<time_t>(timeout_s));
@@ -98,19 +108,23 @@ std::unique_ptr<httplib::Client> make_client(const Endpoint& e, const std::strin
 
 // Token count of `text` via the server: vLLM/pagoda {"prompt"} → {"count"}, llama-server
 // {"content"} → {"tokens"}. nullopt when the server has no tokenizer endpoint.
-std::optional<int> server_token_count(httplib::Client& c, const Endpoint& e, const std::string& model,
-                                      const std::string& text) {
+std::optional<int> server_token_count(httplib::Client& c, const Endpoint& e,
+                                      const std::string& model, const std::string& text) {
   json body = {{"prompt", text}};
   if (!model.empty()) body["model"] = model;
-  if (auto r = c.Post(e.prefix + "/tokenize", body.dump(), "application/json"); r && r->status == 200) {
+  if (auto r = c.Post(e.prefix + "/tokenize", body.dump(), "application/json");
+      r && r->status == 200) {
     const json j = json::parse(r->body, nullptr, false);
-    if (j.is_object() && j.contains("count") && j["count"].is_number_integer()) return j["count"].get<int>();
-    if (j.is_object() && j.contains("tokens") && j["tokens"].is_array()) return static_cast<int>(j["tokens"].size());
+    if (j.is_object() && j.contains("count") && j["count"].is_number_integer())
+      return j["count"].get<int>();
+    if (j.is_object() && j.contains("tokens") && j["tokens"].is_array())
+      return static_cast<int>(j["tokens"].size());
   }
   if (auto r = c.Post(e.prefix + "/tokenize", json{{"content", text}}.dump(), "application/json");
       r && r->status == 200) {
     const json j = json::parse(r->body, nullptr, false);
-    if (j.is_object() && j.contains("tokens") && j["tokens"].is_array()) return static_cast<int>(j["tokens"].size());
+    if (j.is_object() && j.contains("tokens") && j["tokens"].is_array())
+      return static_cast<int>(j["tokens"].size());
   }
   return std::nullopt;
 }
@@ -178,7 +192,8 @@ struct RequestResult {
   Clock::time_point start, end;
 };
 
-RequestResult send_one(httplib::Client& c, const Endpoint& e, const BenchServeFlags& f, const std::string& prompt) {
+RequestResult send_one(httplib::Client& c, const Endpoint& e, const BenchServeFlags& f,
+                       const std::string& prompt) {
   RequestResult r;
   json body = {{"prompt", prompt},
                {"max_tokens", f.output_len},
@@ -221,7 +236,8 @@ RequestResult send_one(httplib::Client& c, const Endpoint& e, const BenchServeFl
         r.error = j["error"].dump();
         continue;
       }
-      if (j.contains("usage") && j["usage"].is_object() && j["usage"].contains("completion_tokens")) {
+      if (j.contains("usage") && j["usage"].is_object() &&
+          j["usage"].contains("completion_tokens")) {
         usage_tokens = j["usage"]["completion_tokens"].get<int64_t>();
       }
       if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;
@@ -282,7 +298,8 @@ int run_bench_serve(BenchServeFlags f) {
   if (f.num_prompts < 1) fail("--num-prompts must be at least 1, got {}", f.num_prompts);
   if (f.input_len < 1 || f.output_len < 1) fail("--input-len and --output-len must be at least 1");
   if (!(f.request_rate > 0)) fail("--request-rate must be positive, got {}", f.request_rate);
-  const int concurrency = f.max_concurrency > 0 ? std::min(f.max_concurrency, f.num_prompts) : f.num_prompts;
+  const int concurrency =
+      f.max_concurrency > 0 ? std::min(f.max_concurrency, f.num_prompts) : f.num_prompts;
   const Endpoint endpoint = parse_base_url(f.base_url);
 
   auto probe = make_client(endpoint, f.api_key, 60);
@@ -290,14 +307,18 @@ int run_bench_serve(BenchServeFlags f) {
     auto r = probe->Get(endpoint.prefix + "/v1/models");
     if (!r) fail("{}: cannot connect: {}", f.base_url, httplib::to_string(r.error()));
     const json j = json::parse(r->body, nullptr, false);
-    if (r->status == 200 && j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty()) {
+    if (r->status == 200 && j.is_object() && j.contains("data") && j["data"].is_array() &&
+        !j["data"].empty()) {
       f.model = j["data"][0].value("id", "");
     }
   }
   const PromptSet prompts = make_prompts(*probe, endpoint, f);
-  fmt::print(stderr, "bench serve: {} prompts of ~{} tokens ({}), {} output tokens, concurrency {}, rate {}\n",
-             f.num_prompts, f.input_len, prompts.measured ? "measured with /tokenize" : "estimated from words",
-             f.output_len, concurrency, f.request_rate);
+  fmt::print(
+      stderr,
+      "bench serve: {} prompts of ~{} tokens ({}), {} output tokens, concurrency {}, rate {}\n",
+      f.num_prompts, f.input_len,
+      prompts.measured ? "measured with /tokenize" : "estimated from words", f.output_len,
+      concurrency, f.request_rate);
 
   // Arrival times: a Poisson process of request_rate per second (all at 0 when infinite).
   std::vector<double> arrival_s(f.num_prompts, 0.0);
@@ -316,8 +337,9 @@ int run_bench_serve(BenchServeFlags f) {
     workers.emplace_back([&] {
       auto client = make_client(endpoint, f.api_key, f.timeout_s);
       for (int i = next++; i < f.num_prompts; i = next++) {
-        std::this_thread::sleep_until(bench_start + std::chrono::duration_cast<Clock::duration>(
-                                                        std::chrono::duration<double>(arrival_s[i])));
+        std::this_thread::sleep_until(bench_start +
+                                      std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(arrival_s[i])));
         results[i] = send_one(*client, endpoint, f, prompts.prompts[i]);
       }
     });
@@ -339,7 +361,8 @@ int run_bench_serve(BenchServeFlags f) {
     total_output += r.output_tokens;
     ttft.push_back(r.ttft_s);
     e2e.push_back(r.e2e_s);
-    if (r.output_tokens > 1) tpot.push_back((r.e2e_s - r.ttft_s) / static_cast<double>(r.output_tokens - 1));
+    if (r.output_tokens > 1)
+      tpot.push_back((r.e2e_s - r.ttft_s) / static_cast<double>(r.output_tokens - 1));
     itl.insert(itl.end(), r.itl_s.begin(), r.itl_s.end());
   }
   for (const std::string& e : errors) fmt::print(stderr, "request failed: {}\n", e);
@@ -366,7 +389,9 @@ int run_bench_serve(BenchServeFlags f) {
   if (f.json) {
     fmt::print("{}\n", out.dump(2));
   } else {
-    auto line = [](const char* name, const std::string& value) { fmt::print("{:<40} {:>10}\n", name, value); };
+    auto line = [](const char* name, const std::string& value) {
+      fmt::print("{:<40} {:>10}\n", name, value);
+    };
     fmt::print("{:=^51}\n", " Serving Benchmark Result ");
     line("Successful requests:", std::to_string(completed));
     line("Failed requests:", std::to_string(f.num_prompts - completed));
@@ -376,13 +401,17 @@ int run_bench_serve(BenchServeFlags f) {
     line("Total generated tokens:", std::to_string(total_output));
     line("Request throughput (req/s):", fmt::format("{:.2f}", completed / duration_s));
     line("Output token throughput (tok/s):", fmt::format("{:.2f}", total_output / duration_s));
-    line("Total token throughput (tok/s):", fmt::format("{:.2f}", (total_input + total_output) / duration_s));
+    line("Total token throughput (tok/s):",
+         fmt::format("{:.2f}", (total_input + total_output) / duration_s));
     for (const auto& [key, title] : std::vector<std::pair<std::string, std::string>>{
              {"ttft", "TTFT"}, {"tpot", "TPOT"}, {"itl", "ITL"}, {"e2e_latency", "E2E Latency"}}) {
       fmt::print("{:-^51}\n", fmt::format("{}", title));
-      line(fmt::format("Mean {} (ms):", title).c_str(), fmt::format("{:.2f}", out[key]["mean_ms"].get<double>()));
-      line(fmt::format("Median {} (ms):", title).c_str(), fmt::format("{:.2f}", out[key]["median_ms"].get<double>()));
-      line(fmt::format("P99 {} (ms):", title).c_str(), fmt::format("{:.2f}", out[key]["p99_ms"].get<double>()));
+      line(fmt::format("Mean {} (ms):", title).c_str(),
+           fmt::format("{:.2f}", out[key]["mean_ms"].get<double>()));
+      line(fmt::format("Median {} (ms):", title).c_str(),
+           fmt::format("{:.2f}", out[key]["median_ms"].get<double>()));
+      line(fmt::format("P99 {} (ms):", title).c_str(),
+           fmt::format("{:.2f}", out[key]["p99_ms"].get<double>()));
     }
     fmt::print("{:=^51}\n", "");
   }
@@ -400,21 +429,31 @@ CLI::App* bench_command(CLI::App& app) {
   return bench;
 }
 
-void add_bench_runner(CLI::App* child, Command run) { bench_runners().emplace_back(child, std::move(run)); }
+void add_bench_runner(CLI::App* child, Command run) {
+  bench_runners().emplace_back(child, std::move(run));
+}
 
 Command register_bench(CLI::App& app) {
   auto f = std::make_shared<BenchServeFlags>();
-  CLI::App* serve = bench_command(app)->add_subcommand("serve", "Load an OpenAI-compatible server like vLLM's benchmark_serving");
-  serve->add_option("--base-url", f->base_url, "Server URL, e.g. http://127.0.0.1:8000")->capture_default_str();
-  serve->add_option("--model", f->model, "Model name to request (default: the server's first model)");
+  CLI::App* serve = bench_command(app)->add_subcommand(
+      "serve", "Load an OpenAI-compatible server like vLLM's benchmark_serving");
+  serve->add_option("--base-url", f->base_url, "Server URL, e.g. http://127.0.0.1:8000")
+      ->capture_default_str();
+  serve->add_option("--model", f->model,
+                    "Model name to request (default: the server's first model)");
   serve->add_option("--api-key", f->api_key, "Bearer token")->envname("OPENAI_API_KEY");
   serve->add_option("--num-prompts", f->num_prompts, "Requests to send")->capture_default_str();
-  serve->add_option("--max-concurrency", f->max_concurrency, "Most requests in flight (default: all)");
-  serve->add_option("--request-rate", f->request_rate, "Poisson arrival rate per second (default: inf)");
-  serve->add_option("--input-len", f->input_len, "Prompt tokens per request")->capture_default_str();
-  serve->add_option("--output-len", f->output_len, "Generated tokens per request")->capture_default_str();
+  serve->add_option("--max-concurrency", f->max_concurrency,
+                    "Most requests in flight (default: all)");
+  serve->add_option("--request-rate", f->request_rate,
+                    "Poisson arrival rate per second (default: inf)");
+  serve->add_option("--input-len", f->input_len, "Prompt tokens per request")
+      ->capture_default_str();
+  serve->add_option("--output-len", f->output_len, "Generated tokens per request")
+      ->capture_default_str();
   serve->add_option("--seed", f->seed, "Seed for prompts and arrivals")->capture_default_str();
-  serve->add_option("--timeout", f->timeout_s, "Seconds one request may take")->capture_default_str();
+  serve->add_option("--timeout", f->timeout_s, "Seconds one request may take")
+      ->capture_default_str();
   serve->add_flag("--json", f->json, "Print the results as JSON on stdout");
   add_bench_runner(serve, [f] { return run_bench_serve(*f); });
   return [] {

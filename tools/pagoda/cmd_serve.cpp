@@ -65,8 +65,10 @@ int run_serve(ServeFlags& f) {
   if (!f.server.reasoning_parser.empty() && f.server.reasoning_parser != "deepseek_r1") {
     fail("--reasoning-parser must be deepseek_r1, got '{}'", f.server.reasoning_parser);
   }
-  if (f.max_waiting_requests < 1) fail("--max-waiting-requests must be at least 1, got {}", f.max_waiting_requests);
-  if (f.shutdown_timeout_s < 0) fail("--shutdown-timeout must not be negative, got {}", f.shutdown_timeout_s);
+  if (f.max_waiting_requests < 1)
+    fail("--max-waiting-requests must be at least 1, got {}", f.max_waiting_requests);
+  if (f.shutdown_timeout_s < 0)
+    fail("--shutdown-timeout must not be negative, got {}", f.shutdown_timeout_s);
   f.server.version = PAGODA_VERSION;
 
   // Signals go to one thread that waits for them; every other thread inherits the blocked mask.
@@ -82,7 +84,8 @@ int run_serve(ServeFlags& f) {
   server::HttpServer http(engine, f.server);
   const int port = http.bind();
   engine.start();
-  spdlog::info("listening on http://{}:{} (model loading: /health answers 503 until ready)", f.server.host, port);
+  spdlog::info("listening on http://{}:{} (model loading: /health answers 503 until ready)",
+               f.server.host, port);
 
   std::thread signal_thread([&] {
     while (true) {
@@ -94,8 +97,8 @@ int run_serve(ServeFlags& f) {
         continue;
       }
       if (sig == SIGUSR1) return;  // the server stopped by itself
-      spdlog::info("{}: shutting down (up to {} s for running requests)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                   f.shutdown_timeout_s);
+      spdlog::info("{}: shutting down (up to {} s for running requests)",
+                   sig == SIGTERM ? "SIGTERM" : "SIGINT", f.shutdown_timeout_s);
       drain(engine, f.shutdown_timeout_s);
       http.stop();
       return;
@@ -119,18 +122,23 @@ Command register_serve(CLI::App& app) {
   server::ServerOptions& s = f->server;
   sub->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   sub->add_option("--port", s.port, "Port to listen on (0: any free port)")->capture_default_str();
-  sub->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on every route but /health")
+  sub->add_option("--api-key", s.api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health")
       ->envname("PAGODA_API_KEY");
   sub->add_option("--max-request-bytes", s.max_request_bytes, "Largest request body (413 above)")
       ->capture_default_str();
-  sub->add_option("--max-waiting-requests", f->max_waiting_requests, "Queued requests beyond this get 503")
+  sub->add_option("--max-waiting-requests", f->max_waiting_requests,
+                  "Queued requests beyond this get 503")
       ->capture_default_str();
-  sub->add_option("--http-threads", s.num_http_threads, "HTTP worker threads (each open stream holds one)")
+  sub->add_option("--http-threads", s.num_http_threads,
+                  "HTTP worker threads (each open stream holds one)")
       ->capture_default_str();
   sub->add_option("--reasoning-parser", s.reasoning_parser,
                   "deepseek_r1: put <think>...</think> text into reasoning_content");
-  sub->add_flag("--disable-log-requests", f->disable_log_requests, "No log line per finished request");
-  sub->add_option("--log-file", f->log_file, "Append logs to this file (reopened on SIGHUP) instead of stderr");
+  sub->add_flag("--disable-log-requests", f->disable_log_requests,
+                "No log line per finished request");
+  sub->add_option("--log-file", f->log_file,
+                  "Append logs to this file (reopened on SIGHUP) instead of stderr");
   sub->add_option("--shutdown-timeout", f->shutdown_timeout_s,
                   "Seconds running requests may take to finish after SIGTERM")
       ->capture_default_str();
