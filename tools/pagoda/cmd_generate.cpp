@@ -99,11 +99,12 @@ nlohmann::json output_json(const CompletionOutput& o) {
 }
 
 void print_stats(const std::vector<RequestOutput>& outputs) {
-  int64_t prompt_tokens = 0, generated = 0;
+  int64_t prompt_tokens = 0, cached_tokens = 0, generated = 0;
   double prefill_s = 0, decode_s = 0;
   int64_t decode_tokens = 0;
   for (const RequestOutput& r : outputs) {
-    prompt_tokens += static_cast<int64_t>(r.prompt_token_ids.size()) - r.num_cached_tokens;
+    prompt_tokens += static_cast<int64_t>(r.prompt_token_ids.size());
+    cached_tokens += r.num_cached_tokens;
     const RequestMetrics& m = r.metrics;
     prefill_s = std::max(prefill_s, m.first_token_time_s - m.first_scheduled_time_s);
     for (const CompletionOutput& o : r.outputs) {
@@ -112,10 +113,12 @@ void print_stats(const std::vector<RequestOutput>& outputs) {
     }
     decode_s = std::max(decode_s, m.last_token_time_s - m.first_token_time_s);
   }
+  const int64_t computed = prompt_tokens - cached_tokens;  // prefix-cache hits cost no prefill
   std::fprintf(stderr,
-               "prompt tokens: %lld, generated tokens: %lld, prefill: %.1f tok/s, decode: %.1f tok/s\n",
-               static_cast<long long>(prompt_tokens), static_cast<long long>(generated),
-               prefill_s > 0 ? prompt_tokens / prefill_s : 0.0,
+               "prompt tokens: %lld (%lld from the prefix cache), generated tokens: %lld, prefill: %.1f tok/s, "
+               "decode: %.1f tok/s\n",
+               static_cast<long long>(prompt_tokens), static_cast<long long>(cached_tokens),
+               static_cast<long long>(generated), prefill_s > 0 ? computed / prefill_s : 0.0,
                decode_s > 0 ? decode_tokens / decode_s : 0.0);
 }
 
