@@ -88,6 +88,7 @@ class Engine::Impl {
     std::unique_ptr<IncrementalDecoder> decoder;
     std::unique_ptr<StopStringMatcher> stop;
     bool wants_logprobs = false;
+    int64_t step_sample = -1;  // index into step_samples_ this step, -1 if not sampled
     bool done = false;
   };
   // What the caller asked for: the prompt and its n outputs.
@@ -301,13 +302,13 @@ std::vector<RequestOutput> Engine::Impl::step() {
     }
     const double t_sampled = now_s();
 
-    // Which sample produced each request's token, for logprobs.
-    std::unordered_map<std::string, size_t> sample_of;
+    // Remember which of this step's samples belongs to each sequence, for logprobs.
     for (size_t i = 0; i < scheduled.requests.size(); ++i) {
       const ScheduledRequest& r = scheduled.requests[i];
-      Parent& parent = parents_.at(sequences_.at(r.request_id).parent_id);
+      Sequence& seq = sequences_.at(r.request_id);
+      seq.step_sample = r.sample ? static_cast<int64_t>(i) : -1;
+      Parent& parent = parents_.at(seq.parent_id);
       if (parent.output.metrics.first_scheduled_time_s == 0) parent.output.metrics.first_scheduled_time_s = t_scheduled;
-      if (r.sample) sample_of[r.request_id] = i;
     }
 
     for (RequestUpdate& u : scheduler_->update_from_output(scheduled, runner_output)) {
@@ -318,9 +319,9 @@ std::vector<RequestOutput> Engine::Impl::step() {
       CompletionOutput& out = parent.output.outputs[static_cast<size_t>(seq.index)];
       parent.touched = true;
       for (int32_t token : u.new_token_ids) {
-        const auto s = sample_of.find(u.request_id);
-        if (seq.wants_logprobs && s != sample_of.end() && step_samples_[s->second].token_id == token) {
-          out.logprobs.push_back(make_logprobs(step_samples_[s->second]));
+        if (seq.wants_logprobs && seq.step_sample >= 0) {
+          const SampleResult& sample = step_samples_[static_cast<size_t>(seq.step_sample)];
+          if (sample.token_id == token) out.logprobs.push_back(make_logprobs(sample));
         }
         append_token(seq, out, token);
       }

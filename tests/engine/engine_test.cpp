@@ -217,6 +217,27 @@ TEST(Engine, RejectsPromptsThatDoNotFitAndBadParameters) {
   EXPECT_FALSE(engine.has_unfinished_requests());
 }
 
+TEST(Engine, GreedyLogprobsReportTheChosenTokenAsTheMostLikely) {
+  Engine engine(small_engine(true, true));
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = 5;
+  p.ignore_eos = true;
+  p.logprobs = 3;
+  const auto out = engine.generate({"Once upon a time"}, {p});
+  const CompletionOutput& o = out[0].outputs[0];
+  ASSERT_EQ(o.logprobs.size(), o.token_ids.size());
+  for (size_t i = 0; i < o.logprobs.size(); ++i) {
+    const GeneratedTokenLogprobs& lp = o.logprobs[i];
+    EXPECT_EQ(lp.chosen.token_id, o.token_ids[i]);
+    ASSERT_EQ(lp.top.size(), 3u);
+    EXPECT_EQ(lp.top[0].token_id, lp.chosen.token_id);  // greedy picks the most likely
+    EXPECT_FLOAT_EQ(lp.top[0].logprob, lp.chosen.logprob);
+    EXPECT_GE(lp.top[0].logprob, lp.top[1].logprob);
+    EXPECT_LE(lp.chosen.logprob, 0.0f);
+  }
+}
+
 TEST(Engine, UnknownArchitectureIsAOneLineErrorNamingTheFile) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(tiny_model_dir()).string() + "_unknown_arch";
