@@ -39,10 +39,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double to_s(Request::Clock::time_point t) {
-  return std::chrono::duration<double>(t.time_since_epoch()).count();
-}
-
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open chat template", path);
