@@ -20,19 +20,19 @@ namespace pagoda {
 
 // Engine settings, with vLLM's names where vLLM has one.
 struct EngineArgs {
-  std::string model;                     // HF model directory, or "demo"
-  std::string tokenizer;                 // defaults to `model`
-  std::string served_model_name;         // defaults to the directory name
-  std::string chat_template;             // file overriding tokenizer_config.json's template
-  int32_t max_model_len = 0;             // 0: the model's max_position_embeddings
+  std::string model;              // HF model directory, or "demo"
+  std::string tokenizer;          // defaults to `model`
+  std::string served_model_name;  // defaults to the directory name
+  std::string chat_template;      // file overriding tokenizer_config.json's template
+  int32_t max_model_len = 0;      // 0: the model's max_position_embeddings
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 2048;
   int32_t block_size = 16;
-  uint64_t kv_cache_space_bytes = 0;     // 0: a quarter of available memory, capped by need
+  uint64_t kv_cache_space_bytes = 0;  // 0: a quarter of available memory, capped by need
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;
   uint64_t seed = 0;
-  int32_t num_threads = 0;               // 0: all cores
+  int32_t num_threads = 0;  // 0: all cores
 };
 
 struct TokenLogprobInfo {
@@ -47,19 +47,19 @@ struct GeneratedTokenLogprobs {
 };
 
 struct CompletionOutput {
-  int32_t index = 0;                    // which of the n samples
-  std::string text;                     // cumulative text (stop strings removed)
-  std::vector<int32_t> token_ids;       // cumulative generated ids
-  std::string delta_text;               // what this step added (streaming)
+  int32_t index = 0;               // which of the n samples
+  std::string text;                // cumulative text (stop strings removed)
+  std::vector<int32_t> token_ids;  // cumulative generated ids
+  std::string delta_text;          // what this step added (streaming)
   std::vector<int32_t> delta_token_ids;
   std::vector<GeneratedTokenLogprobs> logprobs;  // cumulative, when params.logprobs is set
-  std::string finish_reason;            // "", "stop", "length", "abort"
-  std::optional<std::string> stop_reason;  // the stop string matched, if any
+  std::string finish_reason;                     // "", "stop", "length", "abort"
+  std::optional<std::string> stop_reason;        // the stop string matched, if any
   bool finished() const { return !finish_reason.empty(); }
 };
 
 struct RequestMetrics {
-  double arrival_time_s = 0;      // steady-clock seconds
+  double arrival_time_s = 0;  // steady-clock seconds
   double first_scheduled_time_s = 0;
   double first_token_time_s = 0;
   double last_token_time_s = 0;
@@ -98,7 +98,8 @@ class Engine {
   // Streaming core, driven by one thread: add requests, call step() until idle. A prompt is
   // text (tokenized with the model's tokenizer, BOS as its config says) or token ids.
   // Throws pagoda::Error for invalid parameters or a prompt that does not fit.
-  void add_request(const std::string& request_id, const std::string& prompt, const SamplingParams& params);
+  void add_request(const std::string& request_id, const std::string& prompt,
+                   const SamplingParams& params);
   void add_request_tokens(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
                           const SamplingParams& params);
   void abort_request(const std::string& request_id);
@@ -107,9 +108,9 @@ class Engine {
   bool has_unfinished_requests() const;
 
   // Offline: runs until all are done. `on_output` (optional) sees every step's outputs.
-  std::vector<RequestOutput> generate(const std::vector<std::string>& prompts,
-                                      const std::vector<SamplingParams>& params,
-                                      const std::function<void(const RequestOutput&)>& on_output = {});
+  std::vector<RequestOutput> generate(
+      const std::vector<std::string>& prompts, const std::vector<SamplingParams>& params,
+      const std::function<void(const RequestOutput&)>& on_output = {});
 
   // Tokenizer and chat template of the model.
   std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const;

@@ -9,21 +9,21 @@
 namespace pagoda {
 
 struct SamplingParams {
-  int n = 1;                       // samples of one prompt; they share the prompt's KV blocks
-  float temperature = 1.0f;        // 0 means greedy
-  float top_p = 1.0f;              // (0, 1]
-  int top_k = 0;                   // 0 or -1: off
-  float min_p = 0.0f;              // [0, 1]
-  float presence_penalty = 0.0f;   // [-2, 2], on generated tokens (OpenAI semantics)
-  float frequency_penalty = 0.0f;  // [-2, 2], on generated tokens
-  float repetition_penalty = 1.0f; // > 0, on prompt and generated tokens (HF/CTRL semantics)
-  std::optional<uint64_t> seed;    // same seed, same prompt -> same tokens
-  std::vector<std::string> stop;   // stop strings, not included in the output
+  int n = 1;                        // samples of one prompt; they share the prompt's KV blocks
+  float temperature = 1.0f;         // 0 means greedy
+  float top_p = 1.0f;               // (0, 1]
+  int top_k = 0;                    // 0 or -1: off
+  float min_p = 0.0f;               // [0, 1]
+  float presence_penalty = 0.0f;    // [-2, 2], on generated tokens (OpenAI semantics)
+  float frequency_penalty = 0.0f;   // [-2, 2], on generated tokens
+  float repetition_penalty = 1.0f;  // > 0, on prompt and generated tokens (HF/CTRL semantics)
+  std::optional<uint64_t> seed;     // same seed, same prompt -> same tokens
+  std::vector<std::string> stop;    // stop strings, not included in the output
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int max_tokens = 16;
-  int min_tokens = 0;              // EOS and stop token ids are suppressed until then
-  std::optional<int> logprobs;     // top-N logprobs per generated token (0 = just the chosen)
+  int min_tokens = 0;           // EOS and stop token ids are suppressed until then
+  std::optional<int> logprobs;  // top-N logprobs per generated token (0 = just the chosen)
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
 

@@ -11,8 +11,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/kv_cache_sizing.h"
 #include "engine/model_runner.h"
@@ -53,7 +53,8 @@ class Engine::Impl {
  public:
   explicit Impl(const EngineArgs& args);
 
-  void add(const std::string& request_id, std::vector<int32_t> prompt_ids, const SamplingParams& params);
+  void add(const std::string& request_id, std::vector<int32_t> prompt_ids,
+           const SamplingParams& params);
   void abort(const std::string& request_id);
   std::vector<RequestOutput> step();
 
@@ -124,17 +125,21 @@ Engine::Impl::Impl(const EngineArgs& args)
   const std::string template_source =
       args.chat_template.empty() ? tokenizer_.chat_template() : read_text_file(args.chat_template);
   if (!template_source.empty()) {
-    const std::string origin = args.chat_template.empty() ? model_dir_ + "/tokenizer_config.json" : args.chat_template;
+    const std::string origin =
+        args.chat_template.empty() ? model_dir_ + "/tokenizer_config.json" : args.chat_template;
     chat_template_ = std::make_unique<ChatTemplate>(template_source, origin);
   }
 
   for (int64_t id : config_.eos_token_ids) eos_token_ids_.push_back(static_cast<int32_t>(id));
-  for (int64_t id : generation_config_.eos_token_ids) eos_token_ids_.push_back(static_cast<int32_t>(id));
+  for (int64_t id : generation_config_.eos_token_ids)
+    eos_token_ids_.push_back(static_cast<int32_t>(id));
   if (tokenizer_.eos_id()) eos_token_ids_.push_back(*tokenizer_.eos_id());
   std::sort(eos_token_ids_.begin(), eos_token_ids_.end());
-  eos_token_ids_.erase(std::unique(eos_token_ids_.begin(), eos_token_ids_.end()), eos_token_ids_.end());
+  eos_token_ids_.erase(std::unique(eos_token_ids_.begin(), eos_token_ids_.end()),
+                       eos_token_ids_.end());
 
-  max_model_len_ = args.max_model_len > 0 ? args.max_model_len : static_cast<int32_t>(config_.max_position_embeddings);
+  max_model_len_ = args.max_model_len > 0 ? args.max_model_len
+                                          : static_cast<int32_t>(config_.max_position_embeddings);
   if (max_model_len_ > config_.max_position_embeddings) {
     fail("--max-model-len {} exceeds the model's max_position_embeddings {} ({})", max_model_len_,
          config_.max_position_embeddings, config_.config_path);
@@ -160,7 +165,8 @@ Engine::Impl::Impl(const EngineArgs& args)
   scheduler_ = std::make_unique<Scheduler>(sc);
   runner_ = std::make_unique<ModelRunner>(*model_, *kv_cache_);
   spdlog::info("loaded {} ({}, {:.2f} B parameters, {})", model_dir_, config_.architecture,
-               model_->num_parameters() / 1e9, format_bytes(static_cast<uint64_t>(model_->weight_bytes())));
+               model_->num_parameters() / 1e9,
+               format_bytes(static_cast<uint64_t>(model_->weight_bytes())));
 }
 
 void Engine::Impl::add(const std::string& request_id, std::vector<int32_t> prompt_ids,
@@ -193,10 +199,10 @@ void Engine::Impl::add(const std::string& request_id, std::vector<int32_t> promp
     Sequence seq;
     seq.parent_id = request_id;
     seq.index = static_cast<int32_t>(i);
-    seq.sampler = std::make_unique<RequestSampler>(r.sampling_params, r.prompt_token_ids(), eos_token_ids_,
-                                                   base_seed + i);
-    seq.decoder = std::make_unique<IncrementalDecoder>(tokenizer_, r.sampling_params.skip_special_tokens,
-                                                       r.prompt_token_ids());
+    seq.sampler = std::make_unique<RequestSampler>(r.sampling_params, r.prompt_token_ids(),
+                                                   eos_token_ids_, base_seed + i);
+    seq.decoder = std::make_unique<IncrementalDecoder>(
+        tokenizer_, r.sampling_params.skip_special_tokens, r.prompt_token_ids());
     seq.stop = std::make_unique<StopStringMatcher>(r.sampling_params);
     seq.wants_logprobs = r.sampling_params.logprobs.has_value();
     parent.output.outputs[i].index = static_cast<int32_t>(i);
@@ -242,7 +248,8 @@ std::string Engine::Impl::token_text(int32_t id) const {
 GeneratedTokenLogprobs Engine::Impl::make_logprobs(const SampleResult& sample) const {
   GeneratedTokenLogprobs lp;
   lp.chosen = {sample.token_id, token_text(sample.token_id), sample.logprob};
-  for (const TokenLogprob& t : sample.top_logprobs) lp.top.push_back({t.token_id, token_text(t.token_id), t.logprob});
+  for (const TokenLogprob& t : sample.top_logprobs)
+    lp.top.push_back({t.token_id, token_text(t.token_id), t.logprob});
   return lp;
 }
 
@@ -294,7 +301,8 @@ std::vector<RequestOutput> Engine::Impl::step() {
       Sequence& seq = sequences_.at(r.request_id);
       step_samples_[static_cast<size_t>(i)] =
           seq.sampler->sample(runner_->logits_row(static_cast<size_t>(i)), runner_->vocab_size());
-      runner_output.sampled_tokens[static_cast<size_t>(i)].token_id = step_samples_[static_cast<size_t>(i)].token_id;
+      runner_output.sampled_tokens[static_cast<size_t>(i)].token_id =
+          step_samples_[static_cast<size_t>(i)].token_id;
     }
     const double t_sampled = now_s();
 
@@ -304,7 +312,8 @@ std::vector<RequestOutput> Engine::Impl::step() {
       Sequence& seq = sequences_.at(r.request_id);
       seq.step_sample = r.sample ? static_cast<int64_t>(i) : -1;
       Parent& parent = parents_.at(seq.parent_id);
-      if (parent.output.metrics.first_scheduled_time_s == 0) parent.output.metrics.first_scheduled_time_s = t_scheduled;
+      if (parent.output.metrics.first_scheduled_time_s == 0)
+        parent.output.metrics.first_scheduled_time_s = t_scheduled;
     }
 
     for (RequestUpdate& u : scheduler_->update_from_output(scheduled, runner_output)) {
@@ -327,11 +336,14 @@ std::vector<RequestOutput> Engine::Impl::step() {
         m.last_token_time_s = t_sampled;
       }
       if (u.finished) {
-        if (u.finished_request) parent.output.num_cached_tokens = u.finished_request->num_cached_prompt_tokens;
-        finish_sequence(seq, out, u.finished_request ? u.finished_request->status
-                                                                    : RequestStatus::kFinishedStopped);
+        if (u.finished_request)
+          parent.output.num_cached_tokens = u.finished_request->num_cached_prompt_tokens;
+        finish_sequence(
+            seq, out,
+            u.finished_request ? u.finished_request->status : RequestStatus::kFinishedStopped);
       } else if (seq.stop->stopped()) {
-        std::shared_ptr<Request> done = scheduler_->finish_request(u.request_id, RequestStatus::kFinishedStopped);
+        std::shared_ptr<Request> done =
+            scheduler_->finish_request(u.request_id, RequestStatus::kFinishedStopped);
         if (done) parent.output.num_cached_tokens = done->num_cached_prompt_tokens;
         finish_sequence(seq, out, RequestStatus::kFinishedStopped);
       } else if (const Request* live = scheduler_->find_request(u.request_id)) {
@@ -370,24 +382,32 @@ std::vector<RequestOutput> Engine::Impl::step() {
 Engine::Engine(const EngineArgs& args) : impl_(std::make_unique<Impl>(args)) {}
 Engine::~Engine() = default;
 
-void Engine::add_request(const std::string& request_id, const std::string& prompt, const SamplingParams& params) {
+void Engine::add_request(const std::string& request_id, const std::string& prompt,
+                         const SamplingParams& params) {
   impl_->add(request_id, impl_->tokenizer_.encode(prompt, true), params);
 }
 
-void Engine::add_request_tokens(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
+void Engine::add_request_tokens(const std::string& request_id,
+                                std::vector<int32_t> prompt_token_ids,
                                 const SamplingParams& params) {
   impl_->add(request_id, std::move(prompt_token_ids), params);
 }
 
-void Engine::abort_request(const std::string& request_id) { impl_->abort(request_id); }
+void Engine::abort_request(const std::string& request_id) {
+  impl_->abort(request_id);
+}
 
-std::vector<RequestOutput> Engine::step() { return impl_->step(); }
+std::vector<RequestOutput> Engine::step() {
+  return impl_->step();
+}
 
-bool Engine::has_unfinished_requests() const { return impl_->scheduler_->has_unfinished_requests(); }
+bool Engine::has_unfinished_requests() const {
+  return impl_->scheduler_->has_unfinished_requests();
+}
 
-std::vector<RequestOutput> Engine::generate(const std::vector<std::string>& prompts,
-                                            const std::vector<SamplingParams>& params,
-                                            const std::function<void(const RequestOutput&)>& on_output) {
+std::vector<RequestOutput> Engine::generate(
+    const std::vector<std::string>& prompts, const std::vector<SamplingParams>& params,
+    const std::function<void(const RequestOutput&)>& on_output) {
   if (params.size() != 1 && params.size() != prompts.size()) {
     fail("generate: {} prompts but {} sampling parameter sets", prompts.size(), params.size());
   }
@@ -415,7 +435,8 @@ std::string Engine::decode(const std::vector<int32_t>& ids, bool skip_special_to
   return impl_->tokenizer_.decode(ids, skip_special_tokens);
 }
 
-std::string Engine::apply_chat_template(const std::string& messages_json, bool add_generation_prompt,
+std::string Engine::apply_chat_template(const std::string& messages_json,
+                                        bool add_generation_prompt,
                                         const std::string& kwargs_json) const {
   if (!impl_->chat_template_) {
     fail("{} has no chat template; pass --chat-template FILE", impl_->model_dir_);
@@ -443,14 +464,18 @@ EngineStats Engine::stats() const {
   return st;
 }
 
-const EngineArgs& Engine::args() const { return impl_->args_; }
+const EngineArgs& Engine::args() const {
+  return impl_->args_;
+}
 
 std::string Engine::model_name() const {
   if (!impl_->args_.served_model_name.empty()) return impl_->args_.served_model_name;
   return impl_->args_.model;
 }
 
-int32_t Engine::max_model_len() const { return impl_->max_model_len_; }
+int32_t Engine::max_model_len() const {
+  return impl_->max_model_len_;
+}
 
 SamplingParams Engine::default_sampling_params() const {
   return impl_->generation_config_.default_sampling_params();

@@ -36,10 +36,12 @@ KvCachePlan plan_kv_cache(const KvCacheSpec& spec, int32_t block_size, int32_t m
   plan.num_blocks = static_cast<int32_t>(std::min<int64_t>(bytes / block_bytes, INT32_MAX));
   plan.num_bytes = plan.num_blocks * block_bytes;
   if (plan.num_blocks < blocks_per_seq) {
-    fail("--kv-cache-space {} holds {} blocks of {} tokens, but one {}-token sequence needs {} ({} per "
-         "token); raise --kv-cache-space or lower --max-model-len",
-         format_bytes(static_cast<uint64_t>(bytes)), plan.num_blocks, block_size, max_model_len,
-         blocks_per_seq, format_bytes(static_cast<uint64_t>(spec.bytes_per_token())));
+    fail(
+        "--kv-cache-space {} holds {} blocks of {} tokens, but one {}-token sequence needs {} ({} "
+        "per "
+        "token); raise --kv-cache-space or lower --max-model-len",
+        format_bytes(static_cast<uint64_t>(bytes)), plan.num_blocks, block_size, max_model_len,
+        blocks_per_seq, format_bytes(static_cast<uint64_t>(spec.bytes_per_token())));
   }
   return plan;
 }

@@ -5,7 +5,8 @@ namespace pagoda {
 ModelRunner::ModelRunner(Model& model, KvCache& cache) : model_(model), cache_(cache) {}
 
 void ModelRunner::execute(const SchedulerOutput& out) {
-  for (const BlockCopy& copy : out.block_copies) cache_.copy_block(copy.src_block_id, copy.dst_block_id);
+  for (const BlockCopy& copy : out.block_copies)
+    cache_.copy_block(copy.src_block_id, copy.dst_block_id);
 
   const int32_t block_size = cache_.block_size();
   batch_.clear();

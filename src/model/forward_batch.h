@@ -13,7 +13,7 @@ struct ForwardSequence {
   int32_t num_tokens = 0;   // new tokens this step
   int32_t context_len = 0;  // tokens in the KV cache after this step (new ones included)
   const int32_t* block_table = nullptr;  // block ids covering [0, context_len)
-  bool needs_logits = false;  // its last row is sampled this step
+  bool needs_logits = false;             // its last row is sampled this step
 };
 
 struct ForwardBatch {

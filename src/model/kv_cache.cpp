@@ -28,9 +28,12 @@ KvCache::KvCache(const KvCacheSpec& spec, int32_t num_blocks, int32_t block_size
 
 void KvCache::copy_block(int32_t src_block, int32_t dst_block) {
   for (const PagedKvLayer& layer : layers_) {
-    const int64_t k_block = static_cast<int64_t>(block_size_) * layer.num_kv_heads * layer.k_head_dim;
-    const int64_t v_block = static_cast<int64_t>(block_size_) * layer.num_kv_heads * layer.v_head_dim;
-    std::memcpy(layer.k + dst_block * k_block, layer.k + src_block * k_block, k_block * sizeof(float));
+    const int64_t k_block =
+        static_cast<int64_t>(block_size_) * layer.num_kv_heads * layer.k_head_dim;
+    const int64_t v_block =
+        static_cast<int64_t>(block_size_) * layer.num_kv_heads * layer.v_head_dim;
+    std::memcpy(layer.k + dst_block * k_block, layer.k + src_block * k_block,
+                k_block * sizeof(float));
     if (v_block > 0) {
       std::memcpy(layer.v + dst_block * v_block, layer.v + src_block * v_block,
                   v_block * sizeof(float));

@@ -26,10 +26,10 @@ namespace {
 struct LlamaLayer {
   std::vector<float> input_norm;      // [hidden]
   std::vector<float> post_attn_norm;  // [hidden]
-  WeightView q, k, v, o;              // q [heads*hd, hidden], k/v [kv_heads*hd, hidden], o [hidden, heads*hd]
+  WeightView q, k, v, o;  // q [heads*hd, hidden], k/v [kv_heads*hd, hidden], o [hidden, heads*hd]
   std::vector<float> q_bias, k_bias, v_bias;  // Qwen2; Llama with attention_bias
   std::vector<float> o_bias;                  // Llama with attention_bias
-  WeightView gate, up, down;          // gate/up [inter, hidden], down [hidden, inter]
+  WeightView gate, up, down;                  // gate/up [inter, hidden], down [hidden, inter]
   std::vector<float> gate_bias, up_bias, down_bias;  // Llama with mlp_bias
 };
 
@@ -167,10 +167,12 @@ void LlamaModel::apply_rope(const ForwardBatch& batch) {
     float* sin = &rope_sin_[static_cast<size_t>(t * half)];
     rope_.cos_sin(batch.positions[static_cast<size_t>(t)], cos, sin);
     for (int64_t h = 0; h < num_heads_; ++h) {
-      kt.rope(&q_[static_cast<size_t>((t * num_heads_ + h) * head_dim_)], cos, sin, head_dim_, true);
+      kt.rope(&q_[static_cast<size_t>((t * num_heads_ + h) * head_dim_)], cos, sin, head_dim_,
+              true);
     }
     for (int64_t h = 0; h < num_kv_heads_; ++h) {
-      kt.rope(&k_[static_cast<size_t>((t * num_kv_heads_ + h) * head_dim_)], cos, sin, head_dim_, true);
+      kt.rope(&k_[static_cast<size_t>((t * num_kv_heads_ + h) * head_dim_)], cos, sin, head_dim_,
+              true);
     }
   }
 }
@@ -207,8 +209,8 @@ void LlamaModel::forward(const ForwardBatch& batch, KvCache& cache, float* logit
     ops::matmul(attn_.data(), T, l.o, x_.data());  // [T, hidden]
     add_bias(x_.data(), l.o_bias, T);
     // h += o; x = norm(h)
-    ops::add_rms_norm_rows(residual_.data(), x_.data(), l.post_attn_norm.data(), rms_eps_, T, hidden_,
-                      x_.data());
+    ops::add_rms_norm_rows(residual_.data(), x_.data(), l.post_attn_norm.data(), rms_eps_, T,
+                           hidden_, x_.data());
 
     ops::matmul(x_.data(), T, l.gate, gate_.data());  // [T, inter]
     ops::matmul(x_.data(), T, l.up, up_.data());      // [T, inter]
@@ -217,7 +219,8 @@ void LlamaModel::forward(const ForwardBatch& batch, KvCache& cache, float* logit
     ops::silu_mul(gate_.data(), up_.data(), T * intermediate_, gate_.data());
     ops::matmul(gate_.data(), T, l.down, x_.data());  // [T, hidden]
     add_bias(x_.data(), l.down_bias, T);
-    for (int64_t j = 0; j < T * hidden_; ++j) residual_[static_cast<size_t>(j)] += x_[static_cast<size_t>(j)];
+    for (int64_t j = 0; j < T * hidden_; ++j)
+      residual_[static_cast<size_t>(j)] += x_[static_cast<size_t>(j)];
   }
 
   // Only the rows that are sampled go through the final norm and the vocabulary projection.
@@ -228,8 +231,8 @@ void LlamaModel::forward(const ForwardBatch& batch, KvCache& cache, float* logit
   for (const ForwardSequence& s : batch.sequences) {
     if (!s.needs_logits) continue;
     const int64_t row = s.token_begin + s.num_tokens - 1;
-    kt.rms_norm(&residual_[static_cast<size_t>(row * hidden_)], final_norm_.data(), rms_eps_, hidden_,
-                &last_rows_[static_cast<size_t>(r * hidden_)]);
+    kt.rms_norm(&residual_[static_cast<size_t>(row * hidden_)], final_norm_.data(), rms_eps_,
+                hidden_, &last_rows_[static_cast<size_t>(r * hidden_)]);
     ++r;
   }
   ops::matmul(last_rows_.data(), num_rows, lm_head_, logits);  // [rows, vocab]

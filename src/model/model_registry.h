@@ -20,7 +20,9 @@ std::unique_ptr<Model> create_model(const ModelConfig& config, const TensorStore
 std::vector<std::string> supported_architectures();
 
 // Family factories, each defined in its own file.
-std::unique_ptr<Model> create_llama_model(const ModelConfig&, const TensorStore&, const ModelOptions&);
-std::unique_ptr<Model> create_deepseek_model(const ModelConfig&, const TensorStore&, const ModelOptions&);
+std::unique_ptr<Model> create_llama_model(const ModelConfig&, const TensorStore&,
+                                          const ModelOptions&);
+std::unique_ptr<Model> create_deepseek_model(const ModelConfig&, const TensorStore&,
+                                             const ModelOptions&);
 
 }  // namespace pagoda

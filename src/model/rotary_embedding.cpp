@@ -61,19 +61,20 @@ std::vector<float> yarn_inv_freq(const RopeParams& p, float* attention_factor) {
   const int32_t dim = p.rotary_dim;
   const double base = p.theta;
   const double factor = p.factor;
-  const double original = static_cast<double>(
-      p.original_max_position_embeddings > 0 ? p.original_max_position_embeddings
-                                             : p.max_position_embeddings);
+  const double original = static_cast<double>(p.original_max_position_embeddings > 0
+                                                  ? p.original_max_position_embeddings
+                                                  : p.max_position_embeddings);
   if (p.attention_factor > 0) {
     *attention_factor = static_cast<float>(p.attention_factor);
   } else if (p.mscale > 0 && p.mscale_all_dim > 0) {
-    *attention_factor =
-        static_cast<float>(yarn_get_mscale(factor, p.mscale) / yarn_get_mscale(factor, p.mscale_all_dim));
+    *attention_factor = static_cast<float>(yarn_get_mscale(factor, p.mscale) /
+                                           yarn_get_mscale(factor, p.mscale_all_dim));
   } else {
     *attention_factor = static_cast<float>(yarn_get_mscale(factor, 1.0));
   }
   auto correction_dim = [&](double num_rotations) {
-    return (dim * std::log(original / (num_rotations * 2 * std::numbers::pi))) / (2 * std::log(base));
+    return (dim * std::log(original / (num_rotations * 2 * std::numbers::pi))) /
+           (2 * std::log(base));
   };
   double low = std::max(std::floor(correction_dim(p.beta_fast)), 0.0);
   double high = std::min(std::ceil(correction_dim(p.beta_slow)), static_cast<double>(dim - 1));
@@ -109,7 +110,8 @@ std::vector<float> llama3_inv_freq(const RopeParams& p) {
       f = static_cast<float>(f / p.factor);
       continue;
     }
-    const double smooth = (old_context / wavelen - p.low_freq_factor) / (p.high_freq_factor - p.low_freq_factor);
+    const double smooth =
+        (old_context / wavelen - p.low_freq_factor) / (p.high_freq_factor - p.low_freq_factor);
     f = static_cast<float>((1 - smooth) * f / p.factor + smooth * f);
   }
   return inv;
@@ -137,9 +139,9 @@ RotaryEmbedding::RotaryEmbedding(const RopeParams& params) : params_(params) {
       const double dim = params.rotary_dim;
       const double max_len = params.max_position_embeddings * params.factor;
       const double base =
-          params.theta * std::pow((params.factor * max_len / params.max_position_embeddings) -
-                                      (params.factor - 1),
-                                  dim / (dim - 2));
+          params.theta *
+          std::pow((params.factor * max_len / params.max_position_embeddings) - (params.factor - 1),
+                   dim / (dim - 2));
       inv_freq_ = default_inv_freq(base, params.rotary_dim);
       break;
     }

@@ -15,11 +15,11 @@ struct RopeParams {
   double theta = 10000.0;
   int32_t rotary_dim = 0;  // dimensions rotated per head
   double factor = 1.0;
-  int64_t max_position_embeddings = 2048;           // the model's (possibly extended) context
-  int64_t original_max_position_embeddings = 0;     // yarn / llama3; 0 = use max_position_embeddings
-  double beta_fast = 32.0, beta_slow = 1.0;         // yarn
-  double mscale = 0.0, mscale_all_dim = 0.0;        // yarn (DeepSeek); 0 = not given
-  double attention_factor = 0.0;                    // yarn; 0 = derive from factor
+  int64_t max_position_embeddings = 2048;        // the model's (possibly extended) context
+  int64_t original_max_position_embeddings = 0;  // yarn / llama3; 0 = use max_position_embeddings
+  double beta_fast = 32.0, beta_slow = 1.0;      // yarn
+  double mscale = 0.0, mscale_all_dim = 0.0;     // yarn (DeepSeek); 0 = not given
+  double attention_factor = 0.0;                 // yarn; 0 = derive from factor
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
 };
 

@@ -5,7 +5,8 @@
 
 namespace pagoda {
 
-WeightView load_matrix(const TensorStore& store, const std::string& name, int64_t rows, int64_t cols) {
+WeightView load_matrix(const TensorStore& store, const std::string& name, int64_t rows,
+                       int64_t cols) {
   const Tensor& t = store.get(name, {rows, cols});
   WeightView w;
   w.data = t.data;

@@ -53,7 +53,9 @@ CpuFeatures detect() {
   return f;
 }
 #else
-CpuFeatures detect() { return CpuFeatures{}; }
+CpuFeatures detect() {
+  return CpuFeatures{};
+}
 #endif
 
 }  // namespace

@@ -19,7 +19,9 @@ struct CpuFeatures {
   bool neon = false;
 
   bool has_avx2_set() const { return avx2 && fma && f16c; }
-  bool has_avx512_set() const { return has_avx2_set() && avx512f && avx512bw && avx512vl && avx512dq; }
+  bool has_avx512_set() const {
+    return has_avx2_set() && avx512f && avx512bw && avx512vl && avx512dq;
+  }
   std::string describe() const;  // e.g. "avx2 fma f16c avx512f ..."
 };
 

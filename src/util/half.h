@@ -59,9 +59,9 @@ inline f16_t f32_to_f16(float f) {
   std::memcpy(&bits, &f, sizeof bits);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<f16_t>(sign | 0x7e00u);  // NaN
-  if (abs >= 0x477ff000u) return static_cast<f16_t>(sign | 0x7c00u); // overflow -> inf
-  if (abs < 0x38800000u) {                                           // subnormal or zero
+  if (abs > 0x7f800000u) return static_cast<f16_t>(sign | 0x7e00u);   // NaN
+  if (abs >= 0x477ff000u) return static_cast<f16_t>(sign | 0x7c00u);  // overflow -> inf
+  if (abs < 0x38800000u) {                                            // subnormal or zero
     float a;
     std::memcpy(&a, &abs, sizeof a);
     // 2^-24 is the smallest subnormal; adding 0.5 and truncating rounds to nearest even

@@ -13,7 +13,8 @@ namespace pagoda {
 
 uint64_t parse_byte_size(const std::string& text) {
   size_t pos = 0;
-  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) {
+  while (pos < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) {
     ++pos;
   }
   if (pos == 0) fail("invalid size '{}': expected a number such as 4GiB", text);
@@ -24,17 +25,32 @@ uint64_t parse_byte_size(const std::string& text) {
   std::string unit = text.substr(pos);
   std::transform(unit.begin(), unit.end(), unit.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  double scale = 1;
-  if (unit.empty() || unit == "b") scale = 1;
-  else if (unit == "kb" || unit == "k") scale = 1e3;
-  else if (unit == "mb" || unit == "m") scale = 1e6;
-  else if (unit == "gb" || unit == "g") scale = 1e9;
-  else if (unit == "tb" || unit == "t") scale = 1e12;
-  else if (unit == "kib") scale = 1024.0;
-  else if (unit == "mib") scale = 1024.0 * 1024;
-  else if (unit == "gib") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
-  else fail("invalid size '{}': unknown unit '{}'", text, unit);
+  struct Unit {
+    const char* name;
+    double scale;
+  };
+  static constexpr Unit kUnits[] = {
+      {"", 1},
+      {"b", 1},
+      {"k", 1e3},
+      {"kb", 1e3},
+      {"m", 1e6},
+      {"mb", 1e6},
+      {"g", 1e9},
+      {"gb", 1e9},
+      {"t", 1e12},
+      {"tb", 1e12},
+      {"kib", 1024.0},
+      {"mib", 1048576.0},
+      {"gib", 1073741824.0},
+      {"tib", 1099511627776.0},
+  };
+  const Unit* found = nullptr;
+  for (const Unit& u : kUnits) {
+    if (unit == u.name) found = &u;
+  }
+  if (found == nullptr) fail("invalid size '{}': unknown unit '{}'", text, unit);
+  const double scale = found->scale;
   const double bytes = value * scale;
   if (!std::isfinite(bytes) || bytes > 1.8e19) fail("invalid size '{}': too large", text);
   return static_cast<uint64_t>(std::llround(bytes));

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -88,8 +88,8 @@ std::vector<int32_t> run_alone(const EngineArgs& args, const std::vector<int32_t
   return ids;
 }
 
-std::map<std::string, std::vector<int32_t>> run_batch(Engine& engine,
-                                                      const std::vector<std::vector<int32_t>>& prompts) {
+std::map<std::string, std::vector<int32_t>> run_batch(
+    Engine& engine, const std::vector<std::vector<int32_t>>& prompts) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     engine.add_request_tokens(std::to_string(i), prompts[i], params_for(static_cast<int>(i)));
   }
@@ -106,12 +106,14 @@ TEST(Engine, BatchOutputsEqualAloneOutputsAcrossCacheAndChunkingModes) {
   const auto prompts = make_prompts();
   std::vector<std::vector<int32_t>> alone;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    alone.push_back(run_alone(small_engine(false, false), prompts[i], params_for(static_cast<int>(i))));
+    alone.push_back(
+        run_alone(small_engine(false, false), prompts[i], params_for(static_cast<int>(i))));
     ASSERT_EQ(alone.back().size(), static_cast<size_t>(params_for(static_cast<int>(i)).max_tokens));
   }
   for (bool prefix : {true, false}) {
     for (bool chunked : {true, false}) {
-      SCOPED_TRACE(testing::Message() << "prefix caching " << prefix << ", chunked prefill " << chunked);
+      SCOPED_TRACE(testing::Message()
+                   << "prefix caching " << prefix << ", chunked prefill " << chunked);
       Engine engine(small_engine(prefix, chunked));
       const auto batch = run_batch(engine, prompts);
       ASSERT_EQ(batch.size(), prompts.size());
@@ -119,7 +121,9 @@ TEST(Engine, BatchOutputsEqualAloneOutputsAcrossCacheAndChunkingModes) {
         EXPECT_EQ(batch.at(std::to_string(i)), alone[i]) << "request " << i;
       }
       EXPECT_EQ(engine.stats().kv_cache_usage, 0.0) << "every block is free once all finished";
-      if (prefix) EXPECT_GT(engine.stats().prefix_cache_hits, 0);
+      if (prefix) {
+        EXPECT_GT(engine.stats().prefix_cache_hits, 0);
+      }
     }
   }
 }
@@ -129,7 +133,8 @@ TEST(Engine, PreemptionUnderMemoryPressureKeepsOutputs) {
   // A pool of 48 blocks of 4 tokens: far less than 32 requests need, so the scheduler preempts.
   Engine roomy(small_engine(true, true));
   const auto want = run_batch(roomy, prompts);
-  const uint64_t block_bytes = 4 * 512;  // tiny: 2 layers * 2 kv heads * 16 dims * (k+v) * 4 B = 512 B/token
+  const uint64_t block_bytes =
+      4 * 512;  // tiny: 2 layers * 2 kv heads * 16 dims * (k+v) * 4 B = 512 B/token
   EngineArgs tight_args = small_engine(true, true, 48 * block_bytes);
   tight_args.max_model_len = 160;  // 40 blocks: one sequence fits, a few dozen do not
   Engine tight(tight_args);
@@ -262,7 +267,8 @@ TEST(Engine, UnknownArchitectureIsAOneLineErrorNamingTheFile) {
   } catch (const Error& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("config.json"), std::string::npos) << message;
-    EXPECT_NE(message.find("unsupported architecture 'MambaForCausalLM'"), std::string::npos) << message;
+    EXPECT_NE(message.find("unsupported architecture 'MambaForCausalLM'"), std::string::npos)
+        << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
 }

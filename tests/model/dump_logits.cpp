@@ -59,12 +59,14 @@ int main(int argc, char** argv) {
       s.ids = parse_ids(argv[i]);
       const int32_t num_blocks = static_cast<int32_t>((s.ids.size() + kBlockSize - 1) / kBlockSize);
       // Hand out blocks in reverse so logical order never equals physical order.
-      for (int32_t b = 0; b < num_blocks; ++b) s.block_table.push_back(next_block + num_blocks - 1 - b);
+      for (int32_t b = 0; b < num_blocks; ++b)
+        s.block_table.push_back(next_block + num_blocks - 1 - b);
       next_block += num_blocks;
       seqs.push_back(std::move(s));
     }
     const KvCacheSpec spec = model->kv_cache_spec();
-    std::vector<float> memory(static_cast<size_t>(KvCache::bytes_needed(spec, next_block, kBlockSize) / 4));
+    std::vector<float> memory(
+        static_cast<size_t>(KvCache::bytes_needed(spec, next_block, kBlockSize) / 4));
     KvCache cache(spec, next_block, kBlockSize, memory.data());
 
     std::vector<float> out;
@@ -82,8 +84,10 @@ int main(int argc, char** argv) {
         for (int32_t p = s->num_computed; p < s->num_computed + n; ++p) {
           batch.token_ids.push_back(s->ids[static_cast<size_t>(p)]);
           batch.positions.push_back(p);
-          batch.slot_mapping.push_back(static_cast<int64_t>(s->block_table[static_cast<size_t>(p / kBlockSize)]) *
-                                           kBlockSize + p % kBlockSize);
+          batch.slot_mapping.push_back(
+              static_cast<int64_t>(s->block_table[static_cast<size_t>(p / kBlockSize)]) *
+                  kBlockSize +
+              p % kBlockSize);
         }
         batch.sequences.push_back(fs);
         s->num_computed += n;
@@ -101,7 +105,8 @@ int main(int argc, char** argv) {
       const int32_t chunk = mode == "decode" ? 1 : std::stoi(mode.substr(mode.find(':') + 1));
       Sequence& s = seqs.front();
       while (s.num_computed < static_cast<int32_t>(s.ids.size())) {
-        const int32_t n = std::min<int32_t>(chunk, static_cast<int32_t>(s.ids.size()) - s.num_computed);
+        const int32_t n =
+            std::min<int32_t>(chunk, static_cast<int32_t>(s.ids.size()) - s.num_computed);
         run_step({{&s, n}});
       }
     }

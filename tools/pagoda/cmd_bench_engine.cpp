@@ -19,7 +19,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // Random token ids in the tokenizer's ordinary range (ids near the top are often special).
 std::vector<int32_t> random_prompt(std::mt19937_64& rng, int32_t length, int32_t vocab) {
@@ -31,7 +33,8 @@ std::vector<int32_t> random_prompt(std::mt19937_64& rng, int32_t length, int32_t
 
 int32_t prompt_vocab(const Engine& engine) {
   // The largest id the tokenizer produces for a long varied text bounds the ordinary range.
-  const std::vector<int32_t> probe = engine.encode("The quick brown fox jumps over the lazy dog 0123456789", false);
+  const std::vector<int32_t> probe =
+      engine.encode("The quick brown fox jumps over the lazy dog 0123456789", false);
   int32_t top = 0;
   for (int32_t id : probe) top = std::max(top, id);
   return std::max(top + 1, 64);
@@ -40,7 +43,8 @@ int32_t prompt_vocab(const Engine& engine) {
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5));
+  const size_t i = std::min(
+      v.size() - 1, static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5));
   return v[i];
 }
 
@@ -86,9 +90,12 @@ int run_throughput(const ThroughputFlags& f) {
   if (f.json) {
     std::printf("%s\n", result.dump(2).c_str());
   } else {
-    std::printf("Throughput: %.2f requests/s, %.1f input tok/s, %.1f output tok/s, %.1f total tok/s (%.1f s)\n",
-                result["requests_per_s"].get<double>(), result["input_tokens_per_s"].get<double>(),
-                result["output_tokens_per_s"].get<double>(), result["total_tokens_per_s"].get<double>(), elapsed);
+    std::printf(
+        "Throughput: %.2f requests/s, %.1f input tok/s, %.1f output tok/s, %.1f total tok/s (%.1f "
+        "s)\n",
+        result["requests_per_s"].get<double>(), result["input_tokens_per_s"].get<double>(),
+        result["output_tokens_per_s"].get<double>(), result["total_tokens_per_s"].get<double>(),
+        elapsed);
   }
   return 0;
 }
@@ -108,13 +115,15 @@ struct LatencyRun {
   std::vector<double> decode_step_s;
 };
 
-LatencyRun run_latency_once(Engine& engine, const LatencyFlags& f, std::mt19937_64& rng, int32_t vocab, int iter) {
+LatencyRun run_latency_once(Engine& engine, const LatencyFlags& f, std::mt19937_64& rng,
+                            int32_t vocab, int iter) {
   SamplingParams p;
   p.temperature = 0.0f;
   p.max_tokens = f.output_len;
   p.ignore_eos = true;
   for (int i = 0; i < f.batch_size; ++i) {
-    engine.add_request_tokens(fmt::format("{}-{}", iter, i), random_prompt(rng, f.input_len, vocab), p);
+    engine.add_request_tokens(fmt::format("{}-{}", iter, i), random_prompt(rng, f.input_len, vocab),
+                              p);
   }
   LatencyRun run;
   auto start = Clock::now();
@@ -124,7 +133,8 @@ LatencyRun run_latency_once(Engine& engine, const LatencyFlags& f, std::mt19937_
     const std::vector<RequestOutput> outs = engine.step();
     const double step_s = seconds_since(step_start);
     if (num_with_first_token < f.batch_size) {
-      for (const RequestOutput& o : outs) num_with_first_token += o.outputs.front().token_ids.size() == 1 ? 1 : 0;
+      for (const RequestOutput& o : outs)
+        num_with_first_token += o.outputs.front().token_ids.size() == 1 ? 1 : 0;
       if (num_with_first_token >= f.batch_size) run.prefill_s = seconds_since(start);
     } else {
       run.decode_step_s.push_back(step_s);
@@ -169,9 +179,11 @@ int run_latency(const LatencyFlags& f) {
   if (f.json) {
     std::printf("%s\n", result.dump(2).c_str());
   } else {
-    std::printf("prefill %.3f s (%.1f tok/s); decode step p50 %.2f ms, p99 %.2f ms (%.1f tok/s)\n", prefill_s,
-                result["pp_tokens_per_s"].get<double>(), result["decode_step_p50_ms"].get<double>(),
-                result["decode_step_p99_ms"].get<double>(), result["tg_tokens_per_s"].get<double>());
+    std::printf("prefill %.3f s (%.1f tok/s); decode step p50 %.2f ms, p99 %.2f ms (%.1f tok/s)\n",
+                prefill_s, result["pp_tokens_per_s"].get<double>(),
+                result["decode_step_p50_ms"].get<double>(),
+                result["decode_step_p99_ms"].get<double>(),
+                result["tg_tokens_per_s"].get<double>());
   }
   return 0;
 }
@@ -191,7 +203,8 @@ Command register_bench_engine(CLI::App& app) {
 
   auto lf = std::make_shared<LatencyFlags>();
   CLI::App* latency = bench_command(app)->add_subcommand(
-      "latency", "Prefill time and per-step decode latency of one batch (like vLLM's benchmark_latency)");
+      "latency",
+      "Prefill time and per-step decode latency of one batch (like vLLM's benchmark_latency)");
   add_engine_options(latency, lf->engine);
   latency->add_option("--batch-size", lf->batch_size)->capture_default_str();
   latency->add_option("--input-len", lf->input_len)->capture_default_str();

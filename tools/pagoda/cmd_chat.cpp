@@ -27,8 +27,10 @@ int run_chat(const ChatFlags& f) {
   params.n = 1;
 
   nlohmann::json messages = nlohmann::json::array();
-  if (!f.system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", f.system_prompt}});
-  std::fprintf(stderr, "Chatting with %s. /reset starts over, /exit leaves.\n", engine.model_name().c_str());
+  if (!f.system_prompt.empty())
+    messages.push_back({{"role", "system"}, {"content", f.system_prompt}});
+  std::fprintf(stderr, "Chatting with %s. /reset starts over, /exit leaves.\n",
+               engine.model_name().c_str());
   int turn = 0;
   std::string line;
   while (true) {
@@ -36,7 +38,8 @@ int run_chat(const ChatFlags& f) {
     if (!std::getline(std::cin, line) || line == "/exit") break;
     if (line == "/reset") {
       messages = nlohmann::json::array();
-      if (!f.system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", f.system_prompt}});
+      if (!f.system_prompt.empty())
+        messages.push_back({{"role", "system"}, {"content", f.system_prompt}});
       continue;
     }
     if (line.empty()) continue;

@@ -30,7 +30,8 @@ struct PromptLine {
   SamplingParams params;
 };
 
-SamplingParams params_from_json(const nlohmann::json& j, SamplingParams p, const std::string& where) {
+SamplingParams params_from_json(const nlohmann::json& j, SamplingParams p,
+                                const std::string& where) {
   try {
     if (j.contains("max_tokens")) p.max_tokens = j.at("max_tokens").get<int>();
     if (j.contains("min_tokens")) p.min_tokens = j.at("min_tokens").get<int>();
@@ -40,14 +41,17 @@ SamplingParams params_from_json(const nlohmann::json& j, SamplingParams p, const
     if (j.contains("top_k")) p.top_k = j.at("top_k").get<int>();
     if (j.contains("min_p")) p.min_p = j.at("min_p").get<float>();
     if (j.contains("presence_penalty")) p.presence_penalty = j.at("presence_penalty").get<float>();
-    if (j.contains("frequency_penalty")) p.frequency_penalty = j.at("frequency_penalty").get<float>();
-    if (j.contains("repetition_penalty")) p.repetition_penalty = j.at("repetition_penalty").get<float>();
+    if (j.contains("frequency_penalty"))
+      p.frequency_penalty = j.at("frequency_penalty").get<float>();
+    if (j.contains("repetition_penalty"))
+      p.repetition_penalty = j.at("repetition_penalty").get<float>();
     if (j.contains("seed")) p.seed = j.at("seed").get<uint64_t>();
     if (j.contains("stop")) {
       p.stop = j.at("stop").is_string() ? std::vector<std::string>{j.at("stop").get<std::string>()}
                                         : j.at("stop").get<std::vector<std::string>>();
     }
-    if (j.contains("stop_token_ids")) p.stop_token_ids = j.at("stop_token_ids").get<std::vector<int32_t>>();
+    if (j.contains("stop_token_ids"))
+      p.stop_token_ids = j.at("stop_token_ids").get<std::vector<int32_t>>();
     if (j.contains("ignore_eos")) p.ignore_eos = j.at("ignore_eos").get<bool>();
     if (j.contains("logprobs")) p.logprobs = j.at("logprobs").get<int>();
   } catch (const nlohmann::json::exception& e) {
@@ -69,7 +73,8 @@ std::vector<PromptLine> read_prompts_file(const std::string& path, const Samplin
     if (line.front() == '{') {
       nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded() || !j.is_object()) fail("{}: not a valid JSON object", where);
-      if (!j.contains("prompt") || !j["prompt"].is_string()) fail("{}: needs a string \"prompt\"", where);
+      if (!j.contains("prompt") || !j["prompt"].is_string())
+        fail("{}: needs a string \"prompt\"", where);
       lines.push_back({j["prompt"].get<std::string>(), params_from_json(j, defaults, where)});
     } else {
       lines.push_back({line, defaults});
@@ -79,7 +84,8 @@ std::vector<PromptLine> read_prompts_file(const std::string& path, const Samplin
 }
 
 nlohmann::json output_json(const CompletionOutput& o) {
-  nlohmann::json j = {{"text", o.text}, {"token_ids", o.token_ids}, {"finish_reason", o.finish_reason}};
+  nlohmann::json j = {
+      {"text", o.text}, {"token_ids", o.token_ids}, {"finish_reason", o.finish_reason}};
   if (o.index != 0) j["index"] = o.index;
   if (!o.logprobs.empty()) {
     nlohmann::json lp = nlohmann::json::array();
@@ -115,7 +121,8 @@ void print_stats(const std::vector<RequestOutput>& outputs) {
   }
   const int64_t computed = prompt_tokens - cached_tokens;  // prefix-cache hits cost no prefill
   std::fprintf(stderr,
-               "prompt tokens: %lld (%lld from the prefix cache), generated tokens: %lld, prefill: %.1f tok/s, "
+               "prompt tokens: %lld (%lld from the prefix cache), generated tokens: %lld, prefill: "
+               "%.1f tok/s, "
                "decode: %.1f tok/s\n",
                static_cast<long long>(prompt_tokens), static_cast<long long>(cached_tokens),
                static_cast<long long>(generated), prefill_s > 0 ? computed / prefill_s : 0.0,
@@ -137,7 +144,8 @@ int run_generate(const GenerateFlags& f) {
       params.push_back(line.params);
     }
   } else if (!f.chat.empty()) {
-    const nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", f.chat}}});
+    const nlohmann::json messages =
+        nlohmann::json::array({{{"role", "user"}, {"content", f.chat}}});
     prompts.push_back(engine.apply_chat_template(messages.dump(), true));
     params.push_back(defaults);
   } else {
@@ -162,7 +170,9 @@ int run_generate(const GenerateFlags& f) {
   for (const RequestOutput& r : outputs) {
     for (const CompletionOutput& o : r.outputs) {
       if (f.json) {
-        std::printf("%s\n", output_json(o).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        std::printf(
+            "%s\n",
+            output_json(o).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       } else {
         std::printf("%s\n", o.text.c_str());
       }

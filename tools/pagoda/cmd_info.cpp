@@ -34,10 +34,13 @@ int run_info(const std::string& model_arg) {
   fmt::print("vocabulary:         {}\n", config.vocab_size);
   fmt::print("context length:     {}\n", config.max_position_embeddings);
   fmt::print("rope scaling:       {}\n", config.rope_scaling.type);
-  fmt::print("parameters:         {} ({:.2f} B)\n", model->num_parameters(), model->num_parameters() / 1e9);
+  fmt::print("parameters:         {} ({:.2f} B)\n", model->num_parameters(),
+             model->num_parameters() / 1e9);
   fmt::print("dtype:              {} (config torch_dtype)\n", dtype_name(config.torch_dtype));
-  fmt::print("weight bytes:       {}\n", format_bytes(static_cast<uint64_t>(model->weight_bytes())));
-  fmt::print("KV bytes per token: {} (fp32 cache)\n", format_bytes(static_cast<uint64_t>(kv_per_token)));
+  fmt::print("weight bytes:       {}\n",
+             format_bytes(static_cast<uint64_t>(model->weight_bytes())));
+  fmt::print("KV bytes per token: {} (fp32 cache)\n",
+             format_bytes(static_cast<uint64_t>(kv_per_token)));
   fmt::print("KV for one full context: {}\n",
              format_bytes(static_cast<uint64_t>(kv_per_token * config.max_position_embeddings)));
   fmt::print("cpu:                {}\n", cpu_features().describe());
@@ -49,7 +52,8 @@ int run_info(const std::string& model_arg) {
 
 Command register_info(CLI::App& app) {
   auto model = std::make_shared<std::string>();
-  CLI::App* sub = app.add_subcommand("info", "Architecture, parameters, dtype, weight and KV bytes");
+  CLI::App* sub =
+      app.add_subcommand("info", "Architecture, parameters, dtype, weight and KV bytes");
   sub->add_option("--model", *model, "Hugging Face model directory, or 'demo'")->required();
   return [model] { return run_info(*model); };
 }

@@ -11,32 +11,39 @@ namespace pagoda::cli {
 
 void add_engine_options(CLI::App* app, EngineFlags& f) {
   EngineArgs& a = f.args;
-  app->add_option("--model", a.model, "Hugging Face model directory, or 'demo' for a built-in random model")
+  app->add_option("--model", a.model,
+                  "Hugging Face model directory, or 'demo' for a built-in random model")
       ->required();
   app->add_option("--tokenizer", a.tokenizer, "Tokenizer directory (default: the model's)");
   app->add_option("--served-model-name", a.served_model_name, "Model name reported to clients");
-  app->add_option("--chat-template", a.chat_template, "Jinja file overriding tokenizer_config.json's");
+  app->add_option("--chat-template", a.chat_template,
+                  "Jinja file overriding tokenizer_config.json's");
   app->add_option("--max-model-len", a.max_model_len, "Context length (default: the model's)");
-  app->add_option("--max-num-seqs", a.max_num_seqs, "Most requests running at once")->capture_default_str();
+  app->add_option("--max-num-seqs", a.max_num_seqs, "Most requests running at once")
+      ->capture_default_str();
   app->add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Token budget of one step")
       ->capture_default_str();
   app->add_option("--block-size", a.block_size, "Tokens per KV cache block")->capture_default_str();
-  app->add_option("--kv-cache-space", f.kv_cache_space,
-                  "KV cache pool size, e.g. 4GiB (default: a quarter of available memory, at most what "
-                  "max-num-seqs full-length requests need)");
+  app->add_option(
+      "--kv-cache-space", f.kv_cache_space,
+      "KV cache pool size, e.g. 4GiB (default: a quarter of available memory, at most what "
+      "max-num-seqs full-length requests need)");
   app->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a.enable_prefix_caching,
                 "Reuse KV blocks of identical prompt prefixes (default on)");
   app->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", a.enable_chunked_prefill,
                 "Split long prompts across steps (default on)");
   app->add_option("--threads", a.num_threads, "Worker threads (default: all cores)");
-  app->add_option("--engine-seed", a.seed, "Seed for requests that set none")->capture_default_str();
-  app->add_option("--log-level", f.log_level, "debug, info, warning or error")->capture_default_str();
+  app->add_option("--engine-seed", a.seed, "Seed for requests that set none")
+      ->capture_default_str();
+  app->add_option("--log-level", f.log_level, "debug, info, warning or error")
+      ->capture_default_str();
 }
 
 EngineArgs EngineFlags::to_engine_args() const {
   EngineArgs a = args;
   if (!kv_cache_space.empty()) a.kv_cache_space_bytes = parse_byte_size(kv_cache_space);
-  if (a.block_size <= 0 || a.block_size > 1024) fail("--block-size must be in [1, 1024], got {}", a.block_size);
+  if (a.block_size <= 0 || a.block_size > 1024)
+    fail("--block-size must be in [1, 1024], got {}", a.block_size);
   if (a.max_num_seqs <= 0) fail("--max-num-seqs must be positive, got {}", a.max_num_seqs);
   if (a.max_num_batched_tokens <= 0) {
     fail("--max-num-batched-tokens must be positive, got {}", a.max_num_batched_tokens);
@@ -91,7 +98,8 @@ void init_runtime(const EngineFlags& flags) {
     fail("--log-level must be debug, info, warning or error, got '{}'", flags.log_level);
   }
   // Logs go to stderr: stdout carries only results (generated text, JSON).
-  if (spdlog::get("pagoda") == nullptr) spdlog::set_default_logger(spdlog::stderr_color_mt("pagoda"));
+  if (spdlog::get("pagoda") == nullptr)
+    spdlog::set_default_logger(spdlog::stderr_color_mt("pagoda"));
   spdlog::set_level(level);
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
   if (flags.args.num_threads > 0) omp_set_num_threads(flags.args.num_threads);

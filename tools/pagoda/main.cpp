@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "tools/pagoda/commands.h"
 #include "util/error.h"
@@ -17,23 +17,19 @@ int main(int argc, char** argv) {
 
   using Registration = pagoda::cli::Command (*)(CLI::App&);
   const Registration registrations[] = {
-      pagoda::cli::register_version,
-      pagoda::cli::register_tokenize,
-      pagoda::cli::register_detokenize,
-      pagoda::cli::register_generate,
-      pagoda::cli::register_chat,
-      pagoda::cli::register_info,
-      pagoda::cli::register_make_model,
-      pagoda::cli::register_serve,
-      pagoda::cli::register_bench,
-      pagoda::cli::register_bench_engine,
+      pagoda::cli::register_version,    pagoda::cli::register_tokenize,
+      pagoda::cli::register_detokenize, pagoda::cli::register_generate,
+      pagoda::cli::register_chat,       pagoda::cli::register_info,
+      pagoda::cli::register_make_model, pagoda::cli::register_serve,
+      pagoda::cli::register_bench,      pagoda::cli::register_bench_engine,
   };
   std::vector<std::pair<CLI::App*, pagoda::cli::Command>> commands;
   for (Registration reg : registrations) {
     const size_t before = app.get_subcommands({}).size();
     pagoda::cli::Command run = reg(app);
     // A bench child (see bench_command) adds no top-level subcommand; `bench` dispatches to it.
-    if (app.get_subcommands({}).size() > before) commands.emplace_back(app.get_subcommands({})[before], std::move(run));
+    if (app.get_subcommands({}).size() > before)
+      commands.emplace_back(app.get_subcommands({})[before], std::move(run));
   }
 
   try {
