@@ -54,7 +54,7 @@ const KernelTable* kernels_for(Isa isa) {
       return nullptr;
     case Isa::kAvx512:
 #if defined(PAGODA_KERNELS_X86)
-      if (cpu.has_avx512_set()) return &detail::avx512_table(cpu.avx512_bf16);
+      if (cpu.has_avx512_set()) return &detail::avx512_table(cpu.avx512_bf16, cpu.avx512_vnni);
 #endif
       return nullptr;
   }

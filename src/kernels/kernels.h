@@ -15,11 +15,19 @@
 namespace pagoda {
 
 // A weight matrix W of shape [rows, cols] (rows = output features), stored row-major.
+// Quantized layouts (kI8, kI4; util/dtype.h) carry their fp16 scale planes alongside.
 struct WeightView {
   const void* data = nullptr;
   DType dtype = DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
+  // kI8 / kI4 only: fp16 [rows, cols / group_size]; mins only for kI4 (w = scale * q + min).
+  const uint16_t* scales = nullptr;
+  const uint16_t* mins = nullptr;
+  int64_t group_size = 0;
+  // kI8 / kI4 only: compute with int8 activations (quantized per token in blocks of 32 on the
+  // fly, integer dot products: W8A8 / W4A8) instead of widening the weights to fp32.
+  bool int8_activations = false;
 };
 
 enum class Isa : uint8_t { kScalar, kAvx2, kAvx512 };
@@ -32,7 +40,8 @@ struct KernelTable {
   bool matmul_bf16_activations = false;
 
   // y[t, r] = sum_c x[t, c] * W[r, c] for t in [0, num_tokens), r in [row_begin, row_end).
-  // x is [num_tokens, W.cols] (row stride W.cols); y has row stride ldy.
+  // x is [num_tokens, W.cols] (row stride W.cols); y has row stride ldy. Every dtype,
+  // including kI8/kI4 with or without int8_activations.
   void (*matmul)(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
                  int64_t row_end, float* y, int64_t ldy) = nullptr;
 
@@ -53,8 +62,10 @@ struct KernelTable {
   // (HF rotate_half); neox=false pairs (2i, 2i+1) (interleaved, GPT-J style).
   void (*rope)(float* x, const float* cos, const float* sin, int64_t rotary_dim,
                bool neox) = nullptr;
-  // Widen one row of a stored tensor to fp32 (embedding lookup, norm weights).
+  // Widen one row of a stored float tensor to fp32 (embedding lookup, norm weights).
   void (*to_f32)(const void* src, DType dtype, int64_t n, float* dst) = nullptr;
+  // Row `row` of any weight (quantized included) as fp32 (embedding lookup of a quantized table).
+  void (*dequantize_row)(const WeightView& w, int64_t row, float* dst) = nullptr;
   // x[i] = exp(x[i] - shift) in place; returns the sum of the results (online softmax in
   // attention: shift is the running maximum).
   float (*exp_shifted)(float* x, float shift, int64_t n) = nullptr;

@@ -92,6 +92,12 @@ void silu_mul_fused(const float* gate_up, int64_t num_rows, int64_t n, float* ou
 
 void embedding_lookup(const WeightView& table, const int32_t* ids, int64_t num_tokens, float* out) {
   const KernelTable& k = kernels();
+  if (is_quantized(table.dtype)) {  // a GGUF table: dequantize the rows that are looked up
+    for (int64_t i = 0; i < num_tokens; ++i) {
+      k.dequantize_row(table, ids[i], out + i * table.cols);
+    }
+    return;
+  }
   const auto* base = static_cast<const char*>(table.data);
   const int64_t row_bytes = table.cols * dtype_size(table.dtype);
   for (int64_t i = 0; i < num_tokens; ++i) {

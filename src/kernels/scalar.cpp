@@ -1,13 +1,26 @@
 // The scalar reference table: plain loops, fp32 accumulation, 16-bit weights widened with
-// util/half.h. Every ISA version is tested against these, so they favour being obviously
-// correct over being fast.
+// util/half.h, quantized weights dequantized element by element exactly as
+// dequantize_row_reference does. Every ISA version is tested against these, so they favour
+// being obviously correct over being fast.
 #include <cmath>
+#include <vector>
 
+#include "kernels/quantize.h"
 #include "kernels/tables.h"
 #include "util/half.h"
 
 namespace pagoda::detail {
 namespace {
+
+// Quantized value (int8, or int4 in [0, 15]) of element (row, col) and its group index.
+int quantized_at(const WeightView& w, int64_t row, int64_t col) {
+  if (w.dtype == DType::kI8) return static_cast<const int8_t*>(w.data)[row * w.cols + col];
+  // kI4: in each run of 32 values byte j holds value j (low nibble) and j + 16 (high nibble).
+  const auto* packed = static_cast<const uint8_t*>(w.data) + row * (w.cols / 2);
+  const int64_t j = col % 32;
+  const uint8_t byte = packed[col / 32 * 16 + j % 16];
+  return j < 16 ? byte & 0xf : byte >> 4;
+}
 
 float weight_at(const WeightView& w, int64_t index) {
   switch (w.dtype) {
@@ -17,12 +30,76 @@ float weight_at(const WeightView& w, int64_t index) {
       return f16_to_f32(static_cast<const f16_t*>(w.data)[index]);
     case DType::kBF16:
       return bf16_to_f32(static_cast<const bf16_t*>(w.data)[index]);
+    case DType::kI8:
+    case DType::kI4: {
+      const int64_t row = index / w.cols, col = index % w.cols;
+      const int64_t group = row * (w.cols / w.group_size) + col / w.group_size;
+      const float q = static_cast<float>(quantized_at(w, row, col));
+      // Same expression as dequantize_row_reference (a product, then a sum: two roundings).
+      const float scaled = f16_to_f32(w.scales[group]) * q;
+      return w.dtype == DType::kI8 ? scaled : scaled + f16_to_f32(w.mins[group]);
+    }
   }
   return 0.0f;
 }
 
+// W8A8 / W4A8 (WeightView::int8_activations), the definition every ISA follows. Each token's
+// activations are quantized in blocks of 32: d = absmax / 127, q = round-to-nearest-even(x *
+// (127 / absmax)) (0 for an all-zero block). Per block b of a row in weight group g:
+//   int8:  d_b * (scale_g * Σ q_x q_w)
+//   int4:  d_b * (scale_g * Σ q_x q_w + min_g * Σ q_x)      (w = scale * q + min)
+// with the integer sums exact. ISA versions add the same terms in another order.
+constexpr int64_t kActivationBlock = 32;
+
+void quantize_activation_block(const float* x, int8_t* q, float* d) {
+  float absmax = 0.0f;
+  for (int64_t i = 0; i < kActivationBlock; ++i) absmax = std::fmax(absmax, std::fabs(x[i]));
+  const float inv = absmax > 0.0f ? 127.0f / absmax : 0.0f;
+  for (int64_t i = 0; i < kActivationBlock; ++i) {
+    q[i] = static_cast<int8_t>(std::nearbyint(x[i] * inv));
+  }
+  *d = absmax / 127.0f;
+}
+
+void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightView& w,
+                             int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
+  const int64_t cols = w.cols, num_blocks = cols / kActivationBlock;
+  const int64_t num_groups = cols / w.group_size;
+  // Per-thread buffers, grown to the largest call: no allocation per call after warm-up.
+  static thread_local std::vector<int8_t> q;
+  static thread_local std::vector<float> d;
+  q.resize(static_cast<size_t>(cols));
+  d.resize(static_cast<size_t>(num_blocks));
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      quantize_activation_block(x + t * cols + b * kActivationBlock, &q[b * kActivationBlock],
+                                &d[b]);
+    }
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < num_blocks; ++b) {
+        int32_t dot = 0, sum_q = 0;
+        for (int64_t i = 0; i < kActivationBlock; ++i) {
+          const int64_t c = b * kActivationBlock + i;
+          dot += q[c] * quantized_at(w, r, c);
+          sum_q += q[c];
+        }
+        const int64_t group = r * num_groups + b * kActivationBlock / w.group_size;
+        float block = f16_to_f32(w.scales[group]) * static_cast<float>(dot);
+        if (w.dtype == DType::kI4) block += f16_to_f32(w.mins[group]) * static_cast<float>(sum_q);
+        acc += d[b] * block;
+      }
+      y[t * ldy + r] = acc;
+    }
+  }
+}
+
 void matmul(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
             int64_t row_end, float* y, int64_t ldy) {
+  if (is_quantized(w.dtype) && w.int8_activations) {
+    matmul_int8_activations(x, num_tokens, w, row_begin, row_end, y, ldy);
+    return;
+  }
   for (int64_t t = 0; t < num_tokens; ++t) {
     const float* xt = x + t * w.cols;
     for (int64_t r = row_begin; r < row_end; ++r) {
@@ -118,6 +195,7 @@ const KernelTable& scalar_table() {
     t.axpy = axpy;
     t.rope = rope;
     t.to_f32 = to_f32;
+    t.dequantize_row = dequantize_row_reference;
     t.exp_shifted = exp_shifted;
     return t;
   }();

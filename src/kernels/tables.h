@@ -8,11 +8,12 @@
 namespace pagoda::detail {
 
 const KernelTable& scalar_table();
-#if defined(PAGODA_KERNELS_X86)
+#if defined(__x86_64__)  // the ISA files compile exactly then (tests call avx512_table too)
 const KernelTable& avx2_table();
 // use_bf16_dot: bf16 weights use vdpbf16ps (activations rounded to bf16); otherwise they are
-// widened to fp32 with shifts and multiplied with fp32 FMA.
-const KernelTable& avx512_table(bool use_bf16_dot);
+// widened to fp32 with shifts and multiplied with fp32 FMA. use_vnni: the W8A8 / W4A8 matmul
+// uses vpdpbusd (AVX512_VNNI) instead of vpmaddubsw + vpmaddwd.
+const KernelTable& avx512_table(bool use_bf16_dot, bool use_vnni);
 #endif
 
 }  // namespace pagoda::detail

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/tables.h"
+#include "kernels/x86/quant_kernels.h"
 #include "kernels/x86/simd_kernels.h"
 
 namespace pagoda::detail {
@@ -28,6 +29,10 @@ struct Avx2 {
   static constexpr int kTileTokens = 3;
   static constexpr int kStreamTileTokens = 3;
   static constexpr int kBf16TileTokens = 3;
+  // W8A8 / W4A8 (quant_kernels.h): tokens per 4-row integer tile (4 accumulators, 4 rows'
+  // weights and their partial sums in 16 ymm), and no VNNI.
+  static constexpr int kIntTileTokens = 4;
+  static constexpr bool kVnni = false;
 
   static __m256i mask(int n) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask + 8 - n));
@@ -75,6 +80,23 @@ struct Avx2 {
     alignas(32) uint16_t block[16] = {};
     for (int i = 0; i < n; ++i) block[i] = p[i];
     load_bf16_even_odd(block, even, odd);
+  }
+
+  // 8 int8 / 4-bit values as fp32; load_u4 takes the nibble at bit `shift` of 8 bytes.
+  static F load_i8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static F load_u4(const uint8_t* p, int shift) {
+    const __m256i bytes =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_cvtepi32_ps(
+        _mm256_and_si256(_mm256_srl_epi32(bytes, _mm_cvtsi32_si128(shift)), _mm256_set1_epi32(15)));
+  }
+  // 32 u8 x s8 products summed in fours into 8 int32: vpmaddubsw (pairs into int16; callers
+  // keep pair sums within int16) then vpmaddwd with ones.
+  static __m256i dot_u8s8(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
   }
 
   static F add(F a, F b) { return _mm256_add_ps(a, b); }

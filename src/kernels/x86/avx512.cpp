@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/tables.h"
+#include "kernels/x86/quant_kernels.h"
 #include "kernels/x86/simd_kernels.h"
 
 namespace pagoda::detail {
@@ -23,6 +24,9 @@ struct Avx512 {
   static constexpr int kTileTokens = 6;
   static constexpr int kStreamTileTokens = 6;
   static constexpr int kBf16TileTokens = 4;
+  // W8A8 / W4A8 (quant_kernels.h, 256-bit blocks): tokens per 4-row integer tile (32 registers).
+  static constexpr int kIntTileTokens = 8;
+  static constexpr bool kVnni = false;
 
   static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
   static F zero() { return _mm512_setzero_ps(); }
@@ -66,6 +70,22 @@ struct Avx512 {
                      odd);
   }
 
+  // 16 int8 / 4-bit values as fp32; load_u4 takes the nibble at bit `shift` of 16 bytes.
+  static F load_i8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static F load_u4(const uint8_t* p, int shift) {
+    const __m512i bytes =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_cvtepi32_ps(
+        _mm512_and_si512(_mm512_srl_epi32(bytes, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(15)));
+  }
+  // One 32-byte block without VNNI: vpmaddubsw + vpmaddwd, as on AVX2 (see Avx512Vnni).
+  static __m256i dot_u8s8(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  }
+
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
@@ -106,6 +126,18 @@ struct Avx512 {
     const __m512i bits =
         _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+  }
+};
+
+// AVX512_VNNI: vpdpbusd sums each four u8 x s8 products straight into int32 (one instruction
+// instead of two, and no int16 intermediate). Used only by the quantized matmul.
+struct Avx512Vnni : Avx512 {
+  static constexpr bool kVnni = true;
+  static __m256i dot_u8s8(__m256i u, __m256i s) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+  }
+  static __m256i dot_u8s8_add(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_dpbusd_epi32(acc, u, s);
   }
 };
 
@@ -162,10 +194,6 @@ void run_bf16_tile(int64_t tokens, const uint16_t* xb, int64_t ldx, const uint16
 
 void matmul_bf16_dot(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
                      int64_t row_end, float* y, int64_t ldy) {
-  if (w.dtype != DType::kBF16) {
-    x86::matmul<Avx512>(x, num_tokens, w, row_begin, row_end, y, ldy);
-    return;
-  }
   if (row_end <= row_begin || num_tokens <= 0) return;
   static thread_local x86::Scratch<Avx512> x_scratch;
   const int64_t cols = w.cols;
@@ -209,17 +237,35 @@ void matmul_bf16_dot(const float* x, int64_t num_tokens, const WeightView& w, in
   }
 }
 
+// The table's matmul: bf16 on vdpbf16ps if chosen, quantized weights on VNNI if present.
+template <bool kBf16Dot, bool kVnni>
+void matmul(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+            int64_t row_end, float* y, int64_t ldy) {
+  if (kBf16Dot && w.dtype == DType::kBF16) {
+    matmul_bf16_dot(x, num_tokens, w, row_begin, row_end, y, ldy);
+  } else if (kVnni && (w.dtype == DType::kI8 || w.dtype == DType::kI4)) {
+    if (row_end <= row_begin || num_tokens <= 0) return;
+    x86::matmul_quantized<Avx512Vnni>(x, num_tokens, w, row_begin, row_end, y, ldy);
+  } else {
+    x86::matmul<Avx512>(x, num_tokens, w, row_begin, row_end, y, ldy);
+  }
+}
+
+template <bool kBf16Dot, bool kVnni>
+KernelTable make_avx512_table() {
+  KernelTable t = x86::make_table<Avx512>(Isa::kAvx512);
+  t.matmul = matmul<kBf16Dot, kVnni>;
+  t.matmul_bf16_activations = kBf16Dot;
+  return t;
+}
+
 }  // namespace
 
-const KernelTable& avx512_table(bool use_bf16_dot) {
-  static const KernelTable widen_table = x86::make_table<Avx512>(Isa::kAvx512);
-  static const KernelTable dot_table = [] {
-    KernelTable t = x86::make_table<Avx512>(Isa::kAvx512);
-    t.matmul = matmul_bf16_dot;
-    t.matmul_bf16_activations = true;
-    return t;
-  }();
-  return use_bf16_dot ? dot_table : widen_table;
+const KernelTable& avx512_table(bool use_bf16_dot, bool use_vnni) {
+  static const KernelTable tables[2][2] = {
+      {make_avx512_table<false, false>(), make_avx512_table<false, true>()},
+      {make_avx512_table<true, false>(), make_avx512_table<true, true>()}};
+  return tables[use_bf16_dot ? 1 : 0][use_vnni ? 1 : 0];
 }
 
 }  // namespace pagoda::detail

@@ -10,7 +10,9 @@
 //
 // V provides: F (vector), kLanes, kTileTokens, zero/set1/load/store, load_n/store_n (first n
 // lanes, rest zero), load_bf16/load_f16 (+_n), add/sub/mul/div/max/fma(a, b, c) = a * b + c,
-// load_bf16_even_odd(_n) (bf16 pairs, see below), reduce_add/reduce_max and exp.
+// load_bf16_even_odd(_n) (bf16 pairs, see below), reduce_add/reduce_max and exp; for the
+// quantized matmul (quant_kernels.h) load_i8 / load_u4 (kLanes int8 / 4-bit values as fp32),
+// dot_u8s8 (one 32-byte block: 8 int32 sums of 4 u8 x s8 products) and its tile sizes.
 #pragma once
 
 #include <immintrin.h>
@@ -67,6 +69,14 @@ inline typename V::F load_weights_n(const void* base, int64_t index, int n) {
     return V::load_f16_n(static_cast<const uint16_t*>(base) + index, n);
   }
 }
+
+// Quantized weights (kI8, kI4) and dequantize_row: defined in quant_kernels.h, which the ISA
+// files include after this file.
+template <class V>
+void matmul_quantized(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+                      int64_t row_end, float* y, int64_t ldy);
+template <class V>
+void dequantize_row(const WeightView& w, int64_t row, float* dst);
 
 // ---------------------------------------------------------------------------------------------
 // Matmul: y[t, r] = dot(x[t, :], W[r, :]).
@@ -402,6 +412,10 @@ void matmul(const float* x, int64_t num_tokens, const WeightView& w, int64_t row
     case DType::kF16:
       matmul_typed<V, DType::kF16>(x, num_tokens, w, row_begin, row_end, y, ldy);
       break;
+    case DType::kI8:
+    case DType::kI4:
+      matmul_quantized<V>(x, num_tokens, w, row_begin, row_end, y, ldy);
+      break;
   }
 }
 
@@ -558,6 +572,9 @@ void to_f32(const void* src, DType dtype, int64_t n, float* dst) {
     case DType::kF16:
       widen_rows<V, DType::kF16>(src, 0, 1, n, dst);
       break;
+    case DType::kI8:
+    case DType::kI4:
+      break;  // quantized rows need their scales: dequantize_row
   }
 }
 
@@ -589,6 +606,7 @@ KernelTable make_table(Isa isa) {
   t.axpy = axpy<V>;
   t.rope = rope<V>;
   t.to_f32 = to_f32<V>;
+  t.dequantize_row = dequantize_row<V>;
   t.exp_shifted = exp_shifted<V>;
   return t;
 }

@@ -1,0 +1,201 @@
+// Quantized matmul speed against this machine's limits, all measured in one run:
+//  - decode (1 token) at the DeepSeek-Coder-1.3B shapes for bf16, int8 and int4 weights, each
+//    weight-only (fp32 activations) and W8A8 / W4A8 (int8 activations): GB/s of weight bytes
+//    read (values + scales + mins) and that as a fraction of the read-bandwidth probe;
+//  - prefill at 512 tokens (and batched decode at 32): GOP/s (2 * tokens * rows * cols / time)
+//    of each weight type next to the bf16 matmul.
+// Threads: OMP_NUM_THREADS (default: every core). Usage: bench_quant_kernels [repeats]
+// Every figure is also given per CPU-second of this process (see bench_kernels.cpp: on a
+// machine shared with other work that is the ratio to trust; run with OMP_WAIT_POLICY=passive).
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "kernels/bandwidth.h"
+#include "kernels/kernels.h"
+#include "kernels/ops.h"
+#include "util/half.h"
+
+namespace {
+
+using pagoda::DType;
+using pagoda::WeightView;
+
+struct Shape {
+  const char* name;
+  int64_t rows, cols;
+};
+
+const Shape kShapes[] = {{"2048x2048", 2048, 2048},
+                         {"5504x2048", 5504, 2048},
+                         {"2048x5504", 2048, 5504},
+                         {"32256x2048", 32256, 2048}};
+
+// The weight layouts compared: dtype, group size (0: per output channel), int8 activations.
+struct Variant {
+  const char* name;
+  DType dtype;
+  int64_t group_size;
+  bool int8_activations;
+};
+
+const Variant kVariants[] = {
+    {"bf16", DType::kBF16, 0, false},        {"int8 weight-only", DType::kI8, 0, false},
+    {"int8 W8A8", DType::kI8, 0, true},      {"int4 g32 weight-only", DType::kI4, 32, false},
+    {"int4 g32 W4A8", DType::kI4, 32, true}, {"int4 g128 W4A8", DType::kI4, 128, true},
+};
+
+// Enough copies of a matrix that together they overflow the last-level cache.
+constexpr int64_t kMinStreamBytes = int64_t{512} << 20;
+
+// A weight in one layout with pseudo-random contents (speed does not depend on the values,
+// so no quantizer is run: a 512 MiB fill has to be quick).
+struct OwnedWeight {
+  std::vector<uint64_t> values;  // 8-byte words, so the fill is fast and the data aligned
+  std::vector<uint16_t> scales, mins;
+  WeightView view;
+  int64_t bytes = 0;
+};
+
+uint64_t next_random(uint64_t& state) {  // xorshift64*
+  state ^= state >> 12;
+  state ^= state << 25;
+  state ^= state >> 27;
+  return state * 2685821657736338717ull;
+}
+
+OwnedWeight make_weight(const Variant& v, const Shape& s, uint64_t seed) {
+  OwnedWeight w;
+  const int64_t value_bytes = pagoda::dtype_row_bytes(v.dtype, s.cols) * s.rows;
+  w.values.resize(static_cast<size_t>((value_bytes + 7) / 8));
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (uint64_t& word : w.values) word = next_random(state);
+  if (v.dtype == DType::kBF16) {  // keep bf16 values finite and small: ±[0.5, 1)
+    auto* h = reinterpret_cast<uint16_t*>(w.values.data());
+    for (int64_t i = 0; i < s.rows * s.cols; ++i)
+      h[i] = static_cast<uint16_t>(0x3f00 | (h[i] & 0x807f));
+  }
+  w.view = WeightView{w.values.data(), v.dtype, s.rows, s.cols};
+  w.bytes = value_bytes;
+  if (pagoda::is_quantized(v.dtype)) {
+    const int64_t group = v.group_size == 0 ? s.cols : v.group_size;
+    const int64_t num_scales = s.rows * (s.cols / group);
+    w.scales.assign(static_cast<size_t>(num_scales), pagoda::f32_to_f16(0.01f));
+    w.view.scales = w.scales.data();
+    w.bytes += num_scales * 2;
+    if (v.dtype == DType::kI4) {
+      w.mins.assign(static_cast<size_t>(num_scales), pagoda::f32_to_f16(-0.08f));
+      w.view.mins = w.mins.data();
+      w.bytes += num_scales * 2;
+    }
+    w.view.group_size = group;
+    w.view.int8_activations = v.int8_activations;
+  }
+  return w;
+}
+
+std::vector<float> random_f32(int64_t n, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  uint64_t state = seed + 12345;
+  for (float& f : v) f = static_cast<float>(next_random(state) >> 40) / 8388608.0f - 1.0f;
+  return v;
+}
+
+double process_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+}
+
+struct Timing {
+  double wall_s = 1e30;  // best run
+  double cpu_s = 1e30;   // least CPU time of any run
+};
+
+template <class Fn>
+Timing best_of(int repeats, Fn&& fn) {
+  fn();  // warm-up: page faults, scratch growth
+  Timing best;
+  for (int r = 0; r < repeats; ++r) {
+    const double cpu0 = process_cpu_seconds();
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    const auto stop = std::chrono::steady_clock::now();
+    best.wall_s = std::min(best.wall_s, std::chrono::duration<double>(stop - start).count());
+    best.cpu_s = std::min(best.cpu_s, process_cpu_seconds() - cpu0);
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repeats = argc > 1 ? std::atoi(argv[1]) : 5;
+  const int threads = omp_get_max_threads();
+  const pagoda::KernelTable& table = pagoda::kernels();
+  std::printf("ISA %s, %d thread%s\n", pagoda::isa_name(table.isa), threads,
+              threads == 1 ? "" : "s");
+
+  pagoda::BandwidthOptions probe;
+  probe.num_threads = threads;
+  double probe_per_cpu = 0.0;
+  const double probe_gbps = pagoda::measure_read_bandwidth_gbps(probe, &probe_per_cpu);
+  std::printf("memory read bandwidth (probe, %d threads): %.2f GB/s, %.2f GB/s per CPU-s\n\n",
+              threads, probe_gbps, probe_per_cpu);
+
+  std::printf("decode, 1 token (GB/s = weight bytes incl. scales / time):\n");
+  std::printf("  %-22s %-11s %9s %8s %7s %12s %9s\n", "weights", "shape", "ms/matrix", "GB/s",
+              "%probe", "GB/s/CPU-s", "%probe/CPU");
+  for (const Variant& v : kVariants) {
+    double all_bytes = 0.0, all_wall = 0.0, all_cpu = 0.0;
+    for (const Shape& s : kShapes) {
+      std::vector<OwnedWeight> copies;
+      int64_t total = 0;
+      for (uint64_t c = 0; total < kMinStreamBytes; ++c) {
+        copies.push_back(make_weight(v, s, c + 1));
+        total += copies.back().bytes;
+      }
+      const std::vector<float> x = random_f32(s.cols, 7);
+      std::vector<float> y(static_cast<size_t>(s.rows));
+      const Timing t = best_of(repeats, [&] {
+        for (const OwnedWeight& w : copies) pagoda::ops::matmul(x.data(), 1, w.view, y.data());
+      });
+      const double bytes = static_cast<double>(total);
+      all_bytes += bytes;
+      all_wall += t.wall_s;
+      all_cpu += t.cpu_s;
+      const double gbps = bytes / t.wall_s / 1e9, per_cpu = bytes / t.cpu_s / 1e9;
+      std::printf("  %-22s %-11s %9.3f %8.2f %6.1f%% %12.2f %8.1f%%\n", v.name, s.name,
+                  t.wall_s / static_cast<double>(copies.size()) * 1e3, gbps,
+                  100.0 * gbps / probe_gbps, per_cpu, 100.0 * per_cpu / probe_per_cpu);
+    }
+    const double gbps = all_bytes / all_wall / 1e9, per_cpu = all_bytes / all_cpu / 1e9;
+    std::printf("  %-22s %-11s %9s %8.2f %6.1f%% %12.2f %8.1f%%\n\n", v.name, "all shapes", "",
+                gbps, 100.0 * gbps / probe_gbps, per_cpu, 100.0 * per_cpu / probe_per_cpu);
+  }
+
+  std::printf("prefill / batched decode (GOP/s = 2 * tokens * rows * cols / time):\n");
+  std::printf("  %-22s %-11s %6s %9s %12s\n", "weights", "shape", "tokens", "GOP/s", "GOP/s/CPU-s");
+  for (int64_t tokens : {int64_t{512}, int64_t{32}}) {
+    for (const Shape& s : {kShapes[0], kShapes[1]}) {
+      const std::vector<float> x = random_f32(tokens * s.cols, 5);
+      std::vector<float> y(static_cast<size_t>(tokens * s.rows));
+      for (const Variant& v : kVariants) {
+        const OwnedWeight w = make_weight(v, s, 3);
+        const int reps = std::max(1, tokens >= 512 ? repeats / 2 : repeats);
+        const Timing t =
+            best_of(reps, [&] { pagoda::ops::matmul(x.data(), tokens, w.view, y.data()); });
+        const double ops = 2.0 * static_cast<double>(tokens * s.rows * s.cols);
+        std::printf("  %-22s %-11s %6lld %9.1f %12.1f\n", v.name, s.name,
+                    static_cast<long long>(tokens), ops / t.wall_s / 1e9, ops / t.cpu_s / 1e9);
+      }
+    }
+  }
+  return 0;
+}

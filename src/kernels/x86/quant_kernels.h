@@ -1,0 +1,594 @@
+// The quantized matmul (kI8 / kI4 weights, util/dtype.h) and dequantize_row for the x86 ISA
+// files, written once as templates on the vector traits V (see simd_kernels.h, whose ODR rules
+// apply here too: every function is a template on V, so each ISA file gets its own copy).
+// Included by avx2.cpp / avx512.cpp after simd_kernels.h.
+//
+// Two ways to multiply, chosen by WeightView::int8_activations:
+//
+//  * Weight-only (fp32 activations). Weights are dequantized to fp32 exactly as
+//    dequantize_row_reference does (scale * q, + min for int4: a product then a sum) and
+//    multiplied with fp32 FMA. Few tokens: streamed and dequantized on the fly in V::kLanes
+//    vectors; many tokens: a panel of rows dequantized once into scratch and swept by the float
+//    register tiles of simd_kernels.h. Both add the same fp32 products in the same order as
+//    the float matmul does, so results are batch-invariant and equal the float matmul on the
+//    dequantized matrix up to its summation order.
+//
+//  * W8A8 / W4A8 (int8 activations). Each token's activations are quantized per block of 32
+//    (d = absmax / 127, q = round-to-nearest-even(x * 127 / absmax); the scalar table documents
+//    the arithmetic), then each 32-block is an exact integer dot product in 256-bit vectors:
+//    AVX2 vpmaddubsw + vpmaddwd (u8 x s8; int8 weights use the sign trick |w| and sign(x, w),
+//    whose pair sums 2 * 128 * 127 cannot saturate int16), AVX-512 VNNI vpdpbusd. The integer
+//    sums of 4 rows are folded into one vector before the conversion to fp32 (see the tiles),
+//    which is scaled by d_b * scale_g and accumulated. int4 takes two blocks per 32-byte load
+//    (one mask and one shift split the nibbles; the activations are stored in the matching
+//    pair order). The int4 min term Σ_c x_c * min_g does not depend on the weight values: per
+//    token and group Σ_b∈g d_b Σ q_x is computed once at quantization, so a row adds only
+//    Σ_g min_g * that. Decode streams 4 rows at a time with one token per tile; many tokens
+//    sweep panels of 16 rows (in L2) with tiles of 4 rows x V::kIntTileTokens tokens. Every
+//    row is computed by the same operations in every tile shape: batch-invariant.
+//    Blocks are 256 bits even on AVX-512: each block has its own activation scale, and a
+//    512-bit vector would hold two blocks needing a per-half scale vector per row and token
+//    (future work; VNNI on ymm already removes the vpmaddwd).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/x86/simd_kernels.h"
+
+namespace pagoda::x86 {
+
+constexpr int64_t kQuantBlock = 32;  // values per activation block and per int4 packing run
+
+template <class V>
+inline float half_to_float(uint16_t h) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+template <DType kType>
+constexpr int64_t quant_row_bytes(int64_t cols) {
+  return kType == DType::kI8 ? cols : cols / 2;
+}
+
+// Prefetch for the streamed (decode) tiles: like prefetch_linear, but steps smaller than a
+// cache line issue one prefetch per line instead of one per step.
+template <class V>
+inline void prefetch_stream(const void* group_base, int64_t group_bytes, int64_t offset_bytes,
+                            int64_t step_bytes) {
+  if (step_bytes >= 64) {
+    prefetch_linear<V>(group_base, group_bytes, offset_bytes, step_bytes);
+  } else if ((offset_bytes & 63) < step_bytes) {
+    prefetch_linear<V>(group_base, group_bytes, offset_bytes & ~int64_t{63}, 1);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Weight-only: dequantize to fp32, multiply with fp32 FMA.
+
+// V::kLanes raw quantized values of `row` from column c (a multiple of kLanes) as fp32.
+template <class V, DType kType>
+inline typename V::F load_quantized(const void* data, int64_t row, int64_t cols, int64_t c) {
+  if constexpr (kType == DType::kI8) {
+    return V::load_i8(static_cast<const int8_t*>(data) + row * cols + c);
+  } else {
+    // In each run of 32 values byte j holds value j (low nibble) and j + 16 (high nibble).
+    const uint8_t* run = static_cast<const uint8_t*>(data) + (row * cols + (c & ~int64_t{31})) / 2;
+    const int j = static_cast<int>(c & 31);
+    return V::load_u4(run + (j & 15), j >= 16 ? 4 : 0);
+  }
+}
+
+// dequantize_row_reference's expression: scale * q, then + min for int4.
+template <class V, DType kType>
+inline typename V::F dequantize(typename V::F q, typename V::F scale, typename V::F min) {
+  if constexpr (kType == DType::kI8) {
+    return V::mul(scale, q);
+  } else {
+    return V::add(V::mul(scale, q), min);
+  }
+}
+
+template <class V, DType kType>
+void dequantize_rows(const WeightView& w, int64_t row, int64_t num_rows, float* out) {
+  constexpr int kL = V::kLanes;
+  const int64_t cols = w.cols, gs = w.group_size, num_groups = cols / gs;
+  for (int64_t r = 0; r < num_rows; ++r) {
+    for (int64_t g = 0; g < num_groups; ++g) {
+      const int64_t s = (row + r) * num_groups + g;
+      const typename V::F scale = V::set1(half_to_float<V>(w.scales[s]));
+      const typename V::F min =
+          kType == DType::kI4 ? V::set1(half_to_float<V>(w.mins[s])) : V::zero();
+      for (int64_t c = g * gs; c < (g + 1) * gs; c += kL) {
+        V::store(
+            out + r * cols + c,
+            dequantize<V, kType>(load_quantized<V, kType>(w.data, row + r, cols, c), scale, min));
+      }
+    }
+  }
+}
+
+// kRows rows x kTokens tokens, dequantizing on the fly; the same fp32 products in the same
+// order as dot_rows_tokens over a dequantized panel.
+template <class V, DType kType, int kRows, int kTokens>
+void dequant_dot_tile(const float* x, int64_t ldx, const WeightView& w, int64_t row, float* y,
+                      int64_t ldy) {
+  using F = typename V::F;
+  constexpr int kL = V::kLanes;
+  const int64_t cols = w.cols, gs = w.group_size, num_groups = cols / gs;
+  const int64_t row_bytes = quant_row_bytes<kType>(cols);
+  const char* group_base = static_cast<const char*>(w.data) + row * row_bytes;
+  F acc[kRows][kTokens];
+  for (int r = 0; r < kRows; ++r) {
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = V::zero();
+  }
+  for (int64_t g = 0; g < num_groups; ++g) {
+    F scale[kRows], min[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      scale[r] = V::set1(half_to_float<V>(w.scales[(row + r) * num_groups + g]));
+      min[r] = kType == DType::kI4 ? V::set1(half_to_float<V>(w.mins[(row + r) * num_groups + g]))
+                                   : V::zero();
+    }
+    for (int64_t c = g * gs; c < (g + 1) * gs; c += kL) {
+      if constexpr (kTokens == 1) {  // decode: see prefetch_linear
+        prefetch_stream<V>(group_base, kRows * row_bytes, quant_row_bytes<kType>(c * kRows),
+                           quant_row_bytes<kType>(kRows * kL));
+      }
+      F wv[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        wv[r] = dequantize<V, kType>(load_quantized<V, kType>(w.data, row + r, cols, c), scale[r],
+                                     min[r]);
+      }
+      for (int t = 0; t < kTokens; ++t) {
+        const F xv = V::load(x + t * ldx + c);
+        for (int r = 0; r < kRows; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
+      }
+    }
+  }
+  for (int t = 0; t < kTokens; ++t) {
+    for (int r = 0; r < kRows; ++r) y[t * ldy + r] = V::reduce_add(acc[r][t]);
+  }
+}
+
+template <class V, DType kType, int kRows, int kTokens>
+void run_dequant_tile(int64_t rows, int64_t tokens, const float* x, int64_t ldx,
+                      const WeightView& w, int64_t row, float* y, int64_t ldy) {
+  if constexpr (kRows > 1) {
+    if (rows < kRows) {
+      run_dequant_tile<V, kType, kRows - 1, kTokens>(rows, tokens, x, ldx, w, row, y, ldy);
+      return;
+    }
+  }
+  if constexpr (kTokens > 1) {
+    if (tokens < kTokens) {
+      run_dequant_tile<V, kType, kRows, kTokens - 1>(rows, tokens, x, ldx, w, row, y, ldy);
+      return;
+    }
+  }
+  dequant_dot_tile<V, kType, kRows, kTokens>(x, ldx, w, row, y, ldy);
+}
+
+// From this many tokens on, dequantizing a panel once beats dequantizing per tile of tokens
+// (the same threshold as f16 weights, whose on-the-fly widening costs about as much).
+constexpr int64_t kDequantManyTokens = 10;
+
+template <class V, DType kType>
+void matmul_dequantized(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+                        int64_t row_end, float* y, int64_t ldy) {
+  const int64_t cols = w.cols;
+  if (num_tokens < kDequantManyTokens) {
+    constexpr int kR = V::kTileRows, kT = V::kStreamTileTokens;
+    for (int64_t r = row_begin; r < row_end; r += kR) {
+      const int64_t rows = min_i64<V>(kR, row_end - r);
+      for (int64_t t = 0; t < num_tokens; t += kT) {
+        run_dequant_tile<V, kType, kR, kT>(rows, min_i64<V>(kT, num_tokens - t), x + t * cols, cols,
+                                           w, r, y + t * ldy + r, ldy);
+      }
+    }
+    return;
+  }
+  static thread_local Scratch<V> panel_scratch;
+  constexpr int kT = V::kTileTokens, kR = V::kTileRows;
+  float* panel = static_cast<float*>(panel_scratch.get(kPanelRows * cols * sizeof(float)));
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
+    const int64_t panel_rows = min_i64<V>(kPanelRows, row_end - r0);
+    dequantize_rows<V, kType>(w, r0, panel_rows, panel);
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += kT) {
+      const int64_t tile_tokens = min_i64<V>(kT, num_tokens - t0);
+      for (int64_t r = 0; r < panel_rows; r += kR) {
+        run_tile<V, DType::kF32, kR, kT>(min_i64<V>(kR, panel_rows - r), tile_tokens, x + t0 * cols,
+                                         cols, panel, r, cols, y + t0 * ldy + r0 + r, ldy);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// W8A8 / W4A8: int8 activations, integer dot products per block of 32.
+
+// One call's activations quantized per token. For int8 weights q is [num_tokens, cols] in
+// natural order. For int4 weights blocks go in pairs (b, b + 1) to match how 32 bytes of
+// packed int4 split into nibbles: each pair is 64 bytes, [b 0..15 | b+1 0..15] then
+// [b 16..31 | b+1 16..31] (a zero block pads an odd count), and d_pairs holds
+// [d_b x 4 | d_b+1 x 4] per pair. group_sums [num_tokens, num_groups] (int4 only) =
+// Σ_b∈g d_b Σ_i q_x[b, i].
+struct QuantizedActivations {
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+  const float* d_pairs = nullptr;
+  const float* group_sums = nullptr;
+  int64_t cols = 0, num_blocks = 0, num_groups = 0, num_pairs = 0, q_ld = 0;
+};
+
+template <class V>
+inline float reduce_add_256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <class V>
+inline float reduce_max_256(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <class V>
+inline int32_t reduce_add_epi32_256(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Quantizes x [num_tokens, cols] into per-thread scratch (grown rarely, never freed on the hot
+// path). Exactly the scalar table's arithmetic: max is exact, 127 / absmax and x * inv are
+// single IEEE operations, vcvtps2dq rounds to nearest even like nearbyint.
+template <class V>
+QuantizedActivations quantize_activations(const float* x, int64_t num_tokens, int64_t cols,
+                                          int64_t group_size, bool for_int4) {
+  static thread_local Scratch<V> scratch;
+  QuantizedActivations qa;
+  qa.cols = cols;
+  qa.num_blocks = cols / kQuantBlock;
+  qa.num_groups = cols / group_size;
+  qa.num_pairs = (qa.num_blocks + 1) / 2;
+  qa.q_ld = for_int4 ? qa.num_pairs * 2 * kQuantBlock : cols;
+  const auto round64 = [](int64_t n) { return (n + 63) & ~int64_t{63}; };
+  const int64_t q_bytes = round64(num_tokens * qa.q_ld);
+  const int64_t d_bytes = round64(num_tokens * qa.num_blocks * 4);
+  const int64_t pair_bytes = for_int4 ? round64(num_tokens * qa.num_pairs * 8 * 4) : 0;
+  const int64_t sum_bytes = for_int4 ? num_tokens * qa.num_groups * 4 : 0;
+  auto* base = static_cast<char*>(
+      scratch.get(static_cast<size_t>(q_bytes + d_bytes + pair_bytes + sum_bytes)));
+  auto* q = reinterpret_cast<int8_t*>(base);
+  auto* d = reinterpret_cast<float*>(base + q_bytes);
+  auto* d_pairs = reinterpret_cast<float*>(base + q_bytes + d_bytes);
+  auto* sums = reinterpret_cast<float*>(base + q_bytes + d_bytes + pair_bytes);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  // vpackssdw / vpacksswb interleave the 128-bit lanes; this puts the 4-byte runs back in order.
+  const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const int64_t blocks_per_group = group_size / kQuantBlock;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    __m256i previous = _mm256_setzero_si256();  // int4: the even block of the current pair
+    for (int64_t b = 0; b < qa.num_blocks; ++b) {
+      const float* src = x + t * cols + b * kQuantBlock;
+      const __m256 v0 = _mm256_loadu_ps(src), v1 = _mm256_loadu_ps(src + 8);
+      const __m256 v2 = _mm256_loadu_ps(src + 16), v3 = _mm256_loadu_ps(src + 24);
+      const __m256 m =
+          _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_and_ps(v1, abs_mask)),
+                        _mm256_max_ps(_mm256_and_ps(v2, abs_mask), _mm256_and_ps(v3, abs_mask)));
+      const float absmax = reduce_max_256<V>(m);
+      const float inv = absmax > 0.0f ? 127.0f / absmax : 0.0f;
+      const float block_d = absmax / 127.0f;
+      d[t * qa.num_blocks + b] = block_d;
+      const __m256 iv = _mm256_set1_ps(inv);
+      const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, iv));
+      const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, iv));
+      const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, iv));
+      const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, iv));
+      const __m256i block = _mm256_permutevar8x32_epi32(
+          _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3)), unshuffle);
+      if (!for_int4) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + t * qa.q_ld + b * kQuantBlock), block);
+        continue;
+      }
+      const int64_t g = b / blocks_per_group;
+      const int32_t block_sum = reduce_add_epi32_256<V>(
+          _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+      const float term = block_d * static_cast<float>(block_sum);
+      float& sum = sums[t * qa.num_groups + g];
+      sum = b % blocks_per_group == 0 ? term : sum + term;
+      const bool odd = (b & 1) != 0, last = b + 1 == qa.num_blocks;
+      if (!odd && !last) {
+        previous = block;
+        continue;
+      }
+      const __m256i even = odd ? previous : block, second = odd ? block : _mm256_setzero_si256();
+      const float d_even = odd ? d[t * qa.num_blocks + b - 1] : block_d;
+      const float d_second = odd ? block_d : 0.0f;
+      int8_t* out = q + t * qa.q_ld + b / 2 * 2 * kQuantBlock;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                          _mm256_permute2x128_si256(even, second, 0x20));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + kQuantBlock),
+                          _mm256_permute2x128_si256(even, second, 0x31));
+      _mm256_storeu_ps(d_pairs + (t * qa.num_pairs + b / 2) * 8,
+                       _mm256_set_m128(_mm_set1_ps(d_second), _mm_set1_ps(d_even)));
+    }
+  }
+  qa.q = q;
+  qa.d = d;
+  qa.d_pairs = for_int4 ? d_pairs : nullptr;
+  qa.group_sums = for_int4 ? sums : nullptr;
+  return qa;
+}
+
+// Σ_g min_g * group_sums_g: the int4 min term of one (row, token).
+template <class V>
+float min_term(const uint16_t* mins, const float* group_sums, int64_t num_groups) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t g = 0;
+  for (; g + 8 <= num_groups; g += 8) {
+    const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + g)));
+    acc = _mm256_fmadd_ps(m, _mm256_loadu_ps(group_sums + g), acc);
+  }
+  float sum = reduce_add_256<V>(acc);
+  for (; g < num_groups; ++g) sum += half_to_float<V>(mins[g]) * group_sums[g];
+  return sum;
+}
+
+// Both tiles below fold the integer sums of 4 rows into one vector [r0 r1 r2 r3 | r0 r1 r2 r3]
+// before converting to fp32, so the conversion, the multiply by d * scale and the FMA are
+// paid once per 4 rows rather than per row: that float work, not the integer products, is
+// what bounds a dot product with a scale per 32-block on AVX2. Rows past num_rows repeat the
+// last row and are not stored, so a row is computed by the same lanes and operations whatever
+// tile it falls in (batch and thread-split invariance). Each row's result is lane r + lane
+// r + 4 of its accumulator. w_rows points at the first row's values, w_ld bytes apart.
+
+// The scales of 4 rows for group g as [r0 r1 r2 r3].
+template <class V>
+inline __m128 scales_4_rows(const uint16_t* const scale_row[4], int64_t g) {
+  return _mm_cvtph_ps(_mm_setr_epi16(
+      static_cast<int16_t>(scale_row[0][g]), static_cast<int16_t>(scale_row[1][g]),
+      static_cast<int16_t>(scale_row[2][g]), static_cast<int16_t>(scale_row[3][g]), 0, 0, 0, 0));
+}
+
+template <class V, int kTokens>
+void store_4_rows(const __m256 acc[kTokens], const QuantizedActivations& qa, int64_t token,
+                  const WeightView& w, int64_t row, int64_t num_rows, float* y, int64_t ldy) {
+  for (int t = 0; t < kTokens; ++t) {
+    alignas(16) float rows4[4];
+    _mm_store_ps(rows4,
+                 _mm_add_ps(_mm256_castps256_ps128(acc[t]), _mm256_extractf128_ps(acc[t], 1)));
+    for (int r = 0; r < num_rows; ++r) {
+      float v = rows4[r];
+      if (w.dtype == DType::kI4) {
+        v += min_term<V>(w.mins + (row + r) * qa.num_groups,
+                         qa.group_sums + (token + t) * qa.num_groups, qa.num_groups);
+      }
+      y[t * ldy + r] = v;
+    }
+  }
+}
+
+// int8 weights, 4 rows x kTokens tokens, one block at a time. Lane r (r + 4) holds row r's
+// dot over the low (high) 16 values of the block: 4 x 8 int32 lanes folded by three vphaddd.
+template <class V, int kTokens>
+void int8_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t* w_rows,
+                   int64_t w_ld, const WeightView& w, int64_t row, int64_t num_rows, float* y,
+                   int64_t ldy) {
+  const int64_t num_groups = qa.num_groups, blocks_per_group = qa.num_blocks / num_groups;
+  const uint8_t* w_row[4];
+  const uint16_t* scale_row[4];
+  for (int r = 0; r < 4; ++r) {
+    const int64_t valid = r < num_rows ? r : num_rows - 1;
+    w_row[r] = w_rows + valid * w_ld;
+    scale_row[r] = w.scales + (row + valid) * num_groups;
+  }
+  __m256 acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < num_groups; ++g) {
+    const __m128 s4 = scales_4_rows<V>(scale_row, g);
+    const __m256 scale = _mm256_set_m128(s4, s4);
+    for (int64_t b = g * blocks_per_group; b < (g + 1) * blocks_per_group; ++b) {
+      if constexpr (kTokens == 1) {  // decode: see prefetch_linear
+        prefetch_stream<V>(w_rows, 4 * w_ld, b * 4 * kQuantBlock, 4 * kQuantBlock);
+      }
+      __m256i unsigned_w[4], sign_w[4];
+      for (int r = 0; r < 4; ++r) {
+        sign_w[r] =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_row[r] + b * kQuantBlock));
+        unsigned_w[r] = _mm256_sign_epi8(sign_w[r], sign_w[r]);  // |w|; -128 reads as 128
+      }
+      for (int t = 0; t < kTokens; ++t) {
+        const __m256i xq = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(qa.q + (token + t) * qa.q_ld + b * kQuantBlock));
+        __m256i p[4];
+        for (int r = 0; r < 4; ++r) {
+          p[r] = V::dot_u8s8(unsigned_w[r], _mm256_sign_epi8(xq, sign_w[r]));  // |w| * x sign(w)
+        }
+        const __m256i sums =
+            _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        const __m256 d = _mm256_set1_ps(qa.d[(token + t) * qa.num_blocks + b]);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(d, scale), acc[t]);
+      }
+    }
+  }
+  store_4_rows<V, kTokens>(acc, qa, token, w, row, num_rows, y, ldy);
+}
+
+// int4 weights, 4 rows x kTokens tokens, two blocks at a time: 32 packed bytes hold blocks b
+// and b + 1, so one mask gives [b 0..15 | b+1 0..15] and a shift plus mask [b 16..31 |
+// b+1 16..31], matching the pair layout of the activations. Lane r (r + 4) holds row r's dot
+// over block b (b + 1). Without VNNI the vpmaddubsw int16 sums stay in int16 through the
+// folds: 4 products <= 4 * 15 * 127, then two vphaddw give sums of 16 <= 30480 < 2^15.
+template <class V, int kTokens>
+void int4_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t* w_rows,
+                   int64_t w_ld, const WeightView& w, int64_t row, int64_t num_rows, float* y,
+                   int64_t ldy) {
+  const int64_t blocks_per_group = w.group_size / kQuantBlock;
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
+  const uint8_t* w_row[4];
+  const uint16_t* scale_row[4];
+  for (int r = 0; r < 4; ++r) {
+    const int64_t valid = r < num_rows ? r : num_rows - 1;
+    w_row[r] = w_rows + valid * w_ld;
+    scale_row[r] = w.scales + (row + valid) * qa.num_groups;
+  }
+  __m256 acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_ps();
+  __m256 scale = _mm256_setzero_ps();
+  int64_t scale_group = -1;  // group of the even block that `scale` was built for
+  for (int64_t pair = 0; pair < qa.num_pairs; ++pair) {
+    const int64_t b = 2 * pair;
+    const bool full = b + 1 < qa.num_blocks;
+    const int64_t g0 = b / blocks_per_group;
+    if (blocks_per_group == 1 && full) {
+      // Each block its own group: a row's scales for g0 and g0 + 1 are adjacent, so 4 32-bit
+      // loads, one conversion and one permute give [g0 of r0..r3 | g0 + 1 of r0..r3].
+      int32_t pairs[4];
+      for (int r = 0; r < 4; ++r) __builtin_memcpy(&pairs[r], scale_row[r] + g0, 4);
+      const __m256 f = _mm256_cvtph_ps(_mm_setr_epi32(pairs[0], pairs[1], pairs[2], pairs[3]));
+      scale = _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    } else if (blocks_per_group == 1) {  // the last, unpaired block
+      const __m128 s_even = scales_4_rows<V>(scale_row, g0);
+      scale = _mm256_set_m128(s_even, s_even);
+    } else if (g0 != scale_group || (full && (b + 1) / blocks_per_group != g0)) {
+      const __m128 s_even = scales_4_rows<V>(scale_row, g0);
+      const int64_t g1 = full ? (b + 1) / blocks_per_group : g0;
+      scale = _mm256_set_m128(g1 == g0 ? s_even : scales_4_rows<V>(scale_row, g1), s_even);
+      scale_group = g1 == g0 ? g0 : -1;
+    }
+    if constexpr (kTokens == 1) {  // decode: see prefetch_linear
+      prefetch_stream<V>(w_rows, 4 * w_ld, pair * 4 * 2 * 16, 4 * 2 * 16);
+    }
+    __m256i lo[4], hi[4];
+    for (int r = 0; r < 4; ++r) {
+      const uint8_t* p = w_row[r] + b * 16;
+      const __m256i packed =
+          full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
+               : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      lo[r] = _mm256_and_si256(packed, low_nibbles);
+      hi[r] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
+    }
+    for (int t = 0; t < kTokens; ++t) {
+      const int8_t* xp = qa.q + (token + t) * qa.q_ld + pair * 2 * kQuantBlock;
+      const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp));
+      const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + kQuantBlock));
+      __m256i sums;
+      if constexpr (V::kVnni) {
+        __m256i p[4];
+        for (int r = 0; r < 4; ++r) p[r] = V::dot_u8s8_add(V::dot_u8s8(lo[r], x_lo), hi[r], x_hi);
+        sums = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+      } else {
+        __m256i p[4];
+        for (int r = 0; r < 4; ++r) {
+          p[r] = _mm256_add_epi16(_mm256_maddubs_epi16(lo[r], x_lo),
+                                  _mm256_maddubs_epi16(hi[r], x_hi));
+        }
+        sums = _mm256_madd_epi16(
+            _mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3])),
+            _mm256_set1_epi16(1));
+      }
+      const __m256 d = _mm256_loadu_ps(qa.d_pairs + ((token + t) * qa.num_pairs + pair) * 8);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(d, scale), acc[t]);
+    }
+  }
+  store_4_rows<V, kTokens>(acc, qa, token, w, row, num_rows, y, ldy);
+}
+
+template <class V, DType kType, int kTokens>
+void run_int_tile(int64_t tokens, const QuantizedActivations& qa, int64_t token,
+                  const uint8_t* w_rows, int64_t w_ld, const WeightView& w, int64_t row,
+                  int64_t num_rows, float* y, int64_t ldy) {
+  if constexpr (kTokens > 1) {
+    if (tokens < kTokens) {
+      run_int_tile<V, kType, kTokens - 1>(tokens, qa, token, w_rows, w_ld, w, row, num_rows, y,
+                                          ldy);
+      return;
+    }
+  }
+  if constexpr (kType == DType::kI8) {
+    int8_dot_tile<V, kTokens>(qa, token, w_rows, w_ld, w, row, num_rows, y, ldy);
+  } else {
+    int4_dot_tile<V, kTokens>(qa, token, w_rows, w_ld, w, row, num_rows, y, ldy);
+  }
+}
+
+// Below this many tokens rows are streamed 4 at a time with one token per tile (the 4 rows
+// stay in L1 while the tokens pass over them); from it on, panels of kPanelRows rows (in L2)
+// are swept by tiles of V::kIntTileTokens tokens.
+constexpr int64_t kIntManyTokens = 4;
+
+template <class V, DType kType>
+void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightView& w,
+                             int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
+  const QuantizedActivations qa =
+      quantize_activations<V>(x, num_tokens, w.cols, w.group_size, kType == DType::kI4);
+  const int64_t row_bytes = quant_row_bytes<kType>(w.cols);
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  if (num_tokens < kIntManyTokens) {
+    for (int64_t r = row_begin; r < row_end; r += 4) {
+      const int64_t rows = min_i64<V>(4, row_end - r);
+      for (int64_t t = 0; t < num_tokens; ++t) {
+        run_int_tile<V, kType, 1>(1, qa, t, data + r * row_bytes, row_bytes, w, r, rows,
+                                  y + t * ldy + r, ldy);
+      }
+    }
+    return;
+  }
+  constexpr int kT = V::kIntTileTokens;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
+    const int64_t panel_rows = min_i64<V>(kPanelRows, row_end - r0);
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += kT) {
+      const int64_t tile_tokens = min_i64<V>(kT, num_tokens - t0);
+      for (int64_t r = r0; r < r0 + panel_rows; r += 4) {
+        run_int_tile<V, kType, kT>(tile_tokens, qa, t0, data + r * row_bytes, row_bytes, w, r,
+                                   min_i64<V>(4, r0 + panel_rows - r), y + t0 * ldy + r, ldy);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry points (declared in simd_kernels.h).
+
+template <class V>
+void matmul_quantized(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+                      int64_t row_end, float* y, int64_t ldy) {
+  if (w.dtype == DType::kI8) {
+    if (w.int8_activations) {
+      matmul_int8_activations<V, DType::kI8>(x, num_tokens, w, row_begin, row_end, y, ldy);
+    } else {
+      matmul_dequantized<V, DType::kI8>(x, num_tokens, w, row_begin, row_end, y, ldy);
+    }
+  } else {
+    if (w.int8_activations) {
+      matmul_int8_activations<V, DType::kI4>(x, num_tokens, w, row_begin, row_end, y, ldy);
+    } else {
+      matmul_dequantized<V, DType::kI4>(x, num_tokens, w, row_begin, row_end, y, ldy);
+    }
+  }
+}
+
+template <class V>
+void dequantize_row(const WeightView& w, int64_t row, float* dst) {
+  switch (w.dtype) {
+    case DType::kI8:
+      dequantize_rows<V, DType::kI8>(w, row, 1, dst);
+      break;
+    case DType::kI4:
+      dequantize_rows<V, DType::kI4>(w, row, 1, dst);
+      break;
+    default:
+      // (no dtype_row_bytes: an inline function of a shared header, see simd_kernels.h)
+      to_f32<V>(static_cast<const char*>(w.data) + row * w.cols * (w.dtype == DType::kF32 ? 4 : 2),
+                w.dtype, w.cols, dst);
+      break;
+  }
+}
+
+}  // namespace pagoda::x86

@@ -1,0 +1,383 @@
+// The quantized matmul (kI8 / kI4 weights) and dequantize_row of every kernel table this CPU
+// can run, against the scalar table; the scalar table against plain definitions:
+//  - weight-only: scalar == fp32 matmul on dequantize_row_reference's rows (bit for bit);
+//  - W8A8 / W4A8: scalar within the activation-quantization error of that fp32 result;
+//  - each ISA == scalar up to float summation order, every group size (32, 64, 128, cols),
+//    odd row ranges, 1..40 tokens, raw layouts with extreme values (int8 -128, all nibbles,
+//    all-zero activation blocks); bit-exact batch invariance and thread splits.
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/kernels.h"
+#include "kernels/ops.h"
+#include "kernels/quantize.h"
+#include "kernels/tables.h"
+#include "util/cpu_features.h"
+#include "util/half.h"
+
+namespace pagoda {
+namespace {
+
+constexpr double kUnitRoundoff = 5.9604644775390625e-8;  // 2^-24
+
+std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// A quantized weight in Pagoda's layout with raw random contents: every int8 value including
+// -128, every nibble, scales and mins of both signs. Owns its bytes.
+struct QuantWeights {
+  std::vector<uint8_t> values;
+  std::vector<uint16_t> scales, mins;
+  WeightView view;
+};
+
+QuantWeights random_quant_weights(std::mt19937& rng, DType dtype, int64_t rows, int64_t cols,
+                                  int64_t group_size) {
+  QuantWeights w;
+  w.values.resize(static_cast<size_t>(dtype_row_bytes(dtype, cols) * rows));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (uint8_t& b : w.values) b = static_cast<uint8_t>(byte(rng));
+  const int64_t num_scales = rows * (cols / group_size);
+  for (float s : random_floats(rng, num_scales, 0.001f, 0.02f)) w.scales.push_back(f32_to_f16(s));
+  if (dtype == DType::kI4) {
+    for (float m : random_floats(rng, num_scales, -0.15f, 0.05f)) w.mins.push_back(f32_to_f16(m));
+  }
+  w.view.data = w.values.data();
+  w.view.dtype = dtype;
+  w.view.rows = rows;
+  w.view.cols = cols;
+  w.view.scales = w.scales.data();
+  w.view.mins = dtype == DType::kI4 ? w.mins.data() : nullptr;
+  w.view.group_size = group_size;
+  return w;
+}
+
+std::vector<float> dequantized(const WeightView& w) {
+  std::vector<float> out(static_cast<size_t>(w.rows * w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) dequantize_row_reference(w, r, out.data() + r * w.cols);
+  return out;
+}
+
+// Activations with the awkward cases the W8A8 quantizer must handle: one all-zero block per
+// token and a few large values (one block's absmax far above the rest).
+std::vector<float> activations(std::mt19937& rng, int64_t num_tokens, int64_t cols) {
+  std::vector<float> x = random_floats(rng, num_tokens * cols);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int64_t zero_block = t % (cols / 32);
+    for (int64_t i = 0; i < 32; ++i) x[t * cols + zero_block * 32 + i] = 0.0f;
+    x[t * cols + (t * 7 + 5) % cols] = 30.0f;
+  }
+  return x;
+}
+
+// Per output element, Σ_c |x_c| |w_c| (w dequantized): error bounds scale with it.
+std::vector<double> magnitudes(const std::vector<float>& x, int64_t num_tokens,
+                               const std::vector<float>& w, int64_t rows, int64_t cols) {
+  std::vector<double> m(static_cast<size_t>(num_tokens * rows));
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0.0;
+      for (int64_t c = 0; c < cols; ++c) s += std::fabs(x[t * cols + c] * w[r * cols + c]);
+      m[t * rows + r] = s;
+    }
+  }
+  return m;
+}
+
+// A table under test: every ISA this CPU runs, and on AVX-512 CPUs both the VNNI and the
+// vpmaddubsw variants of the integer matmul.
+struct TableCase {
+  std::string name;
+  std::function<const KernelTable*()> get;
+};
+
+void PrintTo(const TableCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+std::vector<TableCase> table_cases() {
+  std::vector<TableCase> cases = {
+      {"scalar", [] { return kernels_for(Isa::kScalar); }},
+      {"avx2", [] { return kernels_for(Isa::kAvx2); }},
+      {"avx512", [] { return kernels_for(Isa::kAvx512); }},
+  };
+#if defined(__x86_64__)
+  cases.push_back({"avx512_no_vnni", []() -> const KernelTable* {
+                     return kernels_for(Isa::kAvx512) ? &detail::avx512_table(false, false)
+                                                      : nullptr;
+                   }});
+  cases.push_back({"avx512_vnni", []() -> const KernelTable* {
+                     return kernels_for(Isa::kAvx512) && cpu_features().avx512_vnni
+                                ? &detail::avx512_table(false, true)
+                                : nullptr;
+                   }});
+#endif
+  return cases;
+}
+
+class QuantKernelTest : public ::testing::TestWithParam<TableCase> {
+ protected:
+  void SetUp() override {
+    table_ = GetParam().get();
+    if (table_ == nullptr) GTEST_SKIP() << "this CPU cannot run " << GetParam().name;
+  }
+  const KernelTable& scalar() const { return *kernels_for(Isa::kScalar); }
+  const KernelTable* table_ = nullptr;
+  std::mt19937 rng_{4321};
+};
+
+struct Layout {
+  int64_t cols, group_size;
+};
+// Every group size the layout allows that matters: the smallest, two powers of two, a
+// multiple of 32 that is not a power of two (96), and one group per row.
+const Layout kLayouts[] = {{128, 32}, {256, 64}, {384, 128}, {192, 96}, {160, 160}, {2048, 2048}};
+const int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13, 17, 24, 33, 40};
+
+TEST_P(QuantKernelTest, MatmulMatchesScalar) {
+  const int64_t kRows = 37, kLdy = kRows + 3;
+  const int64_t row_begin = 3, row_end = 36;  // unaligned, like a thread's share
+  for (DType dtype : {DType::kI8, DType::kI4}) {
+    for (const Layout& layout : kLayouts) {
+      QuantWeights w = random_quant_weights(rng_, dtype, kRows, layout.cols, layout.group_size);
+      const std::vector<float> wf = dequantized(w.view);
+      for (bool int8_activations : {false, true}) {
+        w.view.int8_activations = int8_activations;
+        for (int64_t num_tokens : kTokenCounts) {
+          if (layout.cols == 2048 && num_tokens > 5 && num_tokens != 33) continue;  // time
+          const std::vector<float> x = activations(rng_, num_tokens, layout.cols);
+          const std::vector<double> mag = magnitudes(x, num_tokens, wf, kRows, layout.cols);
+          std::vector<float> expected(num_tokens * kLdy, -7.0f), actual(num_tokens * kLdy, -7.0f);
+          scalar().matmul(x.data(), num_tokens, w.view, row_begin, row_end, expected.data(), kLdy);
+          table_->matmul(x.data(), num_tokens, w.view, row_begin, row_end, actual.data(), kLdy);
+          // Weight-only: the same fp32 weights, so only the summation order differs: 2 n u.
+          // W8A8: the same integers; fp32 sums of num_blocks + num_groups + 8 terms (the SIMD
+          // lanes) in another order, each term within |x||w| of the total: 2 (n_terms) u, with
+          // room for the per-block products d * scale (a few more roundings per term).
+          const double n_terms =
+              int8_activations
+                  ? static_cast<double>(layout.cols / 32 + layout.cols / layout.group_size + 8)
+                  : static_cast<double>(layout.cols);
+          const double rel = (int8_activations ? 8.0 : 2.0) * n_terms * kUnitRoundoff;
+          for (int64_t t = 0; t < num_tokens; ++t) {
+            for (int64_t r = 0; r < kLdy; ++r) {
+              const float e = expected[t * kLdy + r], a = actual[t * kLdy + r];
+              if (r < row_begin || r >= row_end) {
+                ASSERT_EQ(a, -7.0f) << "wrote outside the row range at r=" << r;
+                continue;
+              }
+              // The activation error adds at most ~Σ|w| d/2 ~ mag / 127 to W8A8 sums, so the
+              // magnitude bound holds for them too, with 2x slack.
+              const double tol = rel * 2.0 * mag[t * kRows + r] + 1e-6;
+              ASSERT_NEAR(a, e, tol) << GetParam().name << " " << dtype_name(dtype)
+                                     << (int8_activations ? " W8A8" : " weight-only")
+                                     << " cols=" << layout.cols << " group=" << layout.group_size
+                                     << " tokens=" << num_tokens << " t=" << t << " r=" << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(QuantKernelTest, MatmulIsBatchInvariant) {
+  // Token t alone == token t inside batches of every size, bit for bit, in both modes (every
+  // path adds the same terms in the same order, see quant_kernels.h).
+  const int64_t kRows = 45, kCols = 256, kTokens = 40;
+  for (DType dtype : {DType::kI8, DType::kI4}) {
+    for (int64_t group_size : {int64_t{32}, kCols}) {
+      QuantWeights w = random_quant_weights(rng_, dtype, kRows, kCols, group_size);
+      for (bool int8_activations : {false, true}) {
+        w.view.int8_activations = int8_activations;
+        const std::vector<float> x = activations(rng_, kTokens, kCols);
+        std::vector<float> batch(kTokens * kRows);
+        table_->matmul(x.data(), kTokens, w.view, 0, kRows, batch.data(), kRows);
+        for (int64_t count : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{9}, int64_t{17}}) {
+          for (int64_t t0 = 0; t0 + count <= kTokens; t0 += 11) {
+            std::vector<float> part(count * kRows);
+            table_->matmul(x.data() + t0 * kCols, count, w.view, 0, kRows, part.data(), kRows);
+            for (int64_t i = 0; i < count * kRows; ++i) {
+              ASSERT_EQ(part[i], batch[t0 * kRows + i])
+                  << dtype_name(dtype) << (int8_activations ? " W8A8" : " weight-only")
+                  << " group=" << group_size << " count=" << count << " t0=" << t0;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(QuantKernelTest, DequantizeRowMatchesReferenceExactly) {
+  for (DType dtype : {DType::kI8, DType::kI4}) {
+    for (const Layout& layout : kLayouts) {
+      const QuantWeights w = random_quant_weights(rng_, dtype, 5, layout.cols, layout.group_size);
+      std::vector<float> expected(layout.cols), actual(layout.cols);
+      for (int64_t r = 0; r < 5; ++r) {
+        dequantize_row_reference(w.view, r, expected.data());
+        table_->dequantize_row(w.view, r, actual.data());
+        ASSERT_EQ(actual, expected) << dtype_name(dtype) << " group=" << layout.group_size;
+      }
+    }
+  }
+  // Float tables go through the same entry (embedding lookup of any table).
+  const std::vector<float> f = random_floats(rng_, 3 * 37);
+  std::vector<uint16_t> h(f.size());
+  for (size_t i = 0; i < f.size(); ++i) h[i] = f32_to_bf16(f[i]);
+  const WeightView bf16{h.data(), DType::kBF16, 3, 37};
+  std::vector<float> expected(37), actual(37);
+  dequantize_row_reference(bf16, 2, expected.data());
+  table_->dequantize_row(bf16, 2, actual.data());
+  EXPECT_EQ(actual, expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTables, QuantKernelTest, ::testing::ValuesIn(table_cases()),
+                         [](const ::testing::TestParamInfo<TableCase>& info) {
+                           return info.param.name;
+                         });
+
+// ---------------------------------------------------------------------------------------------
+// The scalar table against plain definitions.
+
+TEST(ScalarQuantKernels, WeightOnlyEqualsFloatMatmulOnDequantizedRows) {
+  std::mt19937 rng(7);
+  const KernelTable& scalar = *kernels_for(Isa::kScalar);
+  for (DType dtype : {DType::kI8, DType::kI4}) {
+    for (int64_t group_size : {int64_t{32}, int64_t{64}, int64_t{192}}) {
+      const QuantWeights w = random_quant_weights(rng, dtype, 11, 192, group_size);
+      const std::vector<float> wf = dequantized(w.view);
+      const WeightView f32{wf.data(), DType::kF32, 11, 192};
+      const std::vector<float> x = random_floats(rng, 3 * 192);
+      std::vector<float> expected(3 * 11), actual(3 * 11);
+      scalar.matmul(x.data(), 3, f32, 0, 11, expected.data(), 11);
+      scalar.matmul(x.data(), 3, w.view, 0, 11, actual.data(), 11);
+      EXPECT_EQ(actual, expected) << dtype_name(dtype) << " group=" << group_size;
+    }
+  }
+}
+
+TEST(ScalarQuantKernels, Int8ActivationsWithinQuantizationError) {
+  // Rounding x to d * q (d = absmax / 127 per block of 32) moves each x_c by at most d / 2,
+  // so |W8A8 - fp32| <= Σ_b d_b / 2 Σ_c∈b |w_c| (+ float rounding); and the bound is not
+  // vacuous: the observed error must be a visible fraction of it somewhere.
+  std::mt19937 rng(11);
+  const KernelTable& scalar = *kernels_for(Isa::kScalar);
+  const int64_t kRows = 13, kCols = 256, kTokens = 3;
+  double worst_ratio = 0.0;
+  for (DType dtype : {DType::kI8, DType::kI4}) {
+    QuantWeights w = random_quant_weights(rng, dtype, kRows, kCols, 64);
+    const std::vector<float> wf = dequantized(w.view);
+    const std::vector<float> x = activations(rng, kTokens, kCols);
+    const WeightView f32{wf.data(), DType::kF32, kRows, kCols};
+    std::vector<float> exact(kTokens * kRows), w8a8(kTokens * kRows);
+    scalar.matmul(x.data(), kTokens, f32, 0, kRows, exact.data(), kRows);
+    w.view.int8_activations = true;
+    scalar.matmul(x.data(), kTokens, w.view, 0, kRows, w8a8.data(), kRows);
+    const std::vector<double> mag = magnitudes(x, kTokens, wf, kRows, kCols);
+    for (int64_t t = 0; t < kTokens; ++t) {
+      for (int64_t r = 0; r < kRows; ++r) {
+        double bound = 0.0;
+        for (int64_t b = 0; b < kCols / 32; ++b) {
+          float absmax = 0.0f;
+          double sum_w = 0.0;
+          for (int64_t i = 0; i < 32; ++i) {
+            absmax = std::fmax(absmax, std::fabs(x[t * kCols + b * 32 + i]));
+            sum_w += std::fabs(wf[r * kCols + b * 32 + i]);
+          }
+          bound += absmax / 127.0 / 2.0 * sum_w;
+        }
+        const double err = std::fabs(w8a8[t * kRows + r] - exact[t * kRows + r]);
+        EXPECT_LE(err, bound + 64 * kUnitRoundoff * mag[t * kRows + r])
+            << dtype_name(dtype) << " t=" << t << " r=" << r;
+        worst_ratio = std::fmax(worst_ratio, err / bound);
+      }
+    }
+  }
+  EXPECT_GT(worst_ratio, 0.01) << "the activations were not quantized at all";
+}
+
+TEST(ScalarQuantKernels, HandCheckedW4A8) {
+  // One row of 32 values, one group: q_w = j % 16, scale 0.5, min -1 → w_j = 0.5 (j % 16) - 1.
+  // x = 127 at j = 3 and -63.5 at j = 20, 0 elsewhere: d = 1, q_x = 127 and -64 (-63.5 rounds
+  // to even). y = 127 * (0.5 * 3 - 1) + (-64) * (0.5 * 4 - 1) = 63.5 - 64 = -0.5.
+  std::vector<uint8_t> packed(16);
+  for (int j = 0; j < 16; ++j) packed[j] = static_cast<uint8_t>(j | (j << 4));
+  const uint16_t scale = f32_to_f16(0.5f), min = f32_to_f16(-1.0f);
+  WeightView w{packed.data(), DType::kI4, 1, 32, &scale, &min, 32, true};
+  std::vector<float> x(32, 0.0f);
+  x[3] = 127.0f;
+  x[20] = -63.5f;
+  for (const TableCase& c : table_cases()) {
+    const KernelTable* table = c.get();
+    if (table == nullptr) continue;
+    float y = 0.0f;
+    table->matmul(x.data(), 1, w, 0, 1, &y, 1);
+    EXPECT_EQ(y, -0.5f) << c.name;
+  }
+}
+
+TEST(QuantOps, ThreadSplitsMatchOneCall) {
+  std::mt19937 rng(3);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(3);
+  for (DType dtype : {DType::kI8, DType::kI4}) {
+    for (bool int8_activations : {false, true}) {
+      for (int64_t tokens : {int64_t{1}, int64_t{12}, int64_t{50}}) {
+        const int64_t rows = tokens == 50 ? 40 : 1000, cols = 256;  // 40 rows: token split
+        QuantWeights w = random_quant_weights(rng, dtype, rows, cols, 64);
+        w.view.int8_activations = int8_activations;
+        const std::vector<float> x = activations(rng, tokens, cols);
+        std::vector<float> expected(tokens * rows), actual(tokens * rows);
+        kernels().matmul(x.data(), tokens, w.view, 0, rows, expected.data(), rows);
+        ops::matmul(x.data(), tokens, w.view, actual.data());
+        EXPECT_EQ(actual, expected) << dtype_name(dtype) << " tokens=" << tokens;
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+TEST(QuantOps, QuantizedMatrixFromQuantizeMatchesFloatClosely) {
+  // End to end through the lead's quantizer: int8 per channel and int4 in groups of 32 stay
+  // close to the float matmul (a sanity check on layout agreement, not on quantization quality).
+  std::mt19937 rng(5);
+  const int64_t rows = 64, cols = 512;
+  const std::vector<float> wf = random_floats(rng, rows * cols);
+  const WeightView f32{wf.data(), DType::kF32, rows, cols};
+  const std::vector<float> x = random_floats(rng, 2 * cols);
+  std::vector<float> exact(2 * rows);
+  kernels().matmul(x.data(), 2, f32, 0, rows, exact.data(), rows);
+  for (DType dtype : {DType::kI8, DType::kI4}) {
+    QuantizedMatrix q = quantize_matrix(f32, dtype, dtype == DType::kI8 ? 0 : 32);
+    for (bool int8_activations : {false, true}) {
+      q.view.int8_activations = int8_activations;
+      std::vector<float> y(2 * rows);
+      kernels().matmul(x.data(), 2, q.view, 0, rows, y.data(), rows);
+      double err = 0.0, norm = 0.0;
+      for (int64_t i = 0; i < 2 * rows; ++i) {
+        err += (y[i] - exact[i]) * (y[i] - exact[i]);
+        norm += exact[i] * exact[i];
+      }
+      // Relative RMS error: int8 ~0.5%, int4 (16 levels per group of 32) ~8%.
+      EXPECT_LT(std::sqrt(err / norm), dtype == DType::kI8 ? 0.02 : 0.15)
+          << dtype_name(dtype) << (int8_activations ? " W8A8" : " weight-only");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
