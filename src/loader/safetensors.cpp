@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "loader/awq_gptq.h"
 #include "util/error.h"
 
 namespace pagoda {
@@ -275,7 +276,64 @@ TensorStore TensorStore::open(const std::string& path) {
     std::sort(found.begin(), found.end());
     for (const std::string& file : found) store.add_file(file);
   }
+  store.fold_quantized_tensors();
+  // AWQ/GPTQ layers are announced in config.json, not in the tensors; a config.json that does
+  // not parse is left for ModelConfig to report.
+  std::ifstream config_in(dir / "config.json");
+  if (config_in) {
+    const json config = json::parse(config_in, nullptr, /*allow_exceptions=*/false);
+    if (config.is_object() && config.contains("quantization_config")) {
+      repack_awq_gptq(store, config["quantization_config"]);
+    }
+  }
   return store;
+}
+
+TensorStore TensorStore::empty(std::string path) {
+  TensorStore store;
+  store.path_ = std::move(path);
+  return store;
+}
+
+void TensorStore::add(Tensor tensor, std::shared_ptr<const void> keep_alive) {
+  if (tensors_.count(tensor.name) != 0) fail("{}: tensor {} added twice", path_, tensor.name);
+  std::string name = tensor.name;
+  tensors_.emplace(std::move(name), std::move(tensor));
+  if (keep_alive) keep_alive_.push_back(std::move(keep_alive));
+}
+
+void TensorStore::fold_quantized_tensors() {
+  for (auto& [name, t] : tensors_) {
+    if (t.stored_dtype != "I8" && t.stored_dtype != "U8") continue;
+    const auto scale_it = tensors_.find(name + "_scale");
+    if (scale_it == tensors_.end()) continue;  // a plain integer tensor, not a weight
+    const Tensor& scale = scale_it->second;
+    const bool int4 = t.stored_dtype == "U8";
+    if (t.shape.size() != 2 || scale.shape.size() != 2 || scale.stored_dtype != "F16") {
+      fail("{}: quantized tensor {} must be 2-D with an F16 2-D {}_scale (got {} and {} {})",
+           t.path, name, name, format_shape(t.shape), scale.stored_dtype,
+           format_shape(scale.shape));
+    }
+    const int64_t rows = t.shape[0], cols = int4 ? t.shape[1] * 2 : t.shape[1];
+    const int64_t groups = scale.shape[1];
+    if (scale.shape[0] != rows || groups <= 0 || cols % groups != 0 || (cols / groups) % 32 != 0) {
+      fail("{}: {}_scale has shape {}, which does not give groups of a multiple of 32 over {}",
+           t.path, name, format_shape(scale.shape), format_shape(std::vector<int64_t>{rows, cols}));
+    }
+    t.scales = scale.data_as<uint16_t>();
+    t.group_size = cols / groups;
+    if (int4) {
+      const Tensor* min = find(name + "_min");
+      if (min == nullptr || min->stored_dtype != "F16" || min->shape != scale.shape) {
+        fail("{}: int4 tensor {} needs {}_min, F16 {}", t.path, name, name,
+             format_shape(scale.shape));
+      }
+      t.mins = min->data_as<uint16_t>();
+    }
+    t.shape = {rows, cols};
+    t.dtype = int4 ? DType::kI4 : DType::kI8;
+    t.dtype_supported = true;
+  }
 }
 
 const Tensor* TensorStore::find(const std::string& name) const {
@@ -287,8 +345,10 @@ const Tensor& TensorStore::get(const std::string& name) const {
   const Tensor* t = find(name);
   if (t == nullptr) fail("tensor {} not found in {}", name, path_);
   if (!t->dtype_supported) {
-    fail("{}: tensor {} has dtype {}, which Pagoda does not read (supported: F32, F16, BF16)",
-         t->path, name, t->stored_dtype);
+    fail(
+        "{}: tensor {} has dtype {}, which Pagoda does not read (supported: F32, F16, BF16, and "
+        "Pagoda's quantized I8/U8 with _scale)",
+        t->path, name, t->stored_dtype);
   }
   return *t;
 }

@@ -26,10 +26,14 @@ struct Tensor {
   std::string path;          // the .safetensors file holding it
   std::string stored_dtype;  // as written in the header: "BF16", "F8_E4M3", ...
   bool dtype_supported = false;
-  DType dtype = DType::kF32;  // meaningful only when dtype_supported
-  std::vector<int64_t> shape;
-  const uint8_t* data = nullptr;  // inside the file's memory map
+  DType dtype = DType::kF32;      // meaningful only when dtype_supported
+  std::vector<int64_t> shape;     // logical: [rows, cols] even for kI4's packed bytes
+  const uint8_t* data = nullptr;  // inside the file's memory map (or a converter's buffer)
   int64_t size_bytes = 0;
+  // kI8 / kI4 (util/dtype.h): fp16 planes [rows, cols / group_size]; mins for kI4 only.
+  const uint16_t* scales = nullptr;
+  const uint16_t* mins = nullptr;
+  int64_t group_size = 0;
 
   int64_t num_elements() const;
   template <typename T>
@@ -47,8 +51,12 @@ int64_t safetensors_dtype_size(const std::string& dtype);
 class TensorStore {
  public:
   // `path` is a model directory or a single .safetensors file. Throws pagoda::Error with one
-  // line naming the file (and tensor) and the problem.
+  // line naming the file (and tensor) and the problem. A directory whose config.json says the
+  // weights are AWQ or GPTQ gets them repacked to kI4 (loader/awq_gptq.h).
   static TensorStore open(const std::string& path);
+
+  // An empty store for a converter (GGUF, AWQ/GPTQ repacking) to fill with `add`.
+  static TensorStore empty(std::string path);
 
   TensorStore(TensorStore&&) noexcept = default;
   TensorStore& operator=(TensorStore&&) noexcept = default;
@@ -69,13 +77,26 @@ class TensorStore {
   std::vector<std::string> files() const;  // the mapped .safetensors paths
   int64_t total_bytes() const;             // sum of tensor sizes
 
+  // Adds a tensor whose bytes `keep_alive` owns (or maps); the store holds it as long as the
+  // store lives. Throws pagoda::Error if the name is taken.
+  void add(Tensor tensor, std::shared_ptr<const void> keep_alive);
+  // Keeps more bytes alive (a second plane of a tensor added with `add`).
+  void add_keep_alive(std::shared_ptr<const void> keep_alive) {
+    keep_alive_.push_back(std::move(keep_alive));
+  }
+
  private:
   TensorStore() = default;
   void add_file(const std::string& file_path);
+  // Pagoda's own quantized checkpoints (`pagoda quantize`): NAME as I8 (int8) or U8 (packed
+  // int4) plus NAME_scale and, for int4, NAME_min, both F16 [rows, groups]. Folds the planes
+  // into NAME's Tensor so models see one kI8/kI4 tensor.
+  void fold_quantized_tensors();
 
   std::string path_;
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, Tensor> tensors_;
+  std::vector<std::shared_ptr<const void>> keep_alive_;
 };
 
 }  // namespace pagoda

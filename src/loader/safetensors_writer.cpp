@@ -24,6 +24,10 @@ const char* safetensors_dtype_name(DType dtype) {
       return "F16";
     case DType::kBF16:
       return "BF16";
+    case DType::kI8:
+      return "I8";
+    case DType::kI4:
+      return "U8";  // two values per byte; the shape's last dimension is halved
   }
   return "?";
 }

@@ -120,8 +120,15 @@ Tokenizer Tokenizer::from_directory(const std::filesystem::path& dir) {
 
 Tokenizer Tokenizer::from_files(const std::filesystem::path& tokenizer_json_path,
                                 const std::filesystem::path& config_path) {
-  const std::string file = tokenizer_json_path.string();
   const nlohmann::json spec = read_json(tokenizer_json_path);
+  if (config_path.empty()) return from_json(spec, nullptr, tokenizer_json_path.string());
+  const nlohmann::json config = read_json(config_path);
+  return from_json(spec, &config, tokenizer_json_path.string(), config_path.string());
+}
+
+Tokenizer Tokenizer::from_json(const nlohmann::json& spec, const nlohmann::json* config_json,
+                               const std::string& origin, const std::string& config_origin) {
+  const std::string& file = origin;
   if (!spec.is_object()) fail("{}: top level must be a JSON object", file);
   auto impl = std::make_unique<Impl>();
 
@@ -170,9 +177,9 @@ Tokenizer Tokenizer::from_files(const std::filesystem::path& tokenizer_json_path
   impl->added = std::make_unique<AddedVocabulary>(std::move(added), impl->normalizer.get());
 
   // tokenizer_config.json: special-token strings, BOS/EOS policy, chat template, max length.
-  if (!config_path.empty()) {
-    const std::string cfile = config_path.string();
-    const nlohmann::json config = read_json(config_path);
+  if (config_json != nullptr) {
+    const std::string cfile = config_origin.empty() ? origin : config_origin;
+    const nlohmann::json& config = *config_json;
     if (!config.is_object()) fail("{}: top level must be a JSON object", cfile);
     impl->bos_token = token_string(config, "bos_token", cfile);
     impl->eos_token = token_string(config, "eos_token", cfile);

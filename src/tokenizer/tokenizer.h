@@ -22,6 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace pagoda {
 
 using TokenId = int32_t;
@@ -34,6 +36,11 @@ class Tokenizer {
   // Same, with explicit paths; an empty `config_path` means "no tokenizer_config.json".
   static Tokenizer from_files(const std::filesystem::path& tokenizer_json_path,
                               const std::filesystem::path& config_path);
+  // From already-parsed tokenizer.json (and optional tokenizer_config.json) content, e.g. built
+  // in memory from a GGUF file's metadata. `origin` (and `config_origin`, default `origin`)
+  // name the source in errors.
+  static Tokenizer from_json(const nlohmann::json& tokenizer_json, const nlohmann::json* config,
+                             const std::string& origin, const std::string& config_origin = "");
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

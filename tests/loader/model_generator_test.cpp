@@ -46,6 +46,10 @@ std::vector<float> values_of(const Tensor& t) {
       case DType::kF16:
         out[i] = f16_to_f32(t.data_as<f16_t>()[i]);
         break;
+      case DType::kI8:
+      case DType::kI4:
+        ADD_FAILURE() << "the generator writes float weights only";
+        return out;
     }
   }
   return out;

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Pagoda and llama.cpp side by side on the same GGUF files: llama-bench's pp (prompt tokens/s)
+# and tg (generated tokens/s) against `pagoda bench latency`'s pp_tokens_per_s / tg_tokens_per_s
+# at batch 1, run interleaved (llama.cpp, pagoda, llama.cpp, pagoda, ...) so that drift in the
+# machine's load hits both alike. Builds nothing and downloads nothing.
+#
+# usage: bench/peers/llama_cpp_side_by_side.sh [options] LLAMA_CPP_BIN_DIR MODEL.gguf [MODEL.gguf ...]
+#   LLAMA_CPP_BIN_DIR   directory holding llama-bench (e.g. /path/to/llama.cpp/build/bin)
+#   -p N                prompt tokens (default 512)
+#   -n N                generated tokens (default 128)
+#   -t N                threads for both engines (default: nproc)
+#   -r N                rounds per engine and file (default 2)
+#   --pagoda PATH       the pagoda binary (default: build/pagoda beside this script's repo)
+#   --out DIR           keep every run's JSON there (default: a temporary directory)
+# Prints one line per engine and file: median pp and tg tokens/s, and pagoda / llama.cpp ratios.
+set -euo pipefail
+
+prompt_len=512
+gen_len=128
+threads=$(nproc)
+rounds=2
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+pagoda="$repo/build/pagoda"
+out=""
+args=()
+while (($#)); do
+  case "$1" in
+    -p) prompt_len=$2; shift 2 ;;
+    -n) gen_len=$2; shift 2 ;;
+    -t) threads=$2; shift 2 ;;
+    -r) rounds=$2; shift 2 ;;
+    --pagoda) pagoda=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+if ((${#args[@]} < 2)); then
+  echo "usage: $0 [options] LLAMA_CPP_BIN_DIR MODEL.gguf [MODEL.gguf ...] (see --help)" >&2
+  exit 2
+fi
+llama_bench="${args[0]}/llama-bench"
+models=("${args[@]:1}")
+[[ -x "$llama_bench" ]] || { echo "$llama_bench: not an executable" >&2; exit 2; }
+[[ -x "$pagoda" ]] || { echo "$pagoda: not an executable (pass --pagoda)" >&2; exit 2; }
+for m in "${models[@]}"; do [[ -f "$m" ]] || { echo "$m: no such file" >&2; exit 2; }; done
+if [[ -z "$out" ]]; then
+  out=$(mktemp -d -t pagoda-vs-llama-cpp.XXXXXX)
+fi
+mkdir -p "$out"
+PY=/usr/bin/python3
+
+run_llama() {  # model round
+  local f="$out/llama.$(basename "$1").$2.json"
+  if "$llama_bench" -m "$1" -t "$threads" -p "$prompt_len" -n "$gen_len" -r 1 -o json >"$f" 2>"$f.log"; then
+    echo ok
+  else
+    echo "llama-bench failed on $1 (see $f.log)" >&2
+    rm -f "$f"
+  fi
+}
+
+run_pagoda() {  # model round
+  local f="$out/pagoda.$(basename "$1").$2.json"
+  if "$pagoda" bench latency --model "$1" --threads "$threads" --batch-size 1 \
+       --input-len "$prompt_len" --output-len "$gen_len" --num-iters 1 --json >"$f" 2>"$f.log"; then
+    echo ok
+  else
+    echo "pagoda bench latency failed on $1 (see $f.log)" >&2
+    rm -f "$f"
+  fi
+}
+
+for ((round = 0; round < rounds; round++)); do
+  for m in "${models[@]}"; do
+    echo "round $round: llama.cpp $(basename "$m")" >&2
+    run_llama "$m" "$round" >/dev/null
+    echo "round $round: pagoda    $(basename "$m")" >&2
+    run_pagoda "$m" "$round" >/dev/null
+  done
+done
+
+# Summary: medians over rounds. llama-bench -o json writes one object per test (pp then tg)
+# with avg_ts; pagoda writes one object with pp_tokens_per_s and tg_tokens_per_s.
+"$PY" - "$out" "$prompt_len" "$gen_len" "$threads" "${models[@]}" <<'PYEOF'
+import glob, json, os, statistics, sys
+out, p, n, t, models = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+def fmt(x):
+    return "   failed" if x is None else f"{x:9.1f}"
+
+def ratio(a, b):
+    return "    -" if a is None or b is None or b == 0 else f"{a / b:5.2f}"
+
+print(f"pp{p} / tg{n}, {t} threads, tokens/s (median over rounds); ratio = pagoda / llama.cpp")
+print(f"{'model':32} {'engine':10} {'pp':>9} {'tg':>9}")
+for m in models:
+    base = os.path.basename(m)
+    lpp, ltg, ppp, ptg = [], [], [], []
+    for f in sorted(glob.glob(os.path.join(out, f"llama.{base}.*.json"))):
+        for e in json.load(open(f)):
+            if e.get("n_prompt") == p and e.get("n_gen") == 0:
+                lpp.append(e["avg_ts"])
+            elif e.get("n_gen") == n and e.get("n_prompt") == 0:
+                ltg.append(e["avg_ts"])
+    for f in sorted(glob.glob(os.path.join(out, f"pagoda.{base}.*.json"))):
+        r = json.load(open(f))
+        ppp.append(r["pp_tokens_per_s"])
+        ptg.append(r["tg_tokens_per_s"])
+    lp, lt, pp, pt = med(lpp), med(ltg), med(ppp), med(ptg)
+    print(f"{base:32} {'llama.cpp':10} {fmt(lp)} {fmt(lt)}")
+    print(f"{'':32} {'pagoda':10} {fmt(pp)} {fmt(pt)}")
+    print(f"{'':32} {'ratio':10} {ratio(pp, lp):>9} {ratio(pt, lt):>9}")
+print(f"raw JSON: {out}")
+PYEOF
