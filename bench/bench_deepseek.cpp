@@ -233,6 +233,11 @@ int main(int argc, char** argv) {
     };
     std::vector<MlaLayerWeights> mla_w;
     std::vector<MoeWeights> moe_w;
+    WeightLoader loader(store, WeightOptions{});
+    auto load_matrix = [&loader](const TensorStore&, const std::string& name, int64_t rows,
+                                 int64_t cols) {
+      return loader.matrix_as_stored(name, rows, cols);
+    };
     for (int64_t i = 0; i < kLayers; ++i) {
       const std::string p = fmt::format("model.layers.{}.", i);
       mla_w.push_back(

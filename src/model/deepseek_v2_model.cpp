@@ -65,28 +65,29 @@ class DeepseekModel final : public Model {
 
   int64_t vocab_size() const override { return c_.vocab_size; }
   KvCacheSpec kv_cache_spec() const override;
-  int64_t num_parameters() const override { return num_parameters_; }
-  int64_t weight_bytes() const override { return weight_bytes_; }
+  int64_t num_parameters() const override { return weights_.num_parameters(); }
+  int64_t weight_bytes() const override { return weights_.weight_bytes(); }
   void forward(const ForwardBatch& batch, KvCache& cache, float* logits) override;
 
  private:
   void reserve(int64_t num_tokens);
-  void load_attention(const TensorStore& store, const std::string& prefix, DeepseekLayer& l);
-  ExpertMlp load_mlp(const TensorStore& store, const std::string& prefix, int64_t inter);
+  void load_attention(const std::string& prefix, DeepseekLayer& l);
+  ExpertMlp load_mlp(const std::string& prefix, int64_t inter);
   void attention(const DeepseekLayer& l, const ForwardBatch& batch, const PagedKvLayer& cache);
   void dense_mlp(const ExpertMlp& mlp, int64_t num_tokens);
 
-  WeightView matrix(const TensorStore& store, const std::string& name, int64_t rows, int64_t cols);
-  std::vector<float> vector(const TensorStore& store, const std::string& name, int64_t n);
+  WeightView matrix(const std::string& name, int64_t rows, int64_t cols) {
+    return weights_.matrix(name, rows, cols);
+  }
+  std::vector<float> vector(const std::string& name, int64_t n) { return weights_.vector(name, n); }
 
   DeepseekConfig c_;
+  WeightLoader weights_;
   RotaryEmbedding rope_;
   WeightView embed_;
   std::vector<DeepseekLayer> layers_;
   std::vector<float> final_norm_;
   WeightView lm_head_;
-  int64_t num_parameters_ = 0;
-  int64_t weight_bytes_ = 0;
 
   // Activations, sized for the largest batch seen (grown rarely, never per token).
   int64_t capacity_ = 0;
@@ -107,53 +108,42 @@ class DeepseekModel final : public Model {
   MoeDispatcher moe_;
 };
 
-WeightView DeepseekModel::matrix(const TensorStore& store, const std::string& name, int64_t rows,
-                                 int64_t cols) {
-  WeightView w = load_matrix(store, name, rows, cols);
-  num_parameters_ += rows * cols;
-  weight_bytes_ += weight_view_bytes(w);
-  return w;
-}
-
-std::vector<float> DeepseekModel::vector(const TensorStore& store, const std::string& name,
-                                         int64_t n) {
-  num_parameters_ += n;
-  weight_bytes_ += n * static_cast<int64_t>(sizeof(float));
-  return load_vector(store, name, n);
-}
-
-ExpertMlp DeepseekModel::load_mlp(const TensorStore& store, const std::string& p, int64_t inter) {
+ExpertMlp DeepseekModel::load_mlp(const std::string& p, int64_t inter) {
   ExpertMlp m;
-  m.gate = matrix(store, p + "gate_proj.weight", inter, c_.hidden_size);
-  m.up = matrix(store, p + "up_proj.weight", inter, c_.hidden_size);
-  m.down = matrix(store, p + "down_proj.weight", c_.hidden_size, inter);
+  m.gate = matrix(p + "gate_proj.weight", inter, c_.hidden_size);
+  m.up = matrix(p + "up_proj.weight", inter, c_.hidden_size);
+  m.down = matrix(p + "down_proj.weight", c_.hidden_size, inter);
   return m;
 }
 
-void DeepseekModel::load_attention(const TensorStore& store, const std::string& p,
-                                   DeepseekLayer& l) {
+void DeepseekModel::load_attention(const std::string& p, DeepseekLayer& l) {
   const int64_t H = c_.num_heads, hidden = c_.hidden_size;
   const int64_t qhd = c_.q_head_dim(), nope = c_.qk_nope_head_dim, vd = c_.v_head_dim;
   const int64_t rank = c_.kv_lora_rank;
   if (c_.q_lora_rank > 0) {
-    l.q_a = matrix(store, p + "q_a_proj.weight", c_.q_lora_rank, hidden);
-    l.q_a_norm = vector(store, p + "q_a_layernorm.weight", c_.q_lora_rank);
-    l.q_b = matrix(store, p + "q_b_proj.weight", H * qhd, c_.q_lora_rank);
+    l.q_a = matrix(p + "q_a_proj.weight", c_.q_lora_rank, hidden);
+    l.q_a_norm = vector(p + "q_a_layernorm.weight", c_.q_lora_rank);
+    l.q_b = matrix(p + "q_b_proj.weight", H * qhd, c_.q_lora_rank);
   } else {
-    l.q_proj = matrix(store, p + "q_proj.weight", H * qhd, hidden);
+    l.q_proj = matrix(p + "q_proj.weight", H * qhd, hidden);
   }
-  l.kv_a = matrix(store, p + "kv_a_proj_with_mqa.weight", c_.latent_dim(), hidden);
-  l.kv_a_norm = vector(store, p + "kv_a_layernorm.weight", rank);
-  const WeightView kv_b = matrix(store, p + "kv_b_proj.weight", H * (nope + vd), rank);
-  l.o = matrix(store, p + "o_proj.weight", hidden, H * vd);
+  l.kv_a = matrix(p + "kv_a_proj_with_mqa.weight", c_.latent_dim(), hidden);
+  l.kv_a_norm = vector(p + "kv_a_layernorm.weight", rank);
+  const WeightView kv_b = weights_.matrix_as_stored(p + "kv_b_proj.weight", H * (nope + vd), rank);
+  l.o = matrix(p + "o_proj.weight", hidden, H * vd);
 
   // Split kv_b_proj per head into W_uk (first nope rows) and W_uv (next v rows). W_uv is used
   // in place; W_uk is transposed once, element by element in its stored dtype (no rounding),
   // so the absorbed query is an ordinary y = x W^T matmul.
+  if (is_quantized(kv_b.dtype)) {
+    fail("tensor {}kv_b_proj.weight is {}: the MLA split needs it in a float type", p,
+         dtype_name(kv_b.dtype));
+  }
   const int64_t elem = dtype_size(kv_b.dtype);
   const auto* src = static_cast<const uint8_t*>(kv_b.data);
   l.w_uk_t_data.resize(static_cast<size_t>(H * rank * nope * elem));
-  weight_bytes_ += static_cast<int64_t>(l.w_uk_t_data.size());  // the copy is resident memory
+  weights_.add_resident_bytes(
+      static_cast<int64_t>(l.w_uk_t_data.size()));  // the copy is resident memory
   for (int64_t h = 0; h < H; ++h) {
     const uint8_t* w_uk = src + h * (nope + vd) * rank * elem;     // [nope, rank]
     uint8_t* dst = l.w_uk_t_data.data() + h * rank * nope * elem;  // [rank, nope]
@@ -171,40 +161,42 @@ void DeepseekModel::load_attention(const TensorStore& store, const std::string& 
 
 DeepseekModel::DeepseekModel(const ModelConfig& config, const TensorStore& store,
                              const ModelOptions& options)
-    : c_(DeepseekConfig::from_model_config(config)), rope_(c_.rope) {
-  embed_ = matrix(store, "model.embed_tokens.weight", c_.vocab_size, c_.hidden_size);
+    : c_(DeepseekConfig::from_model_config(config)),
+      weights_(store, options.weights),
+      rope_(c_.rope) {
+  embed_ = weights_.matrix_as_stored("model.embed_tokens.weight", c_.vocab_size, c_.hidden_size);
   layers_.resize(static_cast<size_t>(c_.num_layers));
   for (int64_t i = 0; i < c_.num_layers; ++i) {
     DeepseekLayer& l = layers_[static_cast<size_t>(i)];
     const std::string p = fmt::format("model.layers.{}.", i);
-    l.input_norm = vector(store, p + "input_layernorm.weight", c_.hidden_size);
-    l.post_attn_norm = vector(store, p + "post_attention_layernorm.weight", c_.hidden_size);
-    load_attention(store, p + "self_attn.", l);
+    l.input_norm = vector(p + "input_layernorm.weight", c_.hidden_size);
+    l.post_attn_norm = vector(p + "post_attention_layernorm.weight", c_.hidden_size);
+    load_attention(p + "self_attn.", l);
     l.is_moe = c_.is_moe_layer(i);
     if (!l.is_moe) {
-      l.dense = load_mlp(store, p + "mlp.", c_.intermediate_size);
+      l.dense = load_mlp(p + "mlp.", c_.intermediate_size);
       continue;
     }
     const MoeRouterConfig& r = c_.router;
-    l.moe.router = matrix(store, p + "mlp.gate.weight", r.num_experts, c_.hidden_size);
+    l.moe.router = weights_.matrix_as_stored(p + "mlp.gate.weight", r.num_experts, c_.hidden_size);
     if (r.method == MoeTopkMethod::kNoauxTc) {
-      l.moe.score_bias = vector(store, p + "mlp.gate.e_score_correction_bias", r.num_experts);
+      l.moe.score_bias = vector(p + "mlp.gate.e_score_correction_bias", r.num_experts);
     }
     for (int32_t e = 0; e < r.num_experts; ++e) {
       l.moe.experts.push_back(
-          load_mlp(store, fmt::format("{}mlp.experts.{}.", p, e), c_.moe_intermediate_size));
+          load_mlp(fmt::format("{}mlp.experts.{}.", p, e), c_.moe_intermediate_size));
     }
     if (c_.num_shared_experts > 0) {
       l.moe.has_shared = true;
-      l.moe.shared = load_mlp(store, p + "mlp.shared_experts.",
-                              c_.moe_intermediate_size * c_.num_shared_experts);
+      l.moe.shared =
+          load_mlp(p + "mlp.shared_experts.", c_.moe_intermediate_size * c_.num_shared_experts);
     }
   }
-  final_norm_ = vector(store, "model.norm.weight", c_.hidden_size);
+  final_norm_ = vector("model.norm.weight", c_.hidden_size);
   if (c_.tie_word_embeddings && store.find("lm_head.weight") == nullptr) {
-    lm_head_ = embed_;
+    lm_head_ = weights_.prepare(embed_, "lm_head.weight");
   } else {
-    lm_head_ = matrix(store, "lm_head.weight", c_.vocab_size, c_.hidden_size);
+    lm_head_ = matrix("lm_head.weight", c_.vocab_size, c_.hidden_size);
   }
 
   // V3/R1 checkpoints carry multi-token-prediction layers after the last decoder layer; they
@@ -372,17 +364,18 @@ void DeepseekModel::forward(const ForwardBatch& batch, KvCache& cache, float* lo
       residual_[static_cast<size_t>(j)] += mlp_out_[static_cast<size_t>(j)];
   }
 
-  // Only the rows that are sampled go through the final norm and the vocabulary projection.
+  // Only the rows that need logits (the sampled last row, or every row of a sequence asking for
+  // prompt logprobs) go through the final norm and the vocabulary projection.
   const int64_t num_rows = batch.num_logit_rows();
   if (num_rows == 0) return;
   last_rows_.resize(static_cast<size_t>(num_rows * hidden));
   int64_t r = 0;
   for (const ForwardSequence& s : batch.sequences) {
-    if (!s.needs_logits) continue;
-    const int64_t row = s.token_begin + s.num_tokens - 1;
-    kt.rms_norm(&residual_[static_cast<size_t>(row * hidden)], final_norm_.data(), c_.rms_norm_eps,
-                hidden, &last_rows_[static_cast<size_t>(r * hidden)]);
-    ++r;
+    const int64_t end = s.token_begin + s.num_tokens;
+    for (int64_t row = end - s.num_logit_rows(); row < end; ++row, ++r) {
+      kt.rms_norm(&residual_[static_cast<size_t>(row * hidden)], final_norm_.data(),
+                  c_.rms_norm_eps, hidden, &last_rows_[static_cast<size_t>(r * hidden)]);
+    }
   }
   ops::matmul(last_rows_.data(), num_rows, lm_head_, logits);  // [rows, vocab]
 }

@@ -14,6 +14,13 @@ struct ForwardSequence {
   int32_t context_len = 0;  // tokens in the KV cache after this step (new ones included)
   const int32_t* block_table = nullptr;  // block ids covering [0, context_len)
   bool needs_logits = false;             // its last row is sampled this step
+  // Every row of this step gets logits, not only the last (prompt logprobs: row j predicts the
+  // token after it). Independent of needs_logits, so a prefill chunk that stops short of the
+  // prompt's end can ask for its rows too.
+  bool all_logits = false;
+
+  // Logits rows this sequence contributes: the last num_logit_rows() of its tokens.
+  int32_t num_logit_rows() const { return all_logits ? num_tokens : (needs_logits ? 1 : 0); }
 };
 
 struct ForwardBatch {
@@ -25,7 +32,7 @@ struct ForwardBatch {
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int64_t num_logit_rows() const {
     int64_t n = 0;
-    for (const ForwardSequence& s : sequences) n += s.needs_logits ? 1 : 0;
+    for (const ForwardSequence& s : sequences) n += s.num_logit_rows();
     return n;
   }
   void clear() {

@@ -39,8 +39,8 @@ class LlamaModel final : public Model {
 
   int64_t vocab_size() const override { return vocab_size_; }
   KvCacheSpec kv_cache_spec() const override;
-  int64_t num_parameters() const override { return num_parameters_; }
-  int64_t weight_bytes() const override { return weight_bytes_; }
+  int64_t num_parameters() const override { return weights_.num_parameters(); }
+  int64_t weight_bytes() const override { return weights_.weight_bytes(); }
   void forward(const ForwardBatch& batch, KvCache& cache, float* logits) override;
 
  private:
@@ -49,6 +49,7 @@ class LlamaModel final : public Model {
   void add_bias(float* x, const std::vector<float>& bias, int64_t num_tokens) const;
 
   int64_t hidden_, intermediate_, num_layers_, num_heads_, num_kv_heads_, head_dim_, vocab_size_;
+  WeightLoader weights_;
   float rms_eps_;
   float attn_scale_;
   WeightView embed_;
@@ -56,8 +57,6 @@ class LlamaModel final : public Model {
   std::vector<float> final_norm_;
   WeightView lm_head_;
   RotaryEmbedding rope_;
-  int64_t num_parameters_ = 0;
-  int64_t weight_bytes_ = 0;
 
   // Activations, sized for the largest batch seen (grown rarely, never per token).
   int64_t capacity_ = 0;
@@ -74,20 +73,15 @@ LlamaModel::LlamaModel(const ModelConfig& c, const TensorStore& store, const Mod
       num_kv_heads_(c.num_key_value_heads),
       head_dim_(c.head_dim),
       vocab_size_(c.vocab_size),
+      weights_(store, options.weights),
       rms_eps_(static_cast<float>(c.rms_norm_eps)),
       attn_scale_(1.0f / std::sqrt(static_cast<float>(c.head_dim))),
       rope_(rope_params_from_config(c, c.head_dim)) {
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    WeightView w = load_matrix(store, name, rows, cols);
-    num_parameters_ += rows * cols;
-    weight_bytes_ += weight_view_bytes(w);
-    return w;
+    return weights_.matrix(name, rows, cols);
   };
-  auto vector = [&](const std::string& name, int64_t n) {
-    num_parameters_ += n;
-    return load_vector(store, name, n);
-  };
-  embed_ = matrix("model.embed_tokens.weight", vocab_size_, hidden_);
+  auto vector = [&](const std::string& name, int64_t n) { return weights_.vector(name, n); };
+  embed_ = weights_.matrix_as_stored("model.embed_tokens.weight", vocab_size_, hidden_);
   const int64_t q_dim = num_heads_ * head_dim_;
   const int64_t kv_dim = num_kv_heads_ * head_dim_;
   layers_.resize(static_cast<size_t>(num_layers_));
@@ -117,7 +111,7 @@ LlamaModel::LlamaModel(const ModelConfig& c, const TensorStore& store, const Mod
   }
   final_norm_ = vector("model.norm.weight", hidden_);
   if (c.tie_word_embeddings && store.find("lm_head.weight") == nullptr) {
-    lm_head_ = embed_;
+    lm_head_ = weights_.prepare(embed_, "lm_head.weight");
   } else {
     lm_head_ = matrix("lm_head.weight", vocab_size_, hidden_);
   }
@@ -223,17 +217,18 @@ void LlamaModel::forward(const ForwardBatch& batch, KvCache& cache, float* logit
       residual_[static_cast<size_t>(j)] += x_[static_cast<size_t>(j)];
   }
 
-  // Only the rows that are sampled go through the final norm and the vocabulary projection.
+  // Only the rows that need logits (the sampled last row, or every row of a sequence asking for
+  // prompt logprobs) go through the final norm and the vocabulary projection.
   const int64_t num_rows = batch.num_logit_rows();
   if (num_rows == 0) return;
   last_rows_.resize(static_cast<size_t>(num_rows * hidden_));
   int64_t r = 0;
   for (const ForwardSequence& s : batch.sequences) {
-    if (!s.needs_logits) continue;
-    const int64_t row = s.token_begin + s.num_tokens - 1;
-    kt.rms_norm(&residual_[static_cast<size_t>(row * hidden_)], final_norm_.data(), rms_eps_,
-                hidden_, &last_rows_[static_cast<size_t>(r * hidden_)]);
-    ++r;
+    const int64_t end = s.token_begin + s.num_tokens;
+    for (int64_t row = end - s.num_logit_rows(); row < end; ++row, ++r) {
+      kt.rms_norm(&residual_[static_cast<size_t>(row * hidden_)], final_norm_.data(), rms_eps_,
+                  hidden_, &last_rows_[static_cast<size_t>(r * hidden_)]);
+    }
   }
   ops::matmul(last_rows_.data(), num_rows, lm_head_, logits);  // [rows, vocab]
 }

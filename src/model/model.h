@@ -8,6 +8,7 @@
 
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/weights.h"
 
 namespace pagoda {
 
@@ -24,14 +25,15 @@ class Model {
   virtual int64_t weight_bytes() const = 0;
 
   // Runs every token of `batch`, writes their K/V into `cache`, and fills `logits`
-  // [batch.num_logit_rows(), vocab_size()] with the last row of each sequence that
-  // needs_logits, in sequence order.
+  // [batch.num_logit_rows(), vocab_size()] with the last num_logit_rows() rows of each
+  // sequence (its last row when it needs_logits, every row when all_logits), in order.
   virtual void forward(const ForwardBatch& batch, KvCache& cache, float* logits) = 0;
 };
 
 struct ModelOptions {
   // Activation rows the scratch buffers are sized for up front (grown if ever exceeded).
   int64_t max_num_batched_tokens = 2048;
+  WeightOptions weights;  // load-time quantization
 };
 
 }  // namespace pagoda

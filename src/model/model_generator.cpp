@@ -68,6 +68,9 @@ void fill_uniform(uint8_t* dst, DType dtype, int64_t count, uint64_t seed, float
           case DType::kF16:
             reinterpret_cast<f16_t*>(dst)[j] = f32_to_f16(v);
             break;
+          case DType::kI8:
+          case DType::kI4:
+            break;  // rejected before generation starts (generate_model checks spec.dtype)
         }
       }
     }
@@ -101,6 +104,11 @@ void write_text_file(const fs::path& path, const std::string& text) {
 }
 
 void validate(const ModelSpec& s) {
+  if (is_quantized(s.dtype)) {
+    fail(
+        "make-model: weights are generated in a float type; quantize them with `pagoda "
+        "quantize` or --quantization");
+  }
   if (s.architecture != "LlamaForCausalLM" && s.architecture != "Qwen2ForCausalLM") {
     fail(
         "make-model: architecture '{}' is not one the generator writes (LlamaForCausalLM, "

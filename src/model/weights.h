@@ -1,9 +1,13 @@
-// Binding stored tensors to what the forward pass computes with: matrices stay in their
-// stored dtype and are used in place (memory-mapped); small vectors (norms, biases) are
-// widened to fp32 once at load.
+// Binding stored tensors to what the forward pass computes with. Float matrices stay in their
+// stored dtype and are used in place (memory-mapped) unless the model is quantized at load
+// (`--quantization int8|int4`), in which case the loader quantizes them into buffers it owns.
+// Already-quantized tensors (pagoda quantize checkpoints, AWQ/GPTQ, GGUF) are used as they
+// come. Small vectors (norms, biases) are widened to fp32 once.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,14 +17,56 @@ namespace pagoda {
 
 class TensorStore;
 
-// A [rows, cols] matrix from the store, checked against the expected shape.
-WeightView load_matrix(const TensorStore& store, const std::string& name, int64_t rows,
-                       int64_t cols);
-// A [n] vector widened to fp32.
-std::vector<float> load_vector(const TensorStore& store, const std::string& name, int64_t n);
+// How matrices are quantized at load. Carried in ModelOptions.
+struct WeightOptions {
+  // kI8 or kI4 to quantize float matrices at load; any float type keeps them as stored.
+  DType quantize_to = DType::kF32;
+  int64_t group_size = 0;  // 0: the default (per output channel for int8, 32 for int4)
+  // Quantized matrices multiply int8-quantized activations (integer dot products); false keeps
+  // fp32 activations and widens the weights instead (weight-only quantization).
+  bool int8_activations = true;
+  // Called with each matrix quantized at load (by its tensor name): `pagoda quantize` writes
+  // what the model would compute with.
+  std::function<void(const std::string& name, const WeightView& quantized)> on_quantized;
+};
 
-inline int64_t weight_view_bytes(const WeightView& w) {
-  return w.rows * w.cols * dtype_size(w.dtype);
-}
+// "int8" / "int4" / "" (none) → WeightOptions::quantize_to; throws on anything else.
+DType parse_quantization(const std::string& name);
+int64_t default_group_size(DType quantize_to, int64_t cols);
+
+class WeightLoader {
+ public:
+  WeightLoader(const TensorStore& store, const WeightOptions& options);
+
+  // A [rows, cols] matrix the forward pass multiplies by, quantized per the options.
+  WeightView matrix(const std::string& name, int64_t rows, int64_t cols);
+  // A matrix exactly as stored: tables read by rows (embeddings), routers, matrices the model
+  // copies or splits itself.
+  WeightView matrix_as_stored(const std::string& name, int64_t rows, int64_t cols);
+  // `stored` (e.g. a tied embedding reused as lm_head) quantized per the options; a quantized
+  // copy counts towards weight_bytes.
+  WeightView prepare(const WeightView& stored, const std::string& name);
+  // A [n] vector widened to fp32.
+  std::vector<float> vector(const std::string& name, int64_t n);
+
+  const TensorStore& store() const { return store_; }
+  int64_t num_parameters() const { return num_parameters_; }
+  // Resident bytes of everything loaded (mapped, quantized copies and widened vectors).
+  int64_t weight_bytes() const { return weight_bytes_; }
+  // Counts memory the model holds outside the loader (e.g. a transposed copy).
+  void add_resident_bytes(int64_t bytes) { weight_bytes_ += bytes; }
+  // Matrices left in their float type because their columns do not split into groups.
+  int64_t num_kept_float() const { return num_kept_float_; }
+
+ private:
+  WeightView view_of(const std::string& name, int64_t rows, int64_t cols) const;
+
+  const TensorStore& store_;
+  WeightOptions options_;
+  std::vector<std::shared_ptr<const void>> owned_;  // quantized copies
+  int64_t num_parameters_ = 0;
+  int64_t weight_bytes_ = 0;
+  int64_t num_kept_float_ = 0;
+};
 
 }  // namespace pagoda

@@ -9,6 +9,7 @@
 #include "model/model_config.h"
 #include "model/model_generator.h"
 #include "model/model_registry.h"
+#include "model/model_source.h"
 #include "tools/pagoda/commands.h"
 #include "util/cpu_features.h"
 #include "util/units.h"
@@ -18,8 +19,9 @@ namespace {
 
 int run_info(const std::string& model_arg) {
   const std::string dir = model_arg == "demo" ? ensure_demo_model() : model_arg;
-  const ModelConfig config = ModelConfig::from_dir(dir);
-  const TensorStore store = TensorStore::open(dir);
+  const ModelSource source = open_model_source(dir);
+  const ModelConfig& config = source.config;
+  const TensorStore& store = source.tensors;
   ModelOptions options;
   options.max_num_batched_tokens = 1;
   const auto model = create_model(config, store, options);
@@ -54,7 +56,8 @@ Command register_info(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   CLI::App* sub =
       app.add_subcommand("info", "Architecture, parameters, dtype, weight and KV bytes");
-  sub->add_option("--model", *model, "Hugging Face model directory, or 'demo'")->required();
+  sub->add_option("--model", *model, "Hugging Face model directory, a .gguf file, or 'demo'")
+      ->required();
   return [model] { return run_info(*model); };
 }
 

@@ -20,6 +20,8 @@ Command register_tokenize(CLI::App& app);
 Command register_detokenize(CLI::App& app);
 Command register_make_model(CLI::App& app);
 Command register_serve(CLI::App& app);
+Command register_export_gguf(CLI::App& app);
+Command register_quantize(CLI::App& app);
 // `pagoda bench`: a group of benchmarks. bench_command() creates the group on first use; each
 // child adds itself with bench_command(app)->add_subcommand(...) and add_bench_runner(child, run),
 // and register_bench (`bench serve`) returns the dispatcher that runs whichever child was chosen.
@@ -28,5 +30,7 @@ CLI::App* bench_command(CLI::App& app);
 void add_bench_runner(CLI::App* child, Command run);
 // `bench throughput` and `bench latency` (cmd_bench_engine.cpp); register after register_bench.
 Command register_bench_engine(CLI::App& app);
+// `bench quality` (cmd_bench_quality.cpp); register after register_bench.
+Command register_bench_quality(CLI::App& app);
 
 }  // namespace pagoda::cli

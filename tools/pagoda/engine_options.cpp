@@ -11,8 +11,9 @@ namespace pagoda::cli {
 
 void add_engine_options(CLI::App* app, EngineFlags& f) {
   EngineArgs& a = f.args;
-  app->add_option("--model", a.model,
-                  "Hugging Face model directory, or 'demo' for a built-in random model")
+  app->add_option(
+         "--model", a.model,
+         "Hugging Face model directory, a GGUF file, or 'demo' for a built-in random model")
       ->required();
   app->add_option("--tokenizer", a.tokenizer, "Tokenizer directory (default: the model's)");
   app->add_option("--served-model-name", a.served_model_name, "Model name reported to clients");
@@ -33,6 +34,15 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
   app->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", a.enable_chunked_prefill,
                 "Split long prompts across steps (default on)");
   app->add_option("--threads", a.num_threads, "Worker threads (default: all cores)");
+  app->add_option("--quantization,-q", a.quantization,
+                  "Quantize float weights at load: int8 (per output channel) or int4 (groups)")
+      ->check(CLI::IsMember({"int8", "int4"}));
+  app->add_option(
+      "--quantization-group-size", a.quantization_group_size,
+      "Values per scale: a multiple of 32 (default: per channel for int8, 32 for int4)");
+  app->add_flag("!--weight-only-quantization", a.int8_activations,
+                "Keep activations in fp32 with quantized weights (default: int8 activations on "
+                "integer dot products)");
   app->add_option("--engine-seed", a.seed, "Seed for requests that set none")
       ->capture_default_str();
   app->add_option("--log-level", f.log_level, "debug, info, warning or error")

@@ -17,11 +17,13 @@ int main(int argc, char** argv) {
 
   using Registration = pagoda::cli::Command (*)(CLI::App&);
   const Registration registrations[] = {
-      pagoda::cli::register_version,    pagoda::cli::register_tokenize,
-      pagoda::cli::register_detokenize, pagoda::cli::register_generate,
-      pagoda::cli::register_chat,       pagoda::cli::register_info,
-      pagoda::cli::register_make_model, pagoda::cli::register_serve,
-      pagoda::cli::register_bench,      pagoda::cli::register_bench_engine,
+      pagoda::cli::register_version,       pagoda::cli::register_tokenize,
+      pagoda::cli::register_detokenize,    pagoda::cli::register_generate,
+      pagoda::cli::register_chat,          pagoda::cli::register_info,
+      pagoda::cli::register_make_model,    pagoda::cli::register_serve,
+      pagoda::cli::register_bench,         pagoda::cli::register_bench_engine,
+      pagoda::cli::register_export_gguf,   pagoda::cli::register_quantize,
+      pagoda::cli::register_bench_quality,
   };
   std::vector<std::pair<CLI::App*, pagoda::cli::Command>> commands;
   for (Registration reg : registrations) {

@@ -1,0 +1,48 @@
+// Opening a llama.cpp GGUF model file as a Pagoda model: the config.json our families read is
+// built from the `<arch>.*` metadata, tensors are renamed to the Hugging Face names and repacked
+// (loader/gguf_repack.h; Llama's q/k rows un-permuted), and the tokenizer and chat template come
+// from the tokenizer.* metadata. So `pagoda generate --model FILE.gguf` runs the same model code
+// as the HF directory the GGUF was converted from.
+//
+// Architectures: llama (LlamaForCausalLM: Llama, DeepSeek-LLM, DeepSeek-Coder,
+// R1-Distill-Llama) and qwen2 (Qwen2ForCausalLM: R1-Distill-Qwen).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "loader/gguf.h"
+#include "loader/safetensors.h"
+#include "model/generation_config.h"
+#include "model/model_config.h"
+#include "tokenizer/gguf_tokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+struct GgufModel {
+  ModelConfig config;
+  TensorStore tensors;  // HF names; keeps the file mapped
+  Tokenizer tokenizer;
+  std::string chat_template;    // tokenizer.chat_template ("" when absent)
+  GenerationConfig generation;  // bos / eos ids (eos + eot) from the tokenizer metadata
+};
+
+// True for a path ending in ".gguf" (how the CLI tells a GGUF file from a model directory).
+bool is_gguf_path(const std::string& path);
+
+// Throws pagoda::Error with one line naming the file and the key / tensor that is wrong.
+GgufModel open_gguf_model(const std::string& path);
+
+// The pieces, for tests and tools:
+// tokenizer.* metadata (views into `file`).
+GgufVocab read_gguf_vocab(const GgufFile& file);
+// The HF config.json equivalent of the file's metadata.
+nlohmann::json gguf_config_json(const GgufFile& file);
+// The HF name of a GGUF tensor ("blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"),
+// "" when Pagoda has no use for it.
+std::string hf_tensor_name(const std::string& gguf_name);
+
+}  // namespace pagoda

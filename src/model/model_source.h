@@ -1,0 +1,29 @@
+// What a `--model` argument names, opened: a Hugging Face directory (config.json,
+// safetensors, tokenizer.json) or a llama.cpp GGUF file (everything from its metadata). The
+// engine and the tools start here, so every command takes either.
+#pragma once
+
+#include <string>
+
+#include "loader/safetensors.h"
+#include "model/generation_config.h"
+#include "model/model_config.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+struct ModelSource {
+  std::string path;  // the directory or .gguf file
+  ModelConfig config;
+  GenerationConfig generation;
+  TensorStore tensors;
+  Tokenizer tokenizer;
+  std::string chat_template;         // "" when the model has none
+  std::string chat_template_origin;  // where it came from, for error messages
+};
+
+// `tokenizer_dir` overrides the model's tokenizer when not empty. Throws pagoda::Error naming the
+// file and the problem.
+ModelSource open_model_source(const std::string& path, const std::string& tokenizer_dir = "");
+
+}  // namespace pagoda
