@@ -33,14 +33,22 @@ struct EngineArgs {
   bool enable_chunked_prefill = true;
   uint64_t seed = 0;
   int32_t num_threads = 0;  // 0: all cores
+  // Weight quantization at load: "" (as stored), "int8" or "int4". Checkpoints that are
+  // already quantized (pagoda quantize, AWQ/GPTQ, GGUF) load as they are either way.
+  std::string quantization;
+  int32_t quantization_group_size = 0;  // 0: per output channel for int8, 32 for int4
+  bool int8_activations = true;         // false: weight-only (fp32 activations)
 };
 
 struct TokenLogprobInfo {
   int32_t token_id = 0;
   std::string token;  // the token's text
   float logprob = 0.0f;
+  int32_t rank = 0;  // 1 for the most likely token; 0 where not computed (generated tokens)
 };
 
+// One position's logprobs: the token that is there (sampled, or the prompt's) and the most
+// likely alternatives. Also used for prompt tokens (params.prompt_logprobs).
 struct GeneratedTokenLogprobs {
   TokenLogprobInfo chosen;
   std::vector<TokenLogprobInfo> top;  // params.logprobs most likely, best first
@@ -70,8 +78,13 @@ struct RequestOutput {
   std::string request_id;
   std::vector<int32_t> prompt_token_ids;
   std::vector<CompletionOutput> outputs;  // one per sample (n)
-  int32_t num_cached_tokens = 0;          // prompt tokens served from the prefix cache
-  bool finished = false;                  // every sample finished
+  // params.prompt_logprobs set: one entry per prompt token, as vLLM's RequestOutput has it. The
+  // first is empty (nothing precedes it); entry i is token i given tokens [0, i), with the
+  // prompt_logprobs most likely alternatives. Complete once the prompt is computed, i.e. in
+  // every output that carries a generated token; empty when not requested.
+  std::vector<std::optional<GeneratedTokenLogprobs>> prompt_logprobs;
+  int32_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache
+  bool finished = false;          // every sample finished
   RequestMetrics metrics;
 };
 

@@ -24,6 +24,9 @@ struct SamplingParams {
   int max_tokens = 16;
   int min_tokens = 0;           // EOS and stop token ids are suppressed until then
   std::optional<int> logprobs;  // top-N logprobs per generated token (0 = just the chosen)
+  // top-N logprobs per prompt token (0 = just the prompt token). The prompt is then computed
+  // whole, without prefix-cache reuse: a cached prefix has no logits.
+  std::optional<int> prompt_logprobs;
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
 

@@ -22,6 +22,8 @@
 #include "model/model_config.h"
 #include "model/model_generator.h"
 #include "model/model_registry.h"
+#include "model/model_source.h"
+#include "sampling/logits_ops.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_strings.h"
 #include "sampling/validate.h"
@@ -52,6 +54,7 @@ std::string read_text_file(const std::string& path) {
 class Engine::Impl {
  public:
   explicit Impl(const EngineArgs& args);
+  Impl(const EngineArgs& args, ModelSource source);
 
   void add(const std::string& request_id, std::vector<int32_t> prompt_ids,
            const SamplingParams& params);
@@ -92,17 +95,27 @@ class Engine::Impl {
   struct Parent {
     RequestOutput output;
     std::vector<std::string> sequence_ids;
-    bool touched = false;  // has news for the caller this step
+    int num_top_prompt_logprobs = -1;  // params.prompt_logprobs, -1 when not requested
+    bool touched = false;              // has news for the caller this step
+  };
+  // One prompt position whose logprobs this step's logits answer.
+  struct PromptRow {
+    Parent* parent = nullptr;
+    const float* logits = nullptr;  // [vocab]: the row of the token before `position`
+    int32_t position = 0;
   };
 
   void append_token(Sequence& seq, CompletionOutput& out, int32_t token_id);
   void finish_sequence(Sequence& seq, CompletionOutput& out, RequestStatus status);
   GeneratedTokenLogprobs make_logprobs(const SampleResult& sample) const;
+  // Prompt logprobs of the rows this step computed for requests with all_logits.
+  void compute_prompt_logprobs(const SchedulerOutput& scheduled);
   std::string token_text(int32_t id) const;
 
   std::unordered_map<std::string, Sequence> sequences_;
   std::unordered_map<std::string, Parent> parents_;
   std::vector<SampleResult> step_samples_;
+  std::vector<PromptRow> prompt_rows_;  // scratch of compute_prompt_logprobs
   std::vector<std::string> aborted_parents_;
 };
 
@@ -112,21 +125,27 @@ std::string resolve_model_dir(const std::string& model) {
 }
 
 Engine::Impl::Impl(const EngineArgs& args)
+    : Impl(args, open_model_source(resolve_model_dir(args.model), args.tokenizer)) {}
+
+Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
     : args_(args),
-      model_dir_(resolve_model_dir(args.model)),
-      config_(ModelConfig::from_dir(model_dir_)),
-      generation_config_(GenerationConfig::from_dir(model_dir_)),
-      store_(TensorStore::open(model_dir_)),
-      tokenizer_(Tokenizer::from_directory(args.tokenizer.empty() ? model_dir_ : args.tokenizer)) {
+      model_dir_(source.path),
+      config_(std::move(source.config)),
+      generation_config_(std::move(source.generation)),
+      store_(std::move(source.tensors)),
+      tokenizer_(std::move(source.tokenizer)) {
   ModelOptions options;
   options.max_num_batched_tokens = args.max_num_batched_tokens;
+  options.weights.quantize_to = parse_quantization(args.quantization);
+  options.weights.group_size = args.quantization_group_size;
+  options.weights.int8_activations = args.int8_activations;
   model_ = create_model(config_, store_, options);
 
   const std::string template_source =
-      args.chat_template.empty() ? tokenizer_.chat_template() : read_text_file(args.chat_template);
+      args.chat_template.empty() ? source.chat_template : read_text_file(args.chat_template);
   if (!template_source.empty()) {
     const std::string origin =
-        args.chat_template.empty() ? model_dir_ + "/tokenizer_config.json" : args.chat_template;
+        args.chat_template.empty() ? source.chat_template_origin : args.chat_template;
     chat_template_ = std::make_unique<ChatTemplate>(template_source, origin);
   }
 
@@ -172,6 +191,10 @@ Engine::Impl::Impl(const EngineArgs& args)
 void Engine::Impl::add(const std::string& request_id, std::vector<int32_t> prompt_ids,
                        const SamplingParams& params) {
   if (std::optional<std::string> problem = validate(params)) fail("{}", *problem);
+  if (params.prompt_logprobs &&
+      (*params.prompt_logprobs < 0 || *params.prompt_logprobs > kMaxLogprobs)) {
+    fail("prompt_logprobs must be in [0, {}], got {}", kMaxLogprobs, *params.prompt_logprobs);
+  }
   if (parents_.count(request_id) != 0) fail("request id '{}' is already in use", request_id);
   if (prompt_ids.empty()) fail("the prompt is empty");
   for (int32_t id : prompt_ids) {
@@ -190,10 +213,18 @@ void Engine::Impl::add(const std::string& request_id, std::vector<int32_t> promp
   parent.output.prompt_token_ids = prompt_ids;
   parent.output.metrics.arrival_time_s = now_s();
   parent.output.outputs.resize(static_cast<size_t>(params.n));
+  if (params.prompt_logprobs) {
+    parent.num_top_prompt_logprobs = *params.prompt_logprobs;
+    parent.output.prompt_logprobs.resize(parent.output.prompt_token_ids.size());
+  }
   const uint64_t base_seed = args_.seed * 0x9E3779B97F4A7C15ull + (++num_requests_added_);
 
   Request request(request_id, std::move(prompt_ids), params, eos_token_ids_);
   std::vector<Request> samples = split_samples(std::move(request));
+  // Sample 0 computes the prompt (the others fork its blocks), so it alone produces the prompt
+  // logits. A one-token prompt has none to report: its only entry is the empty first one.
+  samples.front().wants_prompt_logits =
+      params.prompt_logprobs.has_value() && samples.front().num_prompt_tokens() > 1;
   for (size_t i = 0; i < samples.size(); ++i) {
     Request& r = samples[i];
     Sequence seq;
@@ -253,6 +284,54 @@ GeneratedTokenLogprobs Engine::Impl::make_logprobs(const SampleResult& sample) c
   return lp;
 }
 
+void Engine::Impl::compute_prompt_logprobs(const SchedulerOutput& scheduled) {
+  prompt_rows_.clear();
+  const int64_t vocab = runner_->vocab_size();
+  for (size_t i = 0; i < scheduled.requests.size(); ++i) {
+    const ScheduledRequest& r = scheduled.requests[i];
+    if (!r.all_logits) continue;
+    Parent& parent = parents_.at(sequences_.at(r.request_id).parent_id);
+    const auto num_prompt = static_cast<int32_t>(parent.output.prompt_token_ids.size());
+    const ModelRunner::LogitsRows rows = runner_->logits_rows(i);
+    // Row j follows the token at first_position + j, so it predicts the next one; the row after
+    // the last prompt token predicts the first output token and is left to the sampler.
+    for (int32_t j = 0; j < rows.num_rows; ++j) {
+      const int32_t position = rows.first_position + j + 1;
+      if (position >= num_prompt) break;
+      prompt_rows_.push_back({&parent, rows.data + j * vocab, position});
+    }
+    if (r.start_position + r.num_new_tokens() >= num_prompt) r.request->wants_prompt_logits = false;
+  }
+  if (prompt_rows_.empty()) return;
+
+  // Each row writes its own entry of a vector sized in add(), so the rows run in parallel.
+  const auto num_rows = static_cast<int64_t>(prompt_rows_.size());
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int64_t k = 0; k < num_rows; ++k) {
+    const PromptRow& pr = prompt_rows_[static_cast<size_t>(k)];
+    const int32_t token_id = pr.parent->output.prompt_token_ids[static_cast<size_t>(pr.position)];
+    // Raw logprobs (log_softmax of the logits, no penalties or temperature), as the sampler's.
+    const double log_normalizer = log_sum_exp(pr.logits, vocab);
+    const float target = pr.logits[token_id];
+    int32_t rank = 1;  // vLLM: 1 + the number of tokens strictly more likely
+    for (int64_t v = 0; v < vocab; ++v) rank += pr.logits[v] > target ? 1 : 0;
+    GeneratedTokenLogprobs lp;
+    lp.chosen = {token_id, token_text(token_id),
+                 static_cast<float>(static_cast<double>(target) - log_normalizer), rank};
+    if (pr.parent->num_top_prompt_logprobs > 0) {
+      std::vector<int32_t> top_ids;
+      top_n_tokens(pr.logits, vocab, pr.parent->num_top_prompt_logprobs, top_ids);
+      for (size_t t = 0; t < top_ids.size(); ++t) {
+        const int32_t id = top_ids[t];
+        lp.top.push_back({id, token_text(id),
+                          static_cast<float>(static_cast<double>(pr.logits[id]) - log_normalizer),
+                          static_cast<int32_t>(t) + 1});
+      }
+    }
+    pr.parent->output.prompt_logprobs[static_cast<size_t>(pr.position)] = std::move(lp);
+  }
+}
+
 void Engine::Impl::append_token(Sequence& seq, CompletionOutput& out, int32_t token_id) {
   seq.sampler->accept(token_id);
   out.token_ids.push_back(token_id);
@@ -288,6 +367,7 @@ std::vector<RequestOutput> Engine::Impl::step() {
   const double t_scheduled = now_s();
   if (!scheduled.empty()) {
     runner_->execute(scheduled);
+    compute_prompt_logprobs(scheduled);
 
     // Sample every request whose last row was computed; samplers are independent.
     const int64_t num = static_cast<int64_t>(scheduled.requests.size());

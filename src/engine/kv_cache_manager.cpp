@@ -17,6 +17,9 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
 ComputedBlocks KvCacheManager::get_computed_blocks(const Request& request) {
   ComputedBlocks result;
   if (!config_.enable_prefix_caching || request.num_tokens() == 0) return result;
+  // A cached prefix has no logits, so a request asking for prompt logprobs computes its whole
+  // prompt (vLLM's KVCacheManager skips the lookup the same way). Its blocks are still cached.
+  if (request.sampling_params.prompt_logprobs.has_value()) return result;
   RequestBlocks& entry = requests_[request.request_id];
   extend_block_hashes(request.all_token_ids(), config_.block_size, entry.block_hashes);
   // Leave at least the last token to compute: its logits start the generation.

@@ -63,7 +63,8 @@ class KvCacheManager {
 
   // The longest cached prefix of full blocks of the request's tokens. Never the whole sequence:
   // at least one token is left to compute, so the step produces logits to sample from.
-  // Changes nothing; pass the result to allocate_slots to take the blocks.
+  // Empty for a request with prompt_logprobs (its prompt rows need logits). Changes nothing;
+  // pass the result to allocate_slots to take the blocks.
   ComputedBlocks get_computed_blocks(const Request& request);
 
   // Makes room for `num_new_tokens` more tokens after request.num_computed_tokens (plus, for a

@@ -58,6 +58,11 @@ class Request {
   // request is a leader, has n == 1, or has already forked.
   std::string fork_leader_id;
 
+  // Prompt logprobs: every prompt row this request computes gets logits (not only the sampled
+  // last one). Set by the engine on the one sample that computes the prompt for its parent and
+  // cleared once the whole prompt is done, so a recompute after preemption costs nothing extra.
+  bool wants_prompt_logits = false;
+
   std::span<const int32_t> prompt_token_ids() const {
     return std::span<const int32_t>(tokens_).first(static_cast<size_t>(num_prompt_tokens_));
   }

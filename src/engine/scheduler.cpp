@@ -228,6 +228,7 @@ SchedulerOutput Scheduler::schedule() {
     s.block_ids.assign(table.begin(), table.end());
     r->num_computed_tokens += pick.num_new_tokens;
     s.sample = r->num_computed_tokens == r->num_tokens();
+    s.all_logits = r->wants_prompt_logits && s.start_position < r->num_prompt_tokens();
     assert(r->num_computed_tokens <= r->num_tokens());
     assert(static_cast<int64_t>(s.block_ids.size()) * config_.block_size >= r->num_computed_tokens);
     out.total_num_scheduled_tokens += pick.num_new_tokens;

@@ -34,6 +34,9 @@ struct ScheduledRequest {
   // True when this step reaches the end of the request's known tokens, so the logits of its last
   // row must be sampled. False for a prefill chunk that stops short of the prompt's end.
   bool sample = false;
+  // Every row of this step needs logits (prompt logprobs): the request wants prompt logits and
+  // this step computes prompt positions.
+  bool all_logits = false;
 
   int32_t num_new_tokens() const { return static_cast<int32_t>(token_ids.size()); }
 };

@@ -311,13 +311,15 @@ void AsyncEngine::fail_all(const std::string& reason) {
   err.status = 500;
   err.type = "InternalServerError";
   err.message = "The engine failed: " + reason;
+  std::lock_guard lock(mutex_);
+  failure_ = reason;
+  // Dead before anyone hears of it: a client that gets its 500 and asks /health next must see 503.
+  state_ = State::kDead;
   for (auto& [id, live] : live_) {
     live.queue->push({EngineEvent::Kind::kError, live.tag, {}, err});
     --num_in_flight_;
   }
   live_.clear();
-  std::lock_guard lock(mutex_);
-  failure_ = reason;
   for (Command& c : commands_) {
     if (c.kind == Command::Kind::kAdd) {
       c.submission.queue->push({EngineEvent::Kind::kError, c.submission.tag, {}, err});
@@ -325,7 +327,6 @@ void AsyncEngine::fail_all(const std::string& reason) {
     }
   }
   commands_.clear();
-  state_ = State::kDead;
   cv_.notify_all();
 }
 

@@ -6,7 +6,9 @@
 namespace pagoda::server {
 namespace {
 constexpr std::chrono::milliseconds kPollInterval{1000};
-}
+// How often a non-streamed request checks that its client is still connected.
+constexpr std::chrono::milliseconds kClientCheckInterval{200};
+}  // namespace
 
 GenerationJob::GenerationJob(AsyncEngine& engine, JobSpec spec)
     : engine_(engine), spec_(std::move(spec)), queue_(std::make_shared<OutputQueue>()) {}
@@ -69,14 +71,26 @@ void GenerationJob::start(std::vector<std::vector<int32_t>> prompts,
   }
 }
 
-json GenerationJob::wait_response() {
+json GenerationJob::wait_response(const std::function<bool()>& client_gone) {
   for (const EngineEvent& e : backlog_) apply(e, nullptr);
   backlog_.clear();
   std::vector<EngineEvent> events;
+  auto last_check = std::chrono::steady_clock::now();
   while (num_unfinished_tags_ > 0 && !failure_) {
     events.clear();
-    queue_->pop_all(events, kPollInterval);
+    queue_->pop_all(events, client_gone ? kClientCheckInterval : kPollInterval);
     for (const EngineEvent& e : events) apply(e, nullptr);
+    const auto now = std::chrono::steady_clock::now();
+    if (client_gone && num_unfinished_tags_ > 0 && now - last_check >= kClientCheckInterval) {
+      last_check = now;
+      if (client_gone()) {
+        abort_unfinished();
+        done_ = true;
+        ApiError e;
+        e.message = "Client disconnected";
+        throw RequestError(e);
+      }
+    }
   }
   done_ = true;
   if (failure_) throw RequestError(*failure_);
@@ -136,7 +150,29 @@ void GenerationJob::apply(const EngineEvent& e, std::string* sse) {
   }
 }
 
+void GenerationJob::add_prompt_logprobs(int tag, CompletionLogprobs& out) const {
+  const Tag& t = tags_[static_cast<size_t>(tag)];
+  for (size_t i = 0; i < t.prompt_token_ids.size(); ++i) {
+    if (i < t.prompt_logprobs.size() && t.prompt_logprobs[i]) {
+      out.add(*t.prompt_logprobs[i]);
+    } else {
+      // The first token (nothing precedes it); later ones only if the request was aborted
+      // before its prompt was computed.
+      const std::string& first = spec_.first_prompt_tokens[static_cast<size_t>(tag)];
+      out.add_unscored(i == 0 ? first : std::string());
+    }
+  }
+}
+
 void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::string* sse) {
+  Tag& t = tags_[static_cast<size_t>(tag)];
+  if (t.prompt_token_ids.empty()) t.prompt_token_ids = output.prompt_token_ids;
+  if (!t.prompt_logprobs_complete && !output.prompt_logprobs.empty()) {
+    t.prompt_logprobs = output.prompt_logprobs;
+    t.prompt_logprobs_complete = true;
+    for (size_t i = 1; i < t.prompt_logprobs.size(); ++i)
+      t.prompt_logprobs_complete &= t.prompt_logprobs[i].has_value();
+  }
   for (const CompletionOutput& o : output.outputs) {
     const size_t index = static_cast<size_t>(tag) * spec_.n + static_cast<size_t>(o.index);
     if (o.index < 0 || o.index >= spec_.n || index >= choices_.size()) continue;
@@ -163,13 +199,15 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
 
     if (!spec_.chat) {
       std::string text = new_text;
-      if (spec_.echo && first_chunk) text = spec_.prompt_texts[tag] + text;
+      const bool echo_now = spec_.echo && first_chunk;  // vLLM echoes with the first chunk
+      if (echo_now) text = spec_.prompt_texts[tag] + text;
       json logprobs = nullptr;
-      if (spec_.logprobs && lp_end > lp_begin) {
-        logprobs = completion_logprobs_json(o.logprobs, lp_begin, lp_end, c.text_offset,
-                                            *spec_.logprobs > 0);
-        for (size_t i = lp_begin; i < lp_end; ++i)
-          c.text_offset += o.logprobs[i].chosen.token.size();
+      if (spec_.logprobs && (lp_end > lp_begin || echo_now)) {
+        CompletionLogprobs lps(*spec_.logprobs, c.text_offset);
+        if (echo_now) add_prompt_logprobs(tag, lps);
+        for (size_t i = lp_begin; i < lp_end; ++i) lps.add(o.logprobs[i]);
+        c.text_offset = lps.text_offset();
+        logprobs = lps.to_json();
       }
       // Like vLLM, a step that produced tokens gets a chunk even when their text is still empty
       // (a partial UTF-8 character, a special token), so clients can time every token.
@@ -249,14 +287,22 @@ json GenerationJob::final_response() const {
     json stop_reason = c.stop_reason ? json(*c.stop_reason) : json(nullptr);
     if (!spec_.chat) {
       const std::string prefix = spec_.echo ? spec_.prompt_texts[tag] : std::string();
-      json logprobs = spec_.logprobs ? completion_logprobs_json(c.logprobs, 0, c.logprobs.size(),
-                                                                prefix.size(), *spec_.logprobs > 0)
-                                     : json(nullptr);
+      json logprobs = nullptr;
+      if (spec_.logprobs) {
+        // With echo the offsets count from the prompt's first token, as vLLM's do.
+        CompletionLogprobs lps(*spec_.logprobs, 0);
+        if (spec_.echo) add_prompt_logprobs(static_cast<int>(tag), lps);
+        for (const GeneratedTokenLogprobs& lp : c.logprobs) lps.add(lp);
+        logprobs = lps.to_json();
+      }
       choices.push_back({{"index", i},
                          {"text", prefix + c.text},
                          {"logprobs", std::move(logprobs)},
                          {"finish_reason", c.finish_reason},
-                         {"stop_reason", std::move(stop_reason)}});
+                         {"stop_reason", std::move(stop_reason)},
+                         {"prompt_logprobs", spec_.prompt_logprobs
+                                                 ? prompt_logprobs_json(tags_[tag].prompt_logprobs)
+                                                 : json(nullptr)}});
       continue;
     }
     json message = {{"role", "assistant"}};

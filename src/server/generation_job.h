@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,9 +25,12 @@ struct JobSpec {
   int n = 1;
   bool echo = false;                      // completions: prepend the prompt text
   std::vector<std::string> prompt_texts;  // for echo
-  std::optional<int> logprobs;            // top-N per token; chat: set when logprobs is true
-  bool include_usage = false;             // streamed: a final usage chunk
-  bool reasoning = false;                 // chat: split <think>…</think> into reasoning_content
+  // echo with logprobs: the text of each prompt's first token, which has no logprob.
+  std::vector<std::string> first_prompt_tokens;
+  std::optional<int> logprobs;   // top-N per token; chat: set when logprobs is true
+  bool prompt_logprobs = false;  // completions: the engine computes prompt logprobs
+  bool include_usage = false;    // streamed: a final usage chunk
+  bool reasoning = false;        // chat: split <think>…</think> into reasoning_content
 };
 
 class GenerationJob {
@@ -38,8 +42,10 @@ class GenerationJob {
   // RequestError (after aborting the accepted ones) when one is refused or the queue is full.
   void start(std::vector<std::vector<int32_t>> prompts, const std::vector<SamplingParams>& params);
 
-  // Non-streamed: waits for every choice to finish and returns the response body.
-  json wait_response();
+  // Non-streamed: waits for every choice to finish and returns the response body. While it
+  // waits it asks `client_gone` (if set) a few times a second; once that says the client left,
+  // it aborts the engine requests (their KV blocks are freed at once) and throws RequestError.
+  json wait_response(const std::function<bool()>& client_gone = {});
 
   // Streamed: waits up to `timeout` for progress and returns the SSE text it makes (possibly
   // empty); after the last choice finishes it also returns the usage chunk and [DONE].
@@ -67,11 +73,17 @@ class GenerationJob {
     std::string request_id;
     int64_t num_prompt_tokens = 0;
     bool finished = false;
+    std::vector<int32_t> prompt_token_ids;
+    // Copied from the engine's outputs until complete (the engine fills them during prefill).
+    std::vector<std::optional<GeneratedTokenLogprobs>> prompt_logprobs;
+    bool prompt_logprobs_complete = false;
   };
 
   // Applies one engine event; appends SSE chunks to `sse` when streaming.
   void apply(const EngineEvent& event, std::string* sse);
   void append_chunks(int tag, const RequestOutput& output, std::string* sse);
+  // echo with logprobs: the prompt's positions go first, the first one unscored (vLLM's shape).
+  void add_prompt_logprobs(int tag, CompletionLogprobs& out) const;
   json completion_chunk(int index, std::string text, json logprobs, const Choice& c) const;
   json chat_chunk(int index, json delta, json logprobs, const Choice& c) const;
   Usage usage() const;

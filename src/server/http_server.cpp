@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "server/connection_probe.h"
 #include "server/generation_job.h"
 #include "util/error.h"
 
@@ -279,6 +280,7 @@ class HttpServer::Impl {
       spec.n = cr.params.n;
       spec.echo = cr.echo;
       spec.logprobs = cr.params.logprobs;
+      spec.prompt_logprobs = cr.params.prompt_logprobs.has_value();
       spec.include_usage = cr.include_usage;
       stream = cr.stream;
       for (const Prompt& p : cr.prompts) {
@@ -289,6 +291,8 @@ class HttpServer::Impl {
             resolve_max_tokens(cr.max_tokens, 16, static_cast<int>(ids.size()), max_model_len);
         check_sampling_params(sp);
         if (spec.echo) spec.prompt_texts.push_back(p.text ? *p.text : be.decode(ids, false));
+        if (spec.echo && spec.logprobs)
+          spec.first_prompt_tokens.push_back(be.decode({ids[0]}, false));
         prompts.push_back(std::move(ids));
         params.push_back(sp);
       }
@@ -316,7 +320,18 @@ class HttpServer::Impl {
     auto job = std::make_shared<GenerationJob>(engine_, std::move(spec));
     job->start(std::move(prompts), params);
     if (!stream) {
-      send_json(res, 200, job->wait_response());
+      // Nothing is written while a non-streamed request runs, so the only way to notice a client
+      // that hung up is to look at its socket; then the engine requests are aborted at once.
+      const ConnectionProbe probe =
+          ConnectionProbe::find(req.remote_addr, req.remote_port, req.local_addr, req.local_port);
+      std::function<bool()> client_gone;
+      if (probe.active()) {
+        client_gone = [probe] { return probe.closed(); };
+      } else {
+        spdlog::debug("no socket found for {}:{}; a disconnect will not abort this request",
+                      req.remote_addr, req.remote_port);
+      }
+      send_json(res, 200, job->wait_response(client_gone));
       return;
     }
     res.set_header("Cache-Control", "no-cache");

@@ -4,6 +4,7 @@
 // `param`. Null counts as absent, as in the OpenAI and vLLM servers.
 #include "server/openai_protocol.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -379,6 +380,7 @@ CompletionRequest parse_completion_request(const json& body, const SamplingParam
   req.params.n = 1;
   req.params.stop.clear();
   req.params.logprobs.reset();
+  req.params.prompt_logprobs.reset();
   FieldReader r(body);
   req.model = r.get_string("model").value_or("");
   req.prompts = parse_prompt(r.get("prompt"));
@@ -388,11 +390,18 @@ CompletionRequest parse_completion_request(const json& body, const SamplingParam
   req.stream = r.get_bool("stream").value_or(false);
   parse_stream_options(r, req.stream, &req.include_usage);
   if (auto v = r.get_int("logprobs", 0, kMaxLogprobs)) req.params.logprobs = static_cast<int>(*v);
-  if (req.echo && req.params.logprobs) {
-    throw_invalid(
-        "'echo' together with 'logprobs' is not supported (prompt logprobs are not computed)",
-        "echo");
+  // vLLM's extra: top-N logprobs of every prompt token, returned in each choice's
+  // `prompt_logprobs`. Like vLLM, not with stream (the chunks have no such field).
+  if (auto v = r.get_int("prompt_logprobs", 0, kMaxLogprobs)) {
+    if (req.stream && *v > 0) {
+      throw_invalid("'prompt_logprobs' are not available when 'stream' is true", "prompt_logprobs");
+    }
+    req.params.prompt_logprobs = static_cast<int>(*v);
   }
+  // echo with logprobs puts the prompt tokens' logprobs first, so the engine must compute them
+  // (vLLM's to_sampling_params does the same).
+  if (req.echo && req.params.logprobs && !req.params.prompt_logprobs)
+    req.params.prompt_logprobs = req.params.logprobs;
   if (const json* suffix = r.get("suffix")) {
     if (!suffix->is_string()) throw_invalid("'suffix' must be a string", "suffix");
     if (!suffix->get<std::string>().empty()) throw_invalid("'suffix' is not supported", "suffix");
@@ -409,6 +418,7 @@ ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults)
   req.params.n = 1;
   req.params.stop.clear();
   req.params.logprobs.reset();
+  req.params.prompt_logprobs.reset();
   FieldReader r(body);
   req.model = r.get_string("model").value_or("");
   req.messages = parse_messages(r.get("messages"));
@@ -524,29 +534,82 @@ json usage_json(const Usage& usage) {
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
 }
 
-json completion_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin,
-                              size_t end, size_t text_offset, bool with_top) {
-  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
-       offsets = json::array();
-  end = std::min(end, logprobs.size());
-  for (size_t i = begin; i < end; ++i) {
-    const GeneratedTokenLogprobs& lp = logprobs[i];
-    tokens.push_back(lp.chosen.token);
-    token_logprobs.push_back(lp.chosen.logprob);
-    offsets.push_back(text_offset);
-    text_offset += lp.chosen.token.size();
-    if (with_top) {
-      json entry = json::object();
-      for (const TokenLogprobInfo& t : lp.top) entry[t.token] = t.logprob;
-      top.push_back(std::move(entry));
-    } else {
-      top.push_back(nullptr);
-    }
+namespace {
+// OpenAI and vLLM send -9999 where the logprob is -inf (JSON has no infinity).
+double clamp_logprob(float logprob) {
+  return std::max(static_cast<double>(logprob), -9999.0);
+}
+}  // namespace
+
+CompletionLogprobs::CompletionLogprobs(int num_top, size_t text_offset)
+    : num_top_(num_top),
+      text_offset_(text_offset),
+      tokens_(json::array()),
+      token_logprobs_(json::array()),
+      top_logprobs_(json::array()),
+      text_offsets_(json::array()) {}
+
+void CompletionLogprobs::add(const GeneratedTokenLogprobs& lp) {
+  tokens_.push_back(lp.chosen.token);
+  token_logprobs_.push_back(clamp_logprob(lp.chosen.logprob));
+  // vLLM keys its per-position dict by token id, the token itself first, then the most likely
+  // ones, and keeps the first num_top + 1 entries; the response keys them by text.
+  json entry = json::object();
+  std::vector<int32_t> ids = {lp.chosen.token_id};
+  entry[lp.chosen.token] = clamp_logprob(lp.chosen.logprob);
+  for (const TokenLogprobInfo& t : lp.top) {
+    if (static_cast<int>(ids.size()) > num_top_) break;
+    if (std::find(ids.begin(), ids.end(), t.token_id) != ids.end()) continue;
+    ids.push_back(t.token_id);
+    entry[t.token] = clamp_logprob(t.logprob);
   }
-  return {{"tokens", tokens},
-          {"token_logprobs", token_logprobs},
-          {"top_logprobs", top},
-          {"text_offset", offsets}};
+  top_logprobs_.push_back(std::move(entry));
+  text_offsets_.push_back(text_offset_);
+  text_offset_ += lp.chosen.token.size();
+}
+
+void CompletionLogprobs::add_unscored(const std::string& token) {
+  tokens_.push_back(token);
+  token_logprobs_.push_back(nullptr);
+  top_logprobs_.push_back(nullptr);
+  text_offsets_.push_back(text_offset_);
+  text_offset_ += token.size();
+}
+
+json CompletionLogprobs::to_json() const {
+  return {{"tokens", tokens_},
+          {"token_logprobs", token_logprobs_},
+          {"top_logprobs", top_logprobs_},
+          {"text_offset", text_offsets_}};
+}
+
+json completion_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin,
+                              size_t end, size_t text_offset, int num_top) {
+  CompletionLogprobs out(num_top, text_offset);
+  end = std::min(end, logprobs.size());
+  for (size_t i = begin; i < end; ++i) out.add(logprobs[i]);
+  return out.to_json();
+}
+
+json prompt_logprobs_json(const std::vector<std::optional<GeneratedTokenLogprobs>>& logprobs) {
+  json out = json::array();
+  for (const std::optional<GeneratedTokenLogprobs>& lp : logprobs) {
+    if (!lp) {
+      out.push_back(nullptr);
+      continue;
+    }
+    json entry = json::object();
+    auto put = [&entry](const TokenLogprobInfo& t) {
+      const std::string key = std::to_string(t.token_id);
+      if (entry.contains(key)) return;
+      entry[key] = {
+          {"logprob", clamp_logprob(t.logprob)}, {"rank", t.rank}, {"decoded_token", t.token}};
+    };
+    put(lp->chosen);
+    for (const TokenLogprobInfo& t : lp->top) put(t);
+    out.push_back(std::move(entry));
+  }
+  return out;
 }
 
 namespace {

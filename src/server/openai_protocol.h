@@ -116,10 +116,31 @@ struct Usage {
 };
 json usage_json(const Usage& usage);
 
-// Legacy completions logprobs ({tokens, token_logprobs, top_logprobs, text_offset}) for
-// logprobs[begin, end); text_offset starts at `text_offset` (bytes into the choice's text).
+// Legacy completions logprobs ({tokens, token_logprobs, top_logprobs, text_offset}), built
+// position by position the way vLLM's _create_completion_logprobs does: a scored position lists
+// its token's logprob and, in top_logprobs, the token itself plus the num_top most likely (at
+// most num_top + 1 entries, as OpenAI documents); an unscored one (the first prompt token of an
+// echo, which nothing precedes) has null for both. -inf is sent as -9999. text_offset counts
+// bytes from `text_offset` on.
+class CompletionLogprobs {
+ public:
+  CompletionLogprobs(int num_top, size_t text_offset);
+  void add(const GeneratedTokenLogprobs& logprobs);
+  void add_unscored(const std::string& token);
+  size_t text_offset() const { return text_offset_; }  // where the next token starts
+  json to_json() const;
+
+ private:
+  int num_top_;
+  size_t text_offset_;
+  json tokens_, token_logprobs_, top_logprobs_, text_offsets_;
+};
+// The same for logprobs[begin, end).
 json completion_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin,
-                              size_t end, size_t text_offset, bool with_top);
+                              size_t end, size_t text_offset, int num_top);
+// vLLM's `prompt_logprobs` choice field: one entry per prompt token, null for the first, else
+// {"<token id>": {"logprob", "rank", "decoded_token"}} for the prompt token and its alternatives.
+json prompt_logprobs_json(const std::vector<std::optional<GeneratedTokenLogprobs>>& logprobs);
 // Chat logprobs ({content: [{token, logprob, bytes, top_logprobs}]}) for logprobs[begin, end).
 json chat_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin,
                         size_t end);

@@ -1,6 +1,8 @@
 // The engine end to end on a small random model: a request's greedy (or seeded) output must not
 // depend on what else runs beside it, on prefix caching, chunked prefill or preemption; n > 1,
 // stop strings, aborts and KV accounting behave as vLLM's do.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,7 +13,13 @@
 
 #include <gtest/gtest.h>
 
+#include "loader/safetensors.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "model/model_config.h"
 #include "model/model_generator.h"
+#include "model/model_registry.h"
 #include "pagoda/engine.h"
 #include "util/error.h"
 
@@ -241,6 +249,149 @@ TEST(Engine, GreedyLogprobsReportTheChosenTokenAsTheMostLikely) {
     EXPECT_GE(lp.top[0].logprob, lp.top[1].logprob);
     EXPECT_LE(lp.chosen.logprob, 0.0f);
   }
+}
+
+// The reference for prompt logprobs: the model alone, one forward per prefix [0, p) through the
+// plain last-row path, then log_softmax in double. ref[p] is the distribution of token p.
+std::vector<std::vector<double>> reference_prompt_logprobs(const std::vector<int32_t>& prompt) {
+  const std::string dir = tiny_model_dir();
+  const ModelConfig config = ModelConfig::from_dir(dir);
+  const TensorStore store = TensorStore::open(dir);
+  std::unique_ptr<Model> model = create_model(config, store, ModelOptions{});
+  constexpr int32_t kBlockSize = 4;
+  const auto num_blocks = static_cast<int32_t>((prompt.size() + kBlockSize - 1) / kBlockSize);
+  std::vector<float> memory(static_cast<size_t>(
+      KvCache::bytes_needed(model->kv_cache_spec(), num_blocks, kBlockSize) / 4));
+  KvCache cache(model->kv_cache_spec(), num_blocks, kBlockSize, memory.data());
+  std::vector<int32_t> block_table(static_cast<size_t>(num_blocks));
+  for (int32_t b = 0; b < num_blocks; ++b) block_table[static_cast<size_t>(b)] = num_blocks - 1 - b;
+
+  const int64_t vocab = model->vocab_size();
+  std::vector<std::vector<double>> ref(prompt.size());
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  for (size_t length = 1; length < prompt.size(); ++length) {
+    ForwardBatch batch;
+    for (size_t p = 0; p < length; ++p) {
+      const auto position = static_cast<int32_t>(p);
+      batch.token_ids.push_back(prompt[p]);
+      batch.positions.push_back(position);
+      batch.slot_mapping.push_back(
+          int64_t{block_table[static_cast<size_t>(position / kBlockSize)]} * kBlockSize +
+          position % kBlockSize);
+    }
+    ForwardSequence fs;
+    fs.num_tokens = static_cast<int32_t>(length);
+    fs.context_len = static_cast<int32_t>(length);
+    fs.block_table = block_table.data();
+    fs.needs_logits = true;
+    batch.sequences.push_back(fs);
+    model->forward(batch, cache, logits.data());
+    double max_logit = -INFINITY;
+    for (float l : logits) max_logit = std::max(max_logit, static_cast<double>(l));
+    double sum = 0;
+    for (float l : logits) sum += std::exp(static_cast<double>(l) - max_logit);
+    std::vector<double>& row = ref[length];
+    for (float l : logits) row.push_back(static_cast<double>(l) - max_logit - std::log(sum));
+  }
+  return ref;
+}
+
+TEST(Engine, PromptLogprobsMatchAFullForwardAcrossChunksBatchAndCachedPrefix) {
+  const std::vector<int32_t> prompt = make_prompts()[0];  // 40 shared tokens + its own: chunked
+  ASSERT_GT(prompt.size(), 48u) << "the prompt must span several prefill chunks";
+  const auto ref = reference_prompt_logprobs(prompt);
+
+  Engine engine(small_engine(true, true));
+  SamplingParams plain;
+  plain.temperature = 0.0f;
+  plain.max_tokens = 3;
+  plain.ignore_eos = true;
+  // The same prompt first, so its blocks are in the prefix cache; the request with prompt
+  // logprobs must not take them (a cached prefix has no logits).
+  engine.add_request_tokens("warm", prompt, plain);
+  std::vector<int32_t> plain_output;
+  while (engine.has_unfinished_requests()) {
+    for (const RequestOutput& out : engine.step()) {
+      if (out.finished) plain_output = out.outputs[0].token_ids;
+    }
+  }
+  SamplingParams with = plain;
+  with.n = 2;
+  with.prompt_logprobs = 3;
+  with.logprobs = 1;
+  engine.add_request_tokens("logprobs", prompt, with);
+  engine.add_request_tokens("beside", make_prompts()[3], plain);  // batched with it
+  SamplingParams single = with;
+  single.n = 1;
+  engine.add_request_tokens("single", prompt, single);
+  RequestOutput first, last, single_last;
+  bool seen_first = false;
+  while (engine.has_unfinished_requests()) {
+    for (const RequestOutput& out : engine.step()) {
+      if (out.request_id == "single") single_last = out;
+      if (out.request_id != "logprobs") continue;
+      if (!seen_first) first = out;
+      seen_first = true;
+      last = out;
+    }
+  }
+  ASSERT_TRUE(last.finished);
+  ASSERT_TRUE(single_last.finished);
+  // (With n = 2 the second sample's forked prompt counts as cached, so ask the n = 1 request.)
+  EXPECT_EQ(single_last.num_cached_tokens, 0);
+  EXPECT_EQ(single_last.outputs[0].token_ids, plain_output);
+  // ...although the prefix cache holds the prompt: a plain request takes it.
+  engine.add_request_tokens("again", prompt, plain);
+  int32_t again_cached = 0;
+  while (engine.has_unfinished_requests()) {
+    for (const RequestOutput& out : engine.step()) again_cached = out.num_cached_tokens;
+  }
+  EXPECT_GT(again_cached, 0);
+  for (const CompletionOutput& o : last.outputs) EXPECT_EQ(o.token_ids, plain_output);
+  // Complete from the first output on, and the same in the last.
+  ASSERT_EQ(first.prompt_logprobs.size(), prompt.size());
+  ASSERT_EQ(last.prompt_logprobs.size(), prompt.size());
+  EXPECT_FALSE(last.prompt_logprobs[0].has_value()) << "nothing precedes the first token";
+
+  constexpr double kTolerance = 1e-4;  // the same fp32 model, rows batched differently
+  for (size_t p = 1; p < prompt.size(); ++p) {
+    SCOPED_TRACE(testing::Message() << "prompt position " << p);
+    ASSERT_TRUE(first.prompt_logprobs[p].has_value());
+    ASSERT_TRUE(last.prompt_logprobs[p].has_value());
+    const GeneratedTokenLogprobs& lp = *last.prompt_logprobs[p];
+    ASSERT_TRUE(single_last.prompt_logprobs.at(p).has_value());
+    EXPECT_NEAR(single_last.prompt_logprobs[p]->chosen.logprob, lp.chosen.logprob, kTolerance);
+    const std::vector<double>& want = ref[p];
+    EXPECT_EQ(lp.chosen.token_id, prompt[p]);
+    EXPECT_NEAR(lp.chosen.logprob, want[static_cast<size_t>(prompt[p])], kTolerance);
+    EXPECT_FLOAT_EQ(first.prompt_logprobs[p]->chosen.logprob, lp.chosen.logprob);
+    const double target = want[static_cast<size_t>(prompt[p])];
+    const auto above =
+        std::count_if(want.begin(), want.end(), [&](double v) { return v > target + kTolerance; });
+    const auto not_below =
+        std::count_if(want.begin(), want.end(), [&](double v) { return v >= target - kTolerance; });
+    EXPECT_GE(lp.chosen.rank, above + 1);
+    EXPECT_LE(lp.chosen.rank, not_below);
+    // The 3 most likely tokens, best first, with their own logprobs.
+    std::vector<double> sorted = want;
+    std::sort(sorted.rbegin(), sorted.rend());
+    ASSERT_EQ(lp.top.size(), 3u);
+    for (size_t t = 0; t < lp.top.size(); ++t) {
+      EXPECT_EQ(lp.top[t].rank, static_cast<int32_t>(t) + 1);
+      EXPECT_NEAR(lp.top[t].logprob, want[static_cast<size_t>(lp.top[t].token_id)], kTolerance);
+      EXPECT_NEAR(lp.top[t].logprob, sorted[t], kTolerance);
+    }
+  }
+}
+
+TEST(Engine, PromptLogprobsOutOfRangeAreRejected) {
+  Engine engine(small_engine(true, true));
+  SamplingParams p;
+  p.prompt_logprobs = 21;
+  EXPECT_THROW(engine.add_request_tokens("x", {1, 2, 3}, p), Error);
+  p.prompt_logprobs = -1;
+  EXPECT_THROW(engine.add_request_tokens("y", {1, 2, 3}, p), Error);
+  EXPECT_FALSE(engine.has_unfinished_requests());
 }
 
 TEST(Engine, UnknownArchitectureIsAOneLineErrorNamingTheFile) {

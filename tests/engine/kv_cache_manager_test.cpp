@@ -111,6 +111,22 @@ TEST(KvCacheManager, ReusesLongestCachedPrefixButNeverTheWholeSequence) {
   EXPECT_EQ(kv.prefix_cache_stats().num_hit_tokens, 0 + 8);
 }
 
+TEST(KvCacheManager, PromptLogprobsRequestTakesNoCachedPrefix) {
+  KvCacheManager kv({.num_blocks = 20, .block_size = 4, .enable_prefix_caching = true});
+  Request a = make_request("a", 16);
+  admit_and_compute(kv, a, 16);
+  Request plain = make_request("plain", 16);
+  EXPECT_EQ(kv.get_computed_blocks(plain).num_tokens, 12);
+  // A cached prefix has no logits, so a request that needs them computes the whole prompt.
+  Request with = make_request("with", 16);
+  with.sampling_params.prompt_logprobs = 0;
+  EXPECT_EQ(kv.get_computed_blocks(with).num_tokens, 0);
+  // Admitted, it holds fresh blocks: a's stay unshared.
+  admit_and_compute(kv, with, 16);
+  EXPECT_EQ(kv.block_pool().ref_count(to_vector(kv.block_table("a"))[0]), 1);
+  EXPECT_NE(to_vector(kv.block_table("with"))[0], to_vector(kv.block_table("a"))[0]);
+}
+
 TEST(KvCacheManager, HitOnFreedCachedBlocksAfterOwnerFinished) {
   KvCacheManager kv({.num_blocks = 6, .block_size = 4, .enable_prefix_caching = true});
   Request a = make_request("a", 13);

@@ -166,6 +166,43 @@ TEST(Scheduler, ChunkedPrefillSpreadsALongPromptOverSteps) {
   EXPECT_EQ(model.num_integrity_errors(), 0);
 }
 
+TEST(Scheduler, PromptLogitsAreAskedForEveryPromptChunkAndNotTheCachedPrefix) {
+  std::mt19937 rng(3);
+  SchedulerConfig c = roomy_config();
+  c.max_num_batched_tokens = 32;
+  c.enable_prefix_caching = true;
+  Scheduler scheduler(c);
+  FakeModel model(c.num_kv_blocks, c.block_size);
+  const std::vector<int32_t> prompt = random_tokens(rng, 70);
+  // The same prompt first, so that its blocks are cached.
+  scheduler.add_request(make_request("warm", prompt, 1));
+  while (scheduler.has_unfinished_requests()) {
+    SchedulerOutput out = scheduler.schedule();
+    scheduler.update_from_output(out, model.execute(out));
+  }
+  Request with = make_request("with", prompt, 2);
+  with.sampling_params.prompt_logprobs = 2;
+  with.wants_prompt_logits = true;
+  scheduler.add_request(std::move(with));
+  std::vector<int32_t> starts;
+  std::vector<bool> all_logits;
+  for (int step = 0; step < 4; ++step) {
+    SchedulerOutput out = scheduler.schedule();
+    ASSERT_EQ(out.requests.size(), 1u);
+    starts.push_back(out.requests[0].start_position);
+    all_logits.push_back(out.requests[0].all_logits);
+    if (out.requests[0].start_position + out.requests[0].num_new_tokens() >= 70)
+      out.requests[0].request->wants_prompt_logits = false;  // what the engine does
+    scheduler.update_from_output(out, model.execute(out));
+  }
+  // From position 0 despite the cached prefix; every prompt chunk asks for all rows, the decode
+  // step after it does not.
+  EXPECT_EQ(starts, (std::vector<int32_t>{0, 32, 64, 70}));
+  EXPECT_EQ(all_logits, (std::vector<bool>{true, true, true, false}));
+  EXPECT_FALSE(scheduler.has_unfinished_requests());
+  EXPECT_EQ(model.num_integrity_errors(), 0);
+}
+
 TEST(Scheduler, LongPrefillThresholdLetsShortPromptsIn) {
   std::mt19937 rng(3);
   SchedulerConfig c = roomy_config();

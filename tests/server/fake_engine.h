@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -84,6 +85,7 @@ class FakeEngine final : public EngineBackend {
       out.request_id = id;
       out.prompt_token_ids = r.prompt;
       out.metrics = {r.arrival_s, r.first_scheduled_s, r.first_token_s, r.last_token_s, 0};
+      if (r.params.prompt_logprobs) out.prompt_logprobs = prompt_logprobs(r.prompt, r.params);
       for (int s = 0; s < r.params.n; ++s) {
         CompletionOutput o;
         o.index = s;
@@ -116,6 +118,22 @@ class FakeEngine final : public EngineBackend {
     }
     for (const std::string& id : finished) remove(id);
     return outputs;
+  }
+
+  // Prompt logprobs by a fixed rule: token i scores -0.25 * i with rank 1 + i % 3; the
+  // alternatives are ids 500, 501, ... scoring -0.1, -0.2, ...
+  static std::vector<std::optional<GeneratedTokenLogprobs>> prompt_logprobs(
+      const std::vector<int32_t>& prompt, const SamplingParams& params) {
+    std::vector<std::optional<GeneratedTokenLogprobs>> out(prompt.size());
+    for (size_t i = 1; i < prompt.size(); ++i) {
+      GeneratedTokenLogprobs lp;
+      lp.chosen = {prompt[i], token_text(prompt[i]), -0.25f * static_cast<float>(i),
+                   1 + static_cast<int32_t>(i % 3)};
+      for (int k = 0; k < *params.prompt_logprobs; ++k)
+        lp.top.push_back({500 + k, token_text(500 + k), -0.1f * static_cast<float>(k + 1), k + 1});
+      out[i] = lp;
+    }
+    return out;
   }
 
   bool has_unfinished_requests() const override { return !order_.empty(); }

@@ -140,6 +140,144 @@ TEST(HttpServer, CompletionNonStreamedAndStreamedAgree) {
   EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
 }
 
+// The JSON payloads of an SSE body, [DONE] left out.
+std::vector<json> sse_payloads(const std::string& raw) {
+  std::vector<json> out;
+  size_t pos = 0;
+  while ((pos = raw.find("data: ", pos)) != std::string::npos) {
+    const size_t end = raw.find("\n\n", pos);
+    const std::string payload = raw.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (payload != "[DONE]") out.push_back(json::parse(payload));
+  }
+  return out;
+}
+
+TEST(HttpServer, EchoWithLogprobsPutsThePromptFirstLikeVllm) {
+  TestServer s;
+  auto c = client(s.port);
+  const std::vector<int32_t> ids = fake_ids("hello world");  // BOS + 2 words
+  ASSERT_EQ(ids.size(), 3u);
+  const json body = {{"prompt", "hello world"},
+                     {"max_tokens", 3},
+                     {"echo", true},
+                     {"logprobs", 2},
+                     {"ignore_eos", true}};
+  auto r = c->Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json choice = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(choice["text"], "hello world" + expected_text(ids, 3));
+
+  // Prompt positions first: the first one has nothing before it, so null logprobs.
+  const json& lp = choice["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 6u);
+  EXPECT_EQ(lp["tokens"][0], FakeEngine::token_text(ids[0]));
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  for (size_t i = 1; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(lp["tokens"][i], FakeEngine::token_text(ids[i]));
+    EXPECT_FLOAT_EQ(lp["token_logprobs"][i].get<float>(), -0.25f * static_cast<float>(i));
+    // The prompt token itself plus the 2 most likely (OpenAI: up to logprobs + 1 entries).
+    const json& top = lp["top_logprobs"][i];
+    EXPECT_EQ(top.size(), 3u);
+    EXPECT_FLOAT_EQ(top[FakeEngine::token_text(500)].get<float>(), -0.1f);
+    EXPECT_FLOAT_EQ(top[FakeEngine::token_text(501)].get<float>(), -0.2f);
+  }
+  // Then the generated ones.
+  for (size_t i = 3; i < 6; ++i) {
+    EXPECT_EQ(lp["tokens"][i], FakeEngine::token_text(FakeEngine::token_at(ids, i - 3)));
+    EXPECT_FLOAT_EQ(lp["token_logprobs"][i].get<float>(), -0.5f);
+  }
+  // Offsets run over every token's text from 0.
+  size_t offset = 0;
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(lp["text_offset"][i], offset) << i;
+    offset += lp["tokens"][i].get<std::string>().size();
+  }
+  // vLLM's prompt_logprobs field, keyed by token id.
+  const json& plp = choice["prompt_logprobs"];
+  ASSERT_EQ(plp.size(), 3u);
+  EXPECT_TRUE(plp[0].is_null());
+  const json& second = plp[1][std::to_string(ids[1])];
+  EXPECT_EQ(second["rank"], 2);
+  EXPECT_EQ(second["decoded_token"], FakeEngine::token_text(ids[1]));
+  EXPECT_EQ(plp[2].size(), 3u);
+
+  // Streamed: the first chunk carries the prompt text and the prompt's logprobs; joined, the
+  // chunks say exactly what the whole response says.
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  const StreamResult st = stream_request(s.port, "/v1/completions", streamed_body);
+  ASSERT_EQ(st.status, 200);
+  EXPECT_EQ(st.text, choice["text"]);
+  json joined = {{"tokens", json::array()},
+                 {"token_logprobs", json::array()},
+                 {"top_logprobs", json::array()},
+                 {"text_offset", json::array()}};
+  const std::vector<json> chunks = sse_payloads(st.raw);
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(chunks[0]["choices"][0]["text"].get<std::string>().rfind("hello world", 0), 0u);
+  for (const json& chunk : chunks) {
+    const json& l = chunk["choices"][0]["logprobs"];
+    if (l.is_null()) continue;
+    for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+      for (const json& v : l[key]) joined[key].push_back(v);
+  }
+  EXPECT_EQ(joined, lp);
+}
+
+TEST(HttpServer, EchoWithNSamplesAndTokenPromptsAndPromptLogprobsField) {
+  TestServer s;
+  auto c = client(s.port);
+  // n = 2: every choice echoes the prompt and its logprobs.
+  auto r =
+      c->Post("/v1/completions",
+              R"({"prompt": "hello world", "n": 2, "max_tokens": 2, "echo": true, "logprobs": 0})",
+              "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json n2 = json::parse(r->body);
+  ASSERT_EQ(n2["choices"].size(), 2u);
+  for (const json& choice : n2["choices"]) {
+    EXPECT_EQ(choice["text"].get<std::string>().rfind("hello world", 0), 0u);
+    const json& lp = choice["logprobs"];
+    ASSERT_EQ(lp["tokens"].size(), 5u);
+    EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+    EXPECT_FLOAT_EQ(lp["token_logprobs"][2].get<float>(), -0.5f);
+    EXPECT_EQ(lp["top_logprobs"][1].size(), 1u) << "logprobs 0: just the token itself";
+  }
+  EXPECT_EQ(n2["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(n2["usage"]["completion_tokens"], 4);
+
+  // A token-id prompt echoes its decoded text; no logprobs asked, none computed.
+  r = c->Post("/v1/completions", R"({"prompt": [1, 5, 9], "max_tokens": 2, "echo": true})",
+              "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json ids = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(ids["text"], "w1 w5 w9 " + expected_text({1, 5, 9}, 2));
+  EXPECT_TRUE(ids["logprobs"].is_null());
+  EXPECT_TRUE(ids["prompt_logprobs"].is_null());
+
+  // vLLM's prompt_logprobs extra without echo: the field, not the text or the logprobs.
+  r = c->Post("/v1/completions",
+              R"({"prompt": "hello world", "max_tokens": 2, "prompt_logprobs": 1})",
+              "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json plp = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(plp["text"], expected_text(fake_ids("hello world"), 2));
+  EXPECT_TRUE(plp["logprobs"].is_null());
+  ASSERT_EQ(plp["prompt_logprobs"].size(), 3u);
+  EXPECT_TRUE(plp["prompt_logprobs"][0].is_null());
+  EXPECT_EQ(plp["prompt_logprobs"][1].size(), 2u);
+
+  // Like vLLM, prompt_logprobs are not streamed.
+  r = c->Post("/v1/completions",
+              R"({"prompt": "hello world", "stream": true, "prompt_logprobs": 1})",
+              "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "prompt_logprobs");
+}
+
 TEST(HttpServer, ChatStreamsRoleThenContent) {
   TestServer s;
   auto c = client(s.port);
@@ -282,6 +420,43 @@ TEST(HttpServer, ClientDisconnectAbortsAndFreesKv) {
              "vllm:request_success_total{model_name=\"fake-model\",finished_reason=\"abort\"}"),
       3);
   EXPECT_EQ(s.engine.num_in_flight(), 0);
+}
+
+TEST(HttpServer, NonStreamedClientDisconnectAbortsAndFreesKv) {
+  // 240 tokens at 20 ms a step: 4.8 s if nobody aborts them.
+  TestServer s({.max_num_seqs = 8, .step_time = std::chrono::milliseconds(20)});
+  const std::string running = "vllm:num_requests_running{model_name=\"fake-model\"}";
+  const std::string usage = "vllm:kv_cache_usage_perc{model_name=\"fake-model\"}";
+  EXPECT_EQ(metric(s.port, usage), 0.0);
+  {
+    std::vector<std::unique_ptr<RawSocket>> socks;
+    for (int i = 0; i < 3; ++i) {
+      auto sock = std::make_unique<RawSocket>(s.port);
+      ASSERT_TRUE(sock->ok());
+      const std::string body =
+          json{{"prompt", "long story " + std::to_string(i)}, {"max_tokens", 240}}.dump();
+      ASSERT_TRUE(sock->send_all(http_post("/v1/completions", body)));
+      socks.push_back(std::move(sock));
+    }
+    EXPECT_TRUE(eventually([&] { return metric(s.port, running) == 3; }, std::chrono::seconds(5)));
+    EXPECT_GT(metric(s.port, usage), 0.0);
+  }  // all three hang up while their responses are being generated
+  EXPECT_TRUE(
+      eventually([&] { return metric(s.port, running) == 0 && metric(s.port, usage) == 0.0; },
+                 std::chrono::seconds(5)));
+  // Aborted, not run to their length.
+  EXPECT_EQ(
+      metric(s.port,
+             "vllm:request_success_total{model_name=\"fake-model\",finished_reason=\"abort\"}"),
+      3);
+  EXPECT_TRUE(eventually([&] { return s.engine.num_in_flight() == 0; }, std::chrono::seconds(5)));
+
+  // A client that stays connected still gets its whole response.
+  auto c = client(s.port);
+  auto r = c->Post("/v1/completions", R"({"prompt": "short", "max_tokens": 3, "ignore_eos": true})",
+                   "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], expected_text(fake_ids("short"), 3));
 }
 
 TEST(HttpServer, WaitingQueueLimitGives503) {

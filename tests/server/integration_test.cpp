@@ -140,6 +140,55 @@ TEST_F(ServeProcess, OpenAiNodeSdk) {
   EXPECT_EQ(rc, 0) << read_file(out);
 }
 
+TEST_F(ServeProcess, EchoWithLogprobsFromTheRealEngine) {
+  const std::string prompt = "Once upon a time";
+  auto c = client(port_, kApiKey);
+  auto tok = c->Post("/tokenize", json{{"prompt", prompt}}.dump(), "application/json");
+  ASSERT_TRUE(tok && tok->status == 200);
+  const size_t num_prompt = json::parse(tok->body)["count"].get<size_t>();
+  ASSERT_GT(num_prompt, 1u);
+
+  const json body = {{"prompt", prompt},   {"max_tokens", 4}, {"temperature", 0},
+                     {"ignore_eos", true}, {"echo", true},    {"logprobs", 2}};
+  auto r = c->Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+  const json choice = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(choice["text"], prompt + solo_text(prompt, 4));
+  const json& lp = choice["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), num_prompt + 4);
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  for (size_t i = 1; i < num_prompt + 4; ++i) {
+    EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0) << i;
+    EXPECT_GE(lp["top_logprobs"][i].size(), 1u) << i;
+    EXPECT_LE(lp["top_logprobs"][i].size(), 3u) << i;
+  }
+  ASSERT_EQ(choice["prompt_logprobs"].size(), num_prompt);
+  EXPECT_TRUE(choice["prompt_logprobs"][0].is_null());
+
+  // Streamed, the first chunk brings the prompt's logprobs; joined they equal the whole response.
+  json streamed = body;
+  streamed["stream"] = true;
+  const StreamResult st = stream_request(port_, "/v1/completions", streamed, kApiKey);
+  ASSERT_EQ(st.status, 200);
+  EXPECT_EQ(st.text, choice["text"]);
+  json tokens = json::array(), logprobs = json::array();
+  size_t pos = 0;
+  while ((pos = st.raw.find("data: {", pos)) != std::string::npos) {
+    const size_t end = st.raw.find("\n\n", pos);
+    const json chunk = json::parse(st.raw.substr(pos + 6, end - pos - 6));
+    pos = end;
+    if (chunk["choices"].empty() || chunk["choices"][0]["logprobs"].is_null()) continue;
+    for (const json& t : chunk["choices"][0]["logprobs"]["tokens"]) tokens.push_back(t);
+    for (const json& v : chunk["choices"][0]["logprobs"]["token_logprobs"]) logprobs.push_back(v);
+  }
+  EXPECT_EQ(tokens, lp["tokens"]);
+  ASSERT_EQ(logprobs.size(), lp["token_logprobs"].size());
+  for (size_t i = 1; i < logprobs.size(); ++i) {
+    EXPECT_NEAR(logprobs[i].get<double>(), lp["token_logprobs"][i].get<double>(), 1e-4) << i;
+  }
+}
+
 TEST_F(ServeProcess, BrokenCorpusWhileGreedyStreamsRun) {
   const int kStreams = 4;
   std::vector<std::string> want(kStreams);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 namespace pagoda::server {
@@ -92,6 +93,26 @@ TEST(ParseCompletion, SamplingFieldsUseOpenAiAndVllmNames) {
             (std::vector<std::string>{"end"}));
 }
 
+TEST(ParseCompletion, EchoWithLogprobsAsksForPromptLogprobs) {
+  // vLLM's to_sampling_params: echo + logprobs N computes N prompt logprobs too.
+  const CompletionRequest echo = completion(R"({"prompt": "x", "echo": true, "logprobs": 3})");
+  EXPECT_TRUE(echo.echo);
+  EXPECT_EQ(*echo.params.logprobs, 3);
+  ASSERT_TRUE(echo.params.prompt_logprobs.has_value());
+  EXPECT_EQ(*echo.params.prompt_logprobs, 3);
+  // Streamed too (only an explicit prompt_logprobs > 0 is refused with stream, as in vLLM).
+  EXPECT_EQ(*completion(R"({"prompt": "x", "echo": true, "logprobs": 0, "stream": true})")
+                 .params.prompt_logprobs,
+            0);
+  // An explicit prompt_logprobs wins; without echo logprobs leave the prompt alone.
+  EXPECT_EQ(*completion(R"({"prompt": "x", "echo": true, "logprobs": 3, "prompt_logprobs": 1})")
+                 .params.prompt_logprobs,
+            1);
+  EXPECT_FALSE(completion(R"({"prompt": "x", "logprobs": 3})").params.prompt_logprobs);
+  EXPECT_FALSE(completion(R"({"prompt": "x", "echo": true})").params.prompt_logprobs);
+  EXPECT_EQ(*completion(R"({"prompt": "x", "prompt_logprobs": 2})").params.prompt_logprobs, 2);
+}
+
 TEST(ParseCompletion, DefaultsComeFromGenerationConfigAndNullIsAbsent) {
   SamplingParams defaults;
   defaults.temperature = 0.6f;
@@ -128,7 +149,10 @@ TEST(ParseCompletion, WrongTypesAndUnknownFieldsNameTheParam) {
       {R"({"prompt": "x", "best_of": 3})", "best_of"},
       {R"({"prompt": "x", "model": 7})", "model"},
       {R"({"prompt": "x", "seed": 1.5})", "seed"},
-      {R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo"},
+      {R"({"prompt": "x", "prompt_logprobs": 21})", "prompt_logprobs"},
+      {R"({"prompt": "x", "prompt_logprobs": -1})", "prompt_logprobs"},
+      {R"({"prompt": "x", "prompt_logprobs": true})", "prompt_logprobs"},
+      {R"({"prompt": "x", "stream": true, "prompt_logprobs": 1})", "prompt_logprobs"},
   };
   for (const auto& [body, param] : cases) {
     const ApiError e = error_of([&] { completion(body); });
@@ -256,11 +280,41 @@ TEST(Responses, LogprobsShapes) {
   lps[0].top = {{5, "He", -0.5f}, {6, "She", -1.5f}};
   lps[1].chosen = {7, "llo", -0.25f};
   lps[1].top = {{7, "llo", -0.25f}};
-  const json c = completion_logprobs_json(lps, 0, 2, 3, true);
+  const json c = completion_logprobs_json(lps, 0, 2, 3, 2);
   EXPECT_EQ(c["tokens"], json({"He", "llo"}));
   EXPECT_EQ(c["text_offset"], json({3, 5}));
   EXPECT_DOUBLE_EQ(c["token_logprobs"][1].get<double>(), -0.25);
   EXPECT_DOUBLE_EQ(c["top_logprobs"][0]["She"].get<double>(), -1.5);
+  EXPECT_EQ(c["top_logprobs"][0].size(), 2u);  // "He" is both the token and the best one
+
+  // vLLM / OpenAI: the token itself plus the N most likely, so up to N + 1 entries; an unscored
+  // position (the first prompt token of an echo) is null; -inf goes out as -9999.
+  CompletionLogprobs echo(1, 0);
+  echo.add_unscored("<s>");
+  GeneratedTokenLogprobs unlikely;
+  unlikely.chosen = {9, "Z", -std::numeric_limits<float>::infinity(), 1000};
+  unlikely.top = {{5, "He", -0.1f, 1}, {6, "She", -0.2f, 2}};
+  echo.add(unlikely);
+  EXPECT_EQ(echo.text_offset(), 4u);
+  const json e = echo.to_json();
+  EXPECT_EQ(e["tokens"], json({"<s>", "Z"}));
+  EXPECT_TRUE(e["token_logprobs"][0].is_null());
+  EXPECT_TRUE(e["top_logprobs"][0].is_null());
+  EXPECT_DOUBLE_EQ(e["token_logprobs"][1].get<double>(), -9999.0);
+  EXPECT_EQ(e["top_logprobs"][1], json({{"Z", -9999.0}, {"He", -0.1f}}));
+  EXPECT_EQ(e["text_offset"], json({0, 3}));
+
+  // The choice's prompt_logprobs field in vLLM's shape, keyed by token id.
+  std::vector<std::optional<GeneratedTokenLogprobs>> prompt(2);
+  prompt[1] = unlikely;
+  const json p = prompt_logprobs_json(prompt);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_TRUE(p[0].is_null());
+  EXPECT_EQ(p[1].size(), 3u);
+  EXPECT_EQ(p[1]["9"]["rank"], 1000);
+  EXPECT_EQ(p[1]["9"]["decoded_token"], "Z");
+  EXPECT_DOUBLE_EQ(p[1]["9"]["logprob"].get<double>(), -9999.0);
+  EXPECT_EQ(p[1]["6"]["rank"], 2);
   const json chat = chat_logprobs_json(lps, 1, 2);
   ASSERT_EQ(chat["content"].size(), 1u);
   EXPECT_EQ(chat["content"][0]["token"], "llo");

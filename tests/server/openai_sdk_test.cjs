@@ -59,6 +59,16 @@ async function main() {
   assert.equal(multi.choices.length, 4);
   assert.deepEqual(multi.choices.map((c) => c.index).sort(), [0, 1, 2, 3]);
 
+  // echo + logprobs: the prompt's tokens come first in the logprobs, the first one unscored.
+  const echoed = await client.completions.create({ ...base, max_tokens: 3, echo: true, logprobs: 2 });
+  const elp = echoed.choices[0].logprobs;
+  assert.ok(echoed.choices[0].text.startsWith(base.prompt));
+  assert.equal(elp.tokens.length, echoed.usage.prompt_tokens + echoed.usage.completion_tokens);
+  assert.equal(elp.token_logprobs[0], null);
+  assert.equal(elp.top_logprobs[0], null);
+  assert.ok(elp.token_logprobs.slice(1).every((v) => typeof v === 'number' && v <= 0));
+  assert.equal(elp.text_offset[0], 0);
+
   // Chat: whole, streamed (role first, then content), usage, logprobs.
   const messages = [{ role: 'user', content: 'Say hello.' }];
   const chat = await client.chat.completions.create({ model, messages, max_tokens: 10, temperature: 0 });
