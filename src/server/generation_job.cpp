@@ -8,6 +8,16 @@ namespace {
 constexpr std::chrono::milliseconds kPollInterval{1000};
 // How often a non-streamed request checks that its client is still connected.
 constexpr std::chrono::milliseconds kClientCheckInterval{200};
+
+// What an echo-only request shows of an engine output: the one sampled token is dropped and a
+// finished choice ends on its length limit, as vLLM reports it.
+CompletionOutput without_generation(const CompletionOutput& o) {
+  CompletionOutput hidden;
+  hidden.index = o.index;
+  if (!o.finish_reason.empty())
+    hidden.finish_reason = o.finish_reason == "abort" ? o.finish_reason : "length";
+  return hidden;
+}
 }  // namespace
 
 GenerationJob::GenerationJob(AsyncEngine& engine, JobSpec spec)
@@ -173,7 +183,10 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
     for (size_t i = 1; i < t.prompt_logprobs.size(); ++i)
       t.prompt_logprobs_complete &= t.prompt_logprobs[i].has_value();
   }
-  for (const CompletionOutput& o : output.outputs) {
+  for (const CompletionOutput& engine_output : output.outputs) {
+    CompletionOutput hidden;
+    const CompletionOutput& o =
+        spec_.echo_only ? (hidden = without_generation(engine_output)) : engine_output;
     const size_t index = static_cast<size_t>(tag) * spec_.n + static_cast<size_t>(o.index);
     if (o.index < 0 || o.index >= spec_.n || index >= choices_.size()) continue;
     Choice& c = choices_[index];

@@ -23,7 +23,10 @@ struct JobSpec {
   std::string model;  // as reported in responses
   int64_t created = 0;
   int n = 1;
-  bool echo = false;                      // completions: prepend the prompt text
+  bool echo = false;  // completions: prepend the prompt text
+  // echo with max_tokens 0 (vLLM's "echo without generation"): the engine still samples one
+  // token, because a request must generate, but the response shows only the prompt.
+  bool echo_only = false;
   std::vector<std::string> prompt_texts;  // for echo
   // echo with logprobs: the text of each prompt's first token, which has no logprob.
   std::vector<std::string> first_prompt_tokens;

@@ -279,6 +279,7 @@ class HttpServer::Impl {
       spec.id = random_request_id("cmpl");
       spec.n = cr.params.n;
       spec.echo = cr.echo;
+      spec.echo_only = cr.echo && cr.max_tokens == 0;
       spec.logprobs = cr.params.logprobs;
       spec.prompt_logprobs = cr.params.prompt_logprobs.has_value();
       spec.include_usage = cr.include_usage;
@@ -287,8 +288,8 @@ class HttpServer::Impl {
         std::vector<int32_t> ids = p.text ? be.encode(*p.text, cr.add_special_tokens) : p.token_ids;
         if (ids.empty()) throw_invalid("The prompt is empty", "prompt");
         SamplingParams sp = cr.params;
-        sp.max_tokens =
-            resolve_max_tokens(cr.max_tokens, 16, static_cast<int>(ids.size()), max_model_len);
+        sp.max_tokens = resolve_max_tokens(spec.echo_only ? std::optional<int>(1) : cr.max_tokens,
+                                           16, static_cast<int>(ids.size()), max_model_len);
         check_sampling_params(sp);
         if (spec.echo) spec.prompt_texts.push_back(p.text ? *p.text : be.decode(ids, false));
         if (spec.echo && spec.logprobs)

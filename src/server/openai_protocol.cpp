@@ -191,12 +191,14 @@ std::vector<Prompt> parse_prompt(const json* v) {
     prompts.push_back({v->get<std::string>(), {}});
   } else if (v->is_array()) {
     if (v->empty()) throw_invalid("'prompt' must not be empty", "prompt");
-    if (v->size() > static_cast<size_t>(kMaxPromptsPerRequest)) {
-      throw_invalid(fmt::format("'prompt' has {} entries; at most {} are allowed", v->size(),
+    const json& first = v->front();
+    // A token-id prompt is one prompt (bounded by the context length later); only a batch of
+    // prompts counts against the per-request limit.
+    if (!first.is_number_integer() && v->size() > static_cast<size_t>(kMaxPromptsPerRequest)) {
+      throw_invalid(fmt::format("'prompt' holds {} prompts; at most {} are allowed", v->size(),
                                 kMaxPromptsPerRequest),
                     "prompt");
     }
-    const json& first = v->front();
     if (first.is_number_integer()) {
       prompts.push_back({std::nullopt, parse_token_ids(*v, "prompt")});
     } else if (first.is_string()) {

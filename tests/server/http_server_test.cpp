@@ -258,6 +258,44 @@ TEST(HttpServer, EchoWithNSamplesAndTokenPromptsAndPromptLogprobsField) {
   EXPECT_TRUE(ids["logprobs"].is_null());
   EXPECT_TRUE(ids["prompt_logprobs"].is_null());
 
+  // echo with max_tokens 0 (vLLM's echo without generation): the prompt, its logprobs, nothing
+  // generated, finished on length; streamed the same.
+  const json echo_only = {
+      {"prompt", "hello world"}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}};
+  r = c->Post("/v1/completions", echo_only.dump(), "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json only = json::parse(r->body);
+  EXPECT_EQ(only["choices"][0]["text"], "hello world");
+  EXPECT_EQ(only["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(only["choices"][0]["logprobs"]["tokens"].size(), 3u);
+  EXPECT_EQ(only["usage"]["completion_tokens"], 0);
+  json echo_only_streamed = echo_only;
+  echo_only_streamed["stream"] = true;
+  const StreamResult only_st = stream_request(s.port, "/v1/completions", echo_only_streamed);
+  EXPECT_TRUE(only_st.done);
+  EXPECT_EQ(only_st.text, "hello world");
+  EXPECT_EQ(only_st.last_finish_reason, "length");
+  // Without echo, max_tokens 0 is still out of range.
+  r = c->Post("/v1/completions", R"({"prompt": "hello world", "max_tokens": 0})",
+              "application/json");
+  EXPECT_EQ(r->status, 400);
+
+  // A token-id prompt of 1,000 ids is one prompt: it is refused for the context length (the
+  // fake's is 256), not for holding too many prompts.
+  json long_ids = json::array();
+  for (int i = 0; i < 1000; ++i) long_ids.push_back(1 + i % 50);
+  r = c->Post("/v1/completions", json({{"prompt", long_ids}}).dump(), "application/json");
+  ASSERT_EQ(r->status, 400);
+  EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find(
+                "maximum context length is 256 tokens. However, your prompt has 1000 tokens"),
+            std::string::npos)
+      << r->body;
+  long_ids.erase(long_ids.begin() + 200, long_ids.end());
+  r = c->Post("/v1/completions", json({{"prompt", long_ids}, {"max_tokens", 2}}).dump(),
+              "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens"], 200);
+
   // vLLM's prompt_logprobs extra without echo: the field, not the text or the logprobs.
   r = c->Post("/v1/completions",
               R"({"prompt": "hello world", "max_tokens": 2, "prompt_logprobs": 1})",

@@ -53,6 +53,15 @@ TEST(ParseCompletion, PromptForms) {
   const auto lists = completion(R"({"prompt": [[1], [2, 3]]})").prompts;
   ASSERT_EQ(lists.size(), 2u);
   EXPECT_EQ(lists[1].token_ids, (std::vector<int32_t>{2, 3}));
+  // A long token-id prompt is one prompt; a batch of more than kMaxPromptsPerRequest is refused.
+  json many_ids = json::array(), many_texts = json::array();
+  for (int i = 0; i < 1000; ++i) many_ids.push_back(i);
+  for (int i = 0; i <= kMaxPromptsPerRequest; ++i) many_texts.push_back("p");
+  EXPECT_EQ(completion(json({{"prompt", many_ids}}).dump()).prompts.at(0).token_ids.size(),
+            many_ids.size());
+  const ApiError too_many = error_of([&] { completion(json({{"prompt", many_texts}}).dump()); });
+  EXPECT_EQ(too_many.status, 400);
+  EXPECT_EQ(too_many.param, "prompt");
   for (const char* bad :
        {R"({})", R"({"prompt": 5})", R"({"prompt": []})", R"({"prompt": ["a", 1]})",
         R"({"prompt": [1, "a"]})", R"({"prompt": [-1]})", R"({"prompt": [[]]})",
