@@ -33,6 +33,10 @@ struct EngineArgs {
   bool enable_chunked_prefill = true;
   uint64_t seed = 0;
   int32_t num_threads = 0;  // 0: all cores
+  // Pin the kernel threads: "none", "cores" (one per physical core) or a CPU list "0-3,8".
+  std::string cpu_bind = "none";
+  // Weight files "mmap"ed, or copied into "huge-pages" at load (util/mapped_file.h).
+  std::string weights_memory = "mmap";
   // Weight quantization at load: "" (as stored), "int8" or "int4". Checkpoints that are
   // already quantized (pagoda quantize, AWQ/GPTQ, GGUF) load as they are either way.
   std::string quantization;

@@ -9,14 +9,17 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/kv_cache_sizing.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
+#include "kernels/thread_placement.h"
 #include "loader/safetensors.h"
 #include "model/generation_config.h"
 #include "model/model_config.h"
@@ -72,6 +75,10 @@ class Engine::Impl {
   std::vector<int32_t> eos_token_ids_;
   int32_t max_model_len_ = 0;
   HugeBuffer kv_memory_;
+  // --threads / --cpu-bind, applied to whichever thread drives the steps (the server's engine
+  // thread is not the one that built the engine; OpenMP settings are per thread).
+  ThreadPlacement placement_;
+  std::thread::id placed_thread_;
   std::unique_ptr<KvCache> kv_cache_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
@@ -105,6 +112,7 @@ class Engine::Impl {
     int32_t position = 0;
   };
 
+  void place_threads();
   void append_token(Sequence& seq, CompletionOutput& out, int32_t token_id);
   void finish_sequence(Sequence& seq, CompletionOutput& out, RequestStatus status);
   GeneratedTokenLogprobs make_logprobs(const SampleResult& sample) const;
@@ -125,7 +133,8 @@ std::string resolve_model_dir(const std::string& model) {
 }
 
 Engine::Impl::Impl(const EngineArgs& args)
-    : Impl(args, open_model_source(resolve_model_dir(args.model), args.tokenizer)) {}
+    : Impl(args, open_model_source(resolve_model_dir(args.model), args.tokenizer,
+                                   parse_file_memory(args.weights_memory))) {}
 
 Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
     : args_(args),
@@ -134,6 +143,9 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
       generation_config_(std::move(source.generation)),
       store_(std::move(source.tensors)),
       tokenizer_(std::move(source.tokenizer)) {
+  placement_.num_threads = args.num_threads;
+  placement_.cpus = parse_cpu_bind(args.cpu_bind);
+  place_threads();  // loading quantizes in parallel too
   ModelOptions options;
   options.max_num_batched_tokens = args.max_num_batched_tokens;
   options.weights.quantize_to = parse_quantization(args.quantization);
@@ -183,6 +195,8 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   sc.enable_prefix_caching = args.enable_prefix_caching;
   scheduler_ = std::make_unique<Scheduler>(sc);
   runner_ = std::make_unique<ModelRunner>(*model_, *kv_cache_);
+  if (!placement_.cpus.empty())
+    spdlog::info("kernel threads pinned to CPUs {}", fmt::join(placement_.cpus, ","));
   spdlog::info("loaded {} ({}, {:.2f} B parameters, {})", model_dir_, config_.architecture,
                model_->num_parameters() / 1e9,
                format_bytes(static_cast<uint64_t>(model_->weight_bytes())));
@@ -361,7 +375,14 @@ void Engine::Impl::finish_sequence(Sequence& seq, CompletionOutput& out, Request
   }
 }
 
+void Engine::Impl::place_threads() {
+  if (placed_thread_ == std::this_thread::get_id()) return;
+  apply_thread_placement(placement_);
+  placed_thread_ = std::this_thread::get_id();
+}
+
 std::vector<RequestOutput> Engine::Impl::step() {
+  place_threads();
   std::vector<RequestOutput> results;
   SchedulerOutput scheduled = scheduler_->schedule();
   const double t_scheduled = now_s();

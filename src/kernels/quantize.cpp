@@ -7,6 +7,7 @@
 
 #include "util/error.h"
 #include "util/half.h"
+#include "util/huge_buffer.h"
 
 namespace pagoda {
 namespace {
@@ -193,6 +194,7 @@ QuantizedMatrix quantize_matrix(const WeightView& src, DType to, int64_t group_s
   QuantizedMatrix m;
   const int64_t value_bytes = dtype_row_bytes(to, cols) * rows;
   m.values = std::shared_ptr<uint8_t[]>(new uint8_t[static_cast<size_t>(value_bytes)]);
+  advise_huge_pages(m.values.get(), static_cast<size_t>(value_bytes));  // before the first write
   m.scales = std::shared_ptr<uint16_t[]>(new uint16_t[static_cast<size_t>(rows * groups)]);
   if (to == DType::kI4) {
     m.mins = std::shared_ptr<uint16_t[]>(new uint16_t[static_cast<size_t>(rows * groups)]);

@@ -260,7 +260,8 @@ std::vector<int64_t> GgufTensorInfo::shape() const {
   return {dims.rbegin(), dims.rend()};
 }
 
-GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)) {
+GgufFile::GgufFile(const std::string& path, FileMemory memory)
+    : file_(std::make_unique<MappedFile>(path, memory)) {
   const std::string& p = file_->path();
   const uint64_t file_size = file_->size();
   Reader in(p, file_->data(), file_size);

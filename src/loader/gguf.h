@@ -95,7 +95,7 @@ class GgufFile {
  public:
   // Maps and validates `path`. Throws pagoda::Error with one line naming the file and the
   // problem (bad magic, unsupported version, truncation, unknown type, offset out of range...).
-  explicit GgufFile(const std::string& path);
+  explicit GgufFile(const std::string& path, FileMemory memory = FileMemory::kMap);
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
 

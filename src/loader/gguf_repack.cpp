@@ -13,6 +13,7 @@
 
 #include "util/error.h"
 #include "util/half.h"
+#include "util/huge_buffer.h"
 
 namespace pagoda {
 namespace {
@@ -34,6 +35,7 @@ struct RepackBuffer {
     const size_t rounded = static_cast<size_t>((std::max<int64_t>(num_bytes, 1) + 63) / 64 * 64);
     values.reset(static_cast<uint8_t*>(std::aligned_alloc(64, rounded)));
     if (!values) throw std::bad_alloc();
+    advise_huge_pages(values.get(), rounded);  // before the first write
   }
 };
 

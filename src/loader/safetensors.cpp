@@ -70,7 +70,7 @@ int64_t safetensors_dtype_size(const std::string& dtype) {
 }
 
 void TensorStore::add_file(const std::string& file_path) {
-  auto file = std::make_unique<MappedFile>(file_path);
+  auto file = std::make_unique<MappedFile>(file_path, memory_);
   const std::string& path = file->path();
   const uint64_t file_size = file->size();
   if (file_size < 8) {
@@ -211,9 +211,10 @@ void TensorStore::add_file(const std::string& file_path) {
   files_.push_back(std::move(file));
 }
 
-TensorStore TensorStore::open(const std::string& path) {
+TensorStore TensorStore::open(const std::string& path, FileMemory memory) {
   TensorStore store;
   store.path_ = path;
+  store.memory_ = memory;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (!fs::exists(status)) fail("{}: no such file or directory", path);

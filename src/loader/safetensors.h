@@ -53,7 +53,8 @@ class TensorStore {
   // `path` is a model directory or a single .safetensors file. Throws pagoda::Error with one
   // line naming the file (and tensor) and the problem. A directory whose config.json says the
   // weights are AWQ or GPTQ gets them repacked to kI4 (loader/awq_gptq.h).
-  static TensorStore open(const std::string& path);
+  // `memory` says how the files get into memory (util/mapped_file.h).
+  static TensorStore open(const std::string& path, FileMemory memory = FileMemory::kMap);
 
   // An empty store for a converter (GGUF, AWQ/GPTQ repacking) to fill with `add`.
   static TensorStore empty(std::string path);
@@ -94,6 +95,7 @@ class TensorStore {
   void fold_quantized_tensors();
 
   std::string path_;
+  FileMemory memory_ = FileMemory::kMap;
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, Tensor> tensors_;
   std::vector<std::shared_ptr<const void>> keep_alive_;

@@ -222,8 +222,8 @@ json gguf_config_json(const GgufFile& file) {
   return c;
 }
 
-GgufModel open_gguf_model(const std::string& path) {
-  auto file = std::make_shared<const GgufFile>(path);
+GgufModel open_gguf_model(const std::string& path, FileMemory memory) {
+  auto file = std::make_shared<const GgufFile>(path, memory);
   const ArchInfo& arch = arch_of(*file);
   const json config_json = gguf_config_json(*file);
   ModelConfig config = ModelConfig::from_json(config_json, path);

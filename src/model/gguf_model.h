@@ -34,7 +34,7 @@ struct GgufModel {
 bool is_gguf_path(const std::string& path);
 
 // Throws pagoda::Error with one line naming the file and the key / tensor that is wrong.
-GgufModel open_gguf_model(const std::string& path);
+GgufModel open_gguf_model(const std::string& path, FileMemory memory = FileMemory::kMap);
 
 // The pieces, for tests and tools:
 // tokenizer.* metadata (views into `file`).

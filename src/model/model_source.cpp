@@ -5,8 +5,9 @@
 namespace pagoda {
 namespace {
 
-ModelSource from_gguf(const std::string& path, const std::string& tokenizer_dir) {
-  GgufModel g = open_gguf_model(path);
+ModelSource from_gguf(const std::string& path, const std::string& tokenizer_dir,
+                      FileMemory memory) {
+  GgufModel g = open_gguf_model(path, memory);
   const bool own_tokenizer = tokenizer_dir.empty();
   ModelSource s{path,
                 std::move(g.config),
@@ -23,13 +24,14 @@ ModelSource from_gguf(const std::string& path, const std::string& tokenizer_dir)
 
 }  // namespace
 
-ModelSource open_model_source(const std::string& path, const std::string& tokenizer_dir) {
-  if (is_gguf_path(path)) return from_gguf(path, tokenizer_dir);
+ModelSource open_model_source(const std::string& path, const std::string& tokenizer_dir,
+                              FileMemory memory) {
+  if (is_gguf_path(path)) return from_gguf(path, tokenizer_dir, memory);
   const std::string tok_dir = tokenizer_dir.empty() ? path : tokenizer_dir;
   ModelSource s{path,
                 ModelConfig::from_dir(path),
                 GenerationConfig::from_dir(path),
-                TensorStore::open(path),
+                TensorStore::open(path, memory),
                 Tokenizer::from_directory(tok_dir),
                 {},
                 {}};

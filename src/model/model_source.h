@@ -24,6 +24,8 @@ struct ModelSource {
 
 // `tokenizer_dir` overrides the model's tokenizer when not empty. Throws pagoda::Error naming the
 // file and the problem.
-ModelSource open_model_source(const std::string& path, const std::string& tokenizer_dir = "");
+// `memory`: how weight files get into memory (util/mapped_file.h).
+ModelSource open_model_source(const std::string& path, const std::string& tokenizer_dir = "",
+                              FileMemory memory = FileMemory::kMap);
 
 }  // namespace pagoda

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "util/error.h"
+#include "util/numa.h"
 
 namespace pagoda {
 
@@ -85,6 +86,16 @@ bool transparent_huge_pages_available() {
          modes.find("[madvise]") != std::string::npos;
 }
 
+void advise_huge_pages(void* data, size_t bytes) {
+  static const bool available = transparent_huge_pages_available();
+  if (!available || data == nullptr) return;
+  const size_t huge_page = default_huge_page_bytes();
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + huge_page - 1) / huge_page * huge_page;
+  const uintptr_t last = (begin + bytes) / huge_page * huge_page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+}
+
 HugeBuffer HugeBuffer::allocate(size_t size_bytes, const HugeBufferOptions& options) {
   if (size_bytes == 0) fail("HugeBuffer: cannot allocate 0 bytes");
   HugeBuffer buffer;
@@ -124,6 +135,7 @@ HugeBuffer HugeBuffer::allocate(size_t size_bytes, const HugeBufferOptions& opti
     buffer.mapped_bytes_ = bytes;
     buffer.kind_ = PageKind::kPlain;
   }
+  if (options.interleave_numa_nodes) interleave_over_numa_nodes(buffer.data_, buffer.mapped_bytes_);
   if (options.prefault) touch_pages(buffer.data_, buffer.mapped_bytes_);
   return buffer;
 }

@@ -1,6 +1,7 @@
-// One large anonymous allocation (the KV cache pool), backed by the biggest pages the system
-// will give: explicit huge pages (MAP_HUGETLB), then transparent huge pages (madvise), then
-// plain pages. Large pages cut TLB misses when attention walks gigabytes of KV blocks.
+// One large anonymous allocation (the KV cache pool, weight files copied off disk), backed by the
+// biggest pages the system will give: explicit huge pages (MAP_HUGETLB), then transparent huge
+// pages (madvise), then plain pages. Large pages cut TLB misses when attention walks gigabytes
+// of KV blocks and when decode streams every weight. Pages are interleaved over NUMA nodes.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +21,8 @@ struct HugeBufferOptions {
   bool allow_explicit_huge = true;     // try MAP_HUGETLB first
   bool allow_transparent_huge = true;  // then THP via madvise
   bool prefault = false;               // touch every page now instead of on first use
+  // Spread the pages over all NUMA nodes (util/numa.h); a no-op on one node.
+  bool interleave_numa_nodes = true;
 };
 
 // Move-only owner of the mapping; memory starts zeroed (anonymous mmap).
@@ -49,6 +52,11 @@ class HugeBuffer {
   size_t mapped_bytes_ = 0;
   PageKind kind_ = PageKind::kPlain;
 };
+
+// Asks for transparent huge pages under the whole 2 MiB pages inside [data, data + bytes), for
+// heap memory that will hold weights (quantized at load, repacked from GGUF). Call it before the
+// memory is written: a fault then takes a huge page directly. No-op without THP.
+void advise_huge_pages(void* data, size_t bytes);
 
 // The system's default huge page size from /proc/meminfo ("Hugepagesize:"), 2 MiB if unknown.
 size_t default_huge_page_bytes();

@@ -10,31 +10,60 @@
 #include "util/error.h"
 
 namespace pagoda {
+namespace {
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+// Closes the descriptor on every way out of the constructor.
+struct FileDescriptor {
+  int fd = -1;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+void read_all(int fd, const std::string& path, uint8_t* dst, size_t size) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, dst + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("{}: cannot read: {}", path, std::strerror(errno));
+    if (n == 0) fail("{}: file shrank while being read ({} of {} bytes)", path, done, size);
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+FileMemory parse_file_memory(std::string_view name) {
+  if (name == "mmap") return FileMemory::kMap;
+  if (name == "huge-pages") return FileMemory::kHugePageCopy;
+  fail("weights memory must be 'mmap' or 'huge-pages', got '{}'", name);
+}
+
+MappedFile::MappedFile(const std::string& path, FileMemory memory) : path_(path) {
+  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail("{}: cannot stat: {}", path, std::strerror(err));
-  }
+  if (::fstat(file.fd, &st) != 0) fail("{}: cannot stat: {}", path, std::strerror(errno));
   size_ = static_cast<size_t>(st.st_size);
-  if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      fail("{}: cannot map: {}", path, std::strerror(err));
-    }
-    data_ = static_cast<const uint8_t*>(p);
+  if (size_ == 0) return;
+  if (memory == FileMemory::kHugePageCopy) {
+    copy_ = HugeBuffer::allocate(size_);
+    read_all(file.fd, path, static_cast<uint8_t*>(copy_.data()), size_);
+    data_ = static_cast<const uint8_t*>(copy_.data());
+    return;
   }
-  ::close(fd);
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
+  if (p == MAP_FAILED) fail("{}: cannot map: {}", path, std::strerror(errno));
+  data_ = static_cast<const uint8_t*>(p);
+  mapped_ = true;
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+std::string_view MappedFile::memory_name() const {
+  return mapped_ || data_ == nullptr ? "file map" : copy_.kind_name();
 }
 
 }  // namespace pagoda

@@ -1,16 +1,31 @@
-// A read-only memory map of a whole file: weights are used in place, never copied.
+// A whole file's bytes in memory, read-only: weights are used in place, never parsed into copies.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+
+#include "util/huge_buffer.h"
 
 namespace pagoda {
 
+// How a weights file gets into memory. A map starts instantly and shares the page cache with
+// other processes, but its 4 KiB pages cost a TLB miss every few KiB of a decode step's
+// streaming read; a copy into huge pages (util/huge_buffer.h) reads the whole file at startup
+// and then streams with ~500× fewer page walks. `pagoda serve --weights-memory` chooses.
+enum class FileMemory {
+  kMap,           // mmap(MAP_PRIVATE) of the file
+  kHugePageCopy,  // read into a HugeBuffer (explicit, then transparent huge pages)
+};
+
+// "mmap" / "huge-pages"; throws pagoda::Error naming the accepted values otherwise.
+FileMemory parse_file_memory(std::string_view name);
+
 class MappedFile {
  public:
-  // Throws pagoda::Error naming the path if it cannot be opened or mapped.
-  explicit MappedFile(const std::string& path);
+  // Throws pagoda::Error naming the path if it cannot be opened, mapped or read.
+  explicit MappedFile(const std::string& path, FileMemory memory = FileMemory::kMap);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -18,11 +33,15 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // "file map", or the kind of pages the copy got (see HugeBuffer::kind_name).
+  std::string_view memory_name() const;
 
  private:
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  bool mapped_ = false;  // data_ is an mmap of the file (else it is copy_'s)
+  HugeBuffer copy_;
 };
 
 }  // namespace pagoda

@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -133,6 +134,34 @@ TEST(Engine, BatchOutputsEqualAloneOutputsAcrossCacheAndChunkingModes) {
         EXPECT_GT(engine.stats().prefix_cache_hits, 0);
       }
     }
+  }
+}
+
+// Weights copied into huge pages and threads pinned by --cpu-bind change where things run,
+// never what is computed. The pinned engine is built and stepped on a thread of its own, like
+// the server's engine thread (and so the test's main thread stays unpinned).
+TEST(Engine, HugePageWeightsAndPinnedThreadsGiveTheSameOutputs) {
+  const auto prompts = make_prompts();
+  Engine plain(small_engine(true, true));
+  const auto expected = run_batch(plain, prompts);
+  std::map<std::string, std::vector<int32_t>> placed;
+  std::thread engine_thread([&] {
+    EngineArgs args = small_engine(true, true);
+    args.weights_memory = "huge-pages";
+    args.cpu_bind = "cores";
+    Engine engine(args);
+    placed = run_batch(engine, prompts);
+  });
+  engine_thread.join();
+  EXPECT_EQ(placed, expected);
+
+  EngineArgs bad = small_engine(true, true);
+  bad.cpu_bind = "0-x";
+  try {
+    Engine engine(bad);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--cpu-bind '0-x'"), std::string::npos) << e.what();
   }
 }
 

@@ -34,6 +34,14 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
   app->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", a.enable_chunked_prefill,
                 "Split long prompts across steps (default on)");
   app->add_option("--threads", a.num_threads, "Worker threads (default: all cores)");
+  app->add_option("--cpu-bind", a.cpu_bind,
+                  "Pin worker threads: none, cores (one per physical core) or a CPU list like "
+                  "0-3,8")
+      ->capture_default_str();
+  app->add_option("--weights-memory", a.weights_memory,
+                  "Weight files memory-mapped (mmap) or copied into huge pages (huge-pages)")
+      ->check(CLI::IsMember({"mmap", "huge-pages"}))
+      ->capture_default_str();
   app->add_option("--quantization,-q", a.quantization,
                   "Quantize float weights at load: int8 (per output channel) or int4 (groups)")
       ->check(CLI::IsMember({"int8", "int4"}));
