@@ -109,11 +109,11 @@ TEST_P(KernelIsaTest, MatmulIsBatchInvariant) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (int64_t cols : {7, 33, 257, 2051}) {
       TestWeights w = make_weights(rng_, dtype, rows, cols);
-      const int64_t kBatch = 40;
+      const int64_t kBatch = 200;  // more than one block of the many-token sweep
       const std::vector<float> x = random_floats(rng_, kBatch * cols);
       std::vector<float> batched(kBatch * rows);
       table_->matmul(x.data(), kBatch, w.view, 0, rows, batched.data(), rows);
-      for (int64_t group : {1, 2, 3, 5, 12, 17}) {
+      for (int64_t group : {1, 2, 3, 5, 12, 17, 100}) {
         for (int64_t t0 = 0; t0 + group <= kBatch; t0 += group) {
           std::vector<float> part(group * rows);
           table_->matmul(x.data() + t0 * cols, group, w.view, 0, rows, part.data(), rows);

@@ -24,6 +24,8 @@ struct Avx512 {
   static constexpr int kTileTokens = 6;
   static constexpr int kStreamTileTokens = 6;
   static constexpr int kBf16TileTokens = 4;
+  static constexpr int kSweepRows = 4;  // the panel sweep: x fits in a register here
+  static constexpr int kSweepTokens = 6;
   // W8A8 / W4A8 (quant_kernels.h, 256-bit blocks): tokens per 4-row integer tile (32 registers).
   static constexpr int kIntTileTokens = 8;
   static constexpr bool kVnni = false;

@@ -188,18 +188,11 @@ void matmul_dequantized(const float* x, int64_t num_tokens, const WeightView& w,
     return;
   }
   static thread_local Scratch<V> panel_scratch;
-  constexpr int kT = V::kTileTokens, kR = V::kTileRows;
   float* panel = static_cast<float*>(panel_scratch.get(kPanelRows * cols * sizeof(float)));
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
     const int64_t panel_rows = min_i64<V>(kPanelRows, row_end - r0);
     dequantize_rows<V, kType>(w, r0, panel_rows, panel);
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += kT) {
-      const int64_t tile_tokens = min_i64<V>(kT, num_tokens - t0);
-      for (int64_t r = 0; r < panel_rows; r += kR) {
-        run_tile<V, DType::kF32, kR, kT>(min_i64<V>(kR, panel_rows - r), tile_tokens, x + t0 * cols,
-                                         cols, panel, r, cols, y + t0 * ldy + r0 + r, ldy);
-      }
-    }
+    sweep_panel<V>(x, cols, num_tokens, panel, cols, panel_rows, cols, y + r0, ldy);
   }
 }
 

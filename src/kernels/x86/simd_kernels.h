@@ -8,11 +8,12 @@
 // inline function from shared headers (no std::min, no util/half.h): tails go through the
 // vector path with partial loads instead of scalar conversions.
 //
-// V provides: F (vector), kLanes, kTileTokens, zero/set1/load/store, load_n/store_n (first n
-// lanes, rest zero), load_bf16/load_f16 (+_n), add/sub/mul/div/max/fma(a, b, c) = a * b + c,
-// load_bf16_even_odd(_n) (bf16 pairs, see below), reduce_add/reduce_max and exp; for the
-// quantized matmul (quant_kernels.h) load_i8 / load_u4 (kLanes int8 / 4-bit values as fp32),
-// dot_u8s8 (one 32-byte block: 8 int32 sums of 4 u8 x s8 products) and its tile sizes.
+// V provides: F (vector), kLanes, the tile sizes (kTile*, kSweep*), zero/set1/load/store,
+// load_n/store_n (first n lanes, rest zero), load_bf16/load_f16 (+_n), add/sub/mul/div/max and
+// fma(a, b, c) = a * b + c, load_bf16_even_odd(_n) (bf16 pairs, see below), reduce_add,
+// reduce_max and exp; for the quantized matmul (quant_kernels.h) load_i8 / load_u4 (kLanes int8
+// / 4-bit values as fp32), dot_u8s8 (one 32-byte block: 8 int32 sums of 4 u8 x s8 products)
+// and its tile sizes.
 #pragma once
 
 #include <immintrin.h>
@@ -296,9 +297,107 @@ void matmul_bf16_pairs(const float* x, int64_t num_tokens, const WeightView& w, 
 
 // ---------------------------------------------------------------------------------------------
 // Many tokens: a panel of kPanelRows rows, widened to fp32 once (natural order for f16, pair
-// order for bf16; f32 is used in place), is swept by tiles of V::kTileTokens tokens.
+// order for bf16; f32 is used in place), is swept by tiles of V::kSweepRows x V::kSweepTokens.
+//
+// The sweep is blocked over columns. A whole-row tile streams 4 panel rows and 3 token rows
+// (56 KiB at 2048 columns) through L1 on every tile, so both operands come from L2: 7 vector
+// loads per 12 FMAs is more than L2 delivers, and the FMA units idle about half the time. In
+// chunks of kChunkCols columns the panel's chunk (16 KiB) and a token tile's chunk stay in L1
+// while every tile of a block of kBlockTokens tokens passes over them. Each tile's register
+// accumulators are parked in scratch between chunks; storing a vector and loading it back is
+// exact, and every accumulator still takes its columns left to right with the same FMAs and
+// the same final reduction as dot_rows_tokens, so the result is bit-identical to it (batch
+// invariance: the streaming paths for few tokens compute the very same sums).
 
 constexpr int64_t kPanelRows = 16;
+constexpr int64_t kChunkCols = 256;   // a multiple of 2 * kLanes (pair order) for every V
+constexpr int64_t kBlockTokens = 96;  // a multiple of every V::kSweepTokens
+
+// Calls body.template operator()<kR, kT>() with the tile shape for (rows, tokens), rows <= kRows
+// and tokens <= kTokens, picked at compile time.
+template <class V, int kRows, int kTokens, class Body>
+inline void with_tile_shape(int64_t rows, int64_t tokens, Body&& body) {
+  if constexpr (kRows > 1) {
+    if (rows < kRows) return with_tile_shape<V, kRows - 1, kTokens>(rows, tokens, body);
+  }
+  if constexpr (kTokens > 1) {
+    if (tokens < kTokens) return with_tile_shape<V, kRows, kTokens - 1>(rows, tokens, body);
+  }
+  body.template operator()<kRows, kTokens>();
+}
+
+// Columns [c0, c1) of a kRows x kTokens tile, x and panel both with row stride ld and ld
+// columns (c1 is a multiple of kLanes or ld itself, where a partial vector ends the row). The
+// accumulator of (r, t) lives at acc + (r * acc_ld + t) * kLanes.
+template <class V, int kRows, int kTokens>
+void accumulate_columns(const float* x, int64_t ldx, const float* panel, int64_t ldp, int64_t c0,
+                        int64_t c1, float* acc, int64_t acc_ld) {
+  using F = typename V::F;
+  constexpr int kL = V::kLanes;
+  F a[kRows][kTokens];
+  for (int r = 0; r < kRows; ++r) {
+    for (int t = 0; t < kTokens; ++t) a[r][t] = V::load(acc + (r * acc_ld + t) * kL);
+  }
+  int64_t c = c0;
+  for (; c + kL <= c1; c += kL) {
+    F wv[kRows];
+    for (int r = 0; r < kRows; ++r) wv[r] = load_weights<V, DType::kF32>(panel, r * ldp + c);
+    for (int t = 0; t < kTokens; ++t) {
+      F xv = V::load(x + t * ldx + c);
+      // Keeps x in a register: GCC would rather fold the load into every FMA, re-reading it
+      // once per row, which makes the step load-bound.
+      __asm__("" : "+x"(xv));
+      for (int r = 0; r < kRows; ++r) a[r][t] = V::fma(wv[r], xv, a[r][t]);
+    }
+  }
+  if (c < c1) {  // the row's partial last vector, as in dot_rows_tokens
+    const int n = static_cast<int>(c1 - c);
+    F wv[kRows];
+    for (int r = 0; r < kRows; ++r) wv[r] = load_weights_n<V, DType::kF32>(panel, r * ldp + c, n);
+    for (int t = 0; t < kTokens; ++t) {
+      const F xv = V::load_n(x + t * ldx + c, n);
+      for (int r = 0; r < kRows; ++r) a[r][t] = V::fma(wv[r], xv, a[r][t]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int t = 0; t < kTokens; ++t) V::store(acc + (r * acc_ld + t) * kL, a[r][t]);
+  }
+}
+
+// y[t, r] = panel row r . x row t over n columns, for panel_rows fp32 rows (row stride ldp)
+// and num_tokens tokens (row stride ldx); y has row stride ldy.
+template <class V>
+void sweep_panel(const float* x, int64_t ldx, int64_t num_tokens, const float* panel, int64_t ldp,
+                 int64_t panel_rows, int64_t n, float* y, int64_t ldy) {
+  constexpr int kL = V::kLanes, kT = V::kSweepTokens, kR = V::kSweepRows;
+  static thread_local Scratch<V> acc_scratch;
+  auto* acc = static_cast<float*>(acc_scratch.get(kPanelRows * kBlockTokens * kL * sizeof(float)));
+  for (int64_t b0 = 0; b0 < num_tokens; b0 += kBlockTokens) {
+    const int64_t block_tokens = min_i64<V>(kBlockTokens, num_tokens - b0);
+    for (int64_t r = 0; r < panel_rows; ++r) {
+      for (int64_t t = 0; t < block_tokens; ++t)
+        V::store(acc + (r * kBlockTokens + t) * kL, V::zero());
+    }
+    for (int64_t c0 = 0; c0 < n; c0 += kChunkCols) {
+      const int64_t c1 = min_i64<V>(c0 + kChunkCols, n);
+      for (int64_t t0 = 0; t0 < block_tokens; t0 += kT) {
+        for (int64_t r = 0; r < panel_rows; r += kR) {
+          with_tile_shape<V, kR, kT>(panel_rows - r, block_tokens - t0,
+                                     [&]<int kRows, int kTokens>() {
+                                       accumulate_columns<V, kRows, kTokens>(
+                                           x + (b0 + t0) * ldx, ldx, panel + r * ldp, ldp, c0, c1,
+                                           acc + (r * kBlockTokens + t0) * kL, kBlockTokens);
+                                     });
+        }
+      }
+    }
+    for (int64_t t = 0; t < block_tokens; ++t) {
+      for (int64_t r = 0; r < panel_rows; ++r) {
+        y[(b0 + t) * ldy + r] = V::reduce_add(V::load(acc + (r * kBlockTokens + t) * kL));
+      }
+    }
+  }
+}
 
 template <class V, DType kType>
 void widen_rows(const void* w, int64_t row, int64_t num_rows, int64_t cols, float* out) {
@@ -339,15 +438,17 @@ void matmul_many_tokens(const float* x, int64_t num_tokens, const WeightView& w,
                         int64_t row_end, float* y, int64_t ldy) {
   static thread_local Scratch<V> panel_scratch;
   static thread_local Scratch<V> x_scratch;
-  constexpr int kT = V::kTileTokens, kR = V::kTileRows;
   const int64_t cols = w.cols;
-  // ld: the row stride of both x and the panel as the tiles see them.
-  int64_t ld = cols;
+  // n: the columns the tiles see; ldx / ldp: the row strides of x and the panel. bf16 copies
+  // both into scratch with one zero block of padding per row, so that rows are not a power of
+  // two bytes apart: 2048 fp32 columns would put every row of a tile in the same L1 set.
+  int64_t n = cols, ldx = cols, ldp = cols;
   const float* xs = x;
   if constexpr (kType == DType::kBF16) {
-    ld = pair_stride<V>(cols);
-    float* xp = static_cast<float*>(x_scratch.get(num_tokens * ld * sizeof(float)));
-    permute_even_odd<V>(x, num_tokens, cols, ld, xp);
+    n = pair_stride<V>(cols);
+    ldx = ldp = n + 2 * V::kLanes;
+    float* xp = static_cast<float*>(x_scratch.get(num_tokens * ldx * sizeof(float)));
+    permute_even_odd<V>(x, num_tokens, cols, ldx, xp);
     xs = xp;
   }
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
@@ -356,22 +457,16 @@ void matmul_many_tokens(const float* x, int64_t num_tokens, const WeightView& w,
     if constexpr (kType == DType::kF32) {
       panel = static_cast<const float*>(w.data) + r0 * cols;
     } else {
-      float* widened = static_cast<float*>(panel_scratch.get(kPanelRows * ld * sizeof(float)));
+      float* widened = static_cast<float*>(panel_scratch.get(kPanelRows * ldp * sizeof(float)));
       if constexpr (kType == DType::kBF16) {
-        widen_rows_pair_order<V>(static_cast<const uint16_t*>(w.data), r0, panel_rows, cols, ld,
+        widen_rows_pair_order<V>(static_cast<const uint16_t*>(w.data), r0, panel_rows, cols, ldp,
                                  widened);
       } else {
         widen_rows<V, kType>(w.data, r0, panel_rows, cols, widened);
       }
       panel = widened;
     }
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += kT) {
-      const int64_t tile_tokens = min_i64<V>(kT, num_tokens - t0);
-      for (int64_t r = 0; r < panel_rows; r += kR) {
-        run_tile<V, DType::kF32, kR, kT>(min_i64<V>(kR, panel_rows - r), tile_tokens, xs + t0 * ld,
-                                         ld, panel, r, ld, y + t0 * ldy + r0 + r, ldy);
-      }
-    }
+    sweep_panel<V>(xs, ldx, num_tokens, panel, ldp, panel_rows, n, y + r0, ldy);
   }
 }
 
