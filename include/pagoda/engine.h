@@ -35,8 +35,10 @@ struct EngineArgs {
   int32_t num_threads = 0;  // 0: all cores
   // Pin the kernel threads: "none", "cores" (one per physical core) or a CPU list "0-3,8".
   std::string cpu_bind = "none";
-  // Weight files "mmap"ed, or copied into "huge-pages" at load (util/mapped_file.h).
-  std::string weights_memory = "mmap";
+  // Weight files "mmap"ed, or copied into "huge-pages" at load (util/mapped_file.h); "auto":
+  // huge pages when the weights are used as stored, a map when they are only read once to be
+  // quantized (--quantization) or repacked (GGUF files).
+  std::string weights_memory = "auto";
   // Weight quantization at load: "" (as stored), "int8" or "int4". Checkpoints that are
   // already quantized (pagoda quantize, AWQ/GPTQ, GGUF) load as they are either way.
   std::string quantization;

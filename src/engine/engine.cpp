@@ -22,6 +22,7 @@
 #include "kernels/thread_placement.h"
 #include "loader/safetensors.h"
 #include "model/generation_config.h"
+#include "model/gguf_model.h"
 #include "model/model_config.h"
 #include "model/model_generator.h"
 #include "model/model_registry.h"
@@ -127,6 +128,19 @@ class Engine::Impl {
   std::vector<std::string> aborted_parents_;
 };
 
+namespace {
+
+// --weights-memory, "auto" resolved: decode streams weights used as stored through the TLB on
+// every step, so they go into huge pages (measured faster, docs/kernels.md); files read once to
+// be quantized or repacked are mapped, since a copy would only cost memory and load time.
+FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_path) {
+  if (args.weights_memory != "auto") return parse_file_memory(args.weights_memory);
+  const bool read_once = !args.quantization.empty() || is_gguf_path(model_path);
+  return read_once ? FileMemory::kMap : FileMemory::kHugePageCopy;
+}
+
+}  // namespace
+
 // "demo" names the built-in random model unless a directory of that name exists.
 std::string resolve_model_dir(const std::string& model) {
   return model == "demo" && !std::filesystem::exists(model) ? ensure_demo_model() : model;
@@ -134,7 +148,7 @@ std::string resolve_model_dir(const std::string& model) {
 
 Engine::Impl::Impl(const EngineArgs& args)
     : Impl(args, open_model_source(resolve_model_dir(args.model), args.tokenizer,
-                                   parse_file_memory(args.weights_memory))) {}
+                                   weights_memory_for(args, args.model))) {}
 
 Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
     : args_(args),

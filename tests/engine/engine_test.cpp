@@ -142,7 +142,9 @@ TEST(Engine, BatchOutputsEqualAloneOutputsAcrossCacheAndChunkingModes) {
 // the server's engine thread (and so the test's main thread stays unpinned).
 TEST(Engine, HugePageWeightsAndPinnedThreadsGiveTheSameOutputs) {
   const auto prompts = make_prompts();
-  Engine plain(small_engine(true, true));
+  EngineArgs mapped = small_engine(true, true);
+  mapped.weights_memory = "mmap";
+  Engine plain(mapped);
   const auto expected = run_batch(plain, prompts);
   std::map<std::string, std::vector<int32_t>> placed;
   std::thread engine_thread([&] {

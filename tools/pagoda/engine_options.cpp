@@ -39,8 +39,9 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
                   "0-3,8")
       ->capture_default_str();
   app->add_option("--weights-memory", a.weights_memory,
-                  "Weight files memory-mapped (mmap) or copied into huge pages (huge-pages)")
-      ->check(CLI::IsMember({"mmap", "huge-pages"}))
+                  "Weight files memory-mapped (mmap) or copied into huge pages (huge-pages); "
+                  "auto: huge pages unless the weights are quantized or repacked at load")
+      ->check(CLI::IsMember({"auto", "mmap", "huge-pages"}))
       ->capture_default_str();
   app->add_option("--quantization,-q", a.quantization,
                   "Quantize float weights at load: int8 (per output channel) or int4 (groups)")
