@@ -12,7 +12,9 @@ int numa_node_count() {
 
 bool interleave_over_numa_nodes(void* data, size_t bytes) {
   if (data == nullptr || bytes == 0 || numa_node_count() < 2) return false;
-  numa_interleave_memory(data, bytes, numa_get_mems_allowed());
+  bitmask* nodes = numa_get_mems_allowed();  // a fresh mask the caller frees
+  numa_interleave_memory(data, bytes, nodes);
+  numa_bitmask_free(nodes);
   return true;
 }
 

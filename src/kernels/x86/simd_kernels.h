@@ -326,9 +326,9 @@ inline void with_tile_shape(int64_t rows, int64_t tokens, Body&& body) {
   body.template operator()<kRows, kTokens>();
 }
 
-// Columns [c0, c1) of a kRows x kTokens tile, x and panel both with row stride ld and ld
-// columns (c1 is a multiple of kLanes or ld itself, where a partial vector ends the row). The
-// accumulator of (r, t) lives at acc + (r * acc_ld + t) * kLanes.
+// Columns [c0, c1) of a kRows x kTokens tile, x with row stride ldx and the panel with ldp (c1 is
+// a multiple of kLanes, or the row's end where a partial vector ends it). The accumulator of
+// (r, t) lives at acc + (r * acc_ld + t) * kLanes.
 template <class V, int kRows, int kTokens>
 void accumulate_columns(const float* x, int64_t ldx, const float* panel, int64_t ldp, int64_t c0,
                         int64_t c1, float* acc, int64_t acc_ld) {
