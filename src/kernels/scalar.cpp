@@ -44,26 +44,28 @@ float weight_at(const WeightView& w, int64_t index) {
 }
 
 // W8A8 / W4A8 (WeightView::int8_activations), the definition every ISA follows. Each token's
-// activations are quantized in blocks of 32: d = absmax / 127, q = round-to-nearest-even(x *
-// (127 / absmax)) (0 for an all-zero block). Per block b of a row in weight group g:
+// activations are quantized in blocks: d = absmax / 127, q = round-to-nearest-even(x *
+// (127 / absmax)) (0 for an all-zero block). The blocks are the weight's groups for int8 (one
+// scale per token for per-channel weights, as vLLM's W8A8) and 32 values for int4. Per block
+// b of a row in weight group g:
 //   int8:  d_b * (scale_g * Σ q_x q_w)
 //   int4:  d_b * (scale_g * Σ q_x q_w + min_g * Σ q_x)      (w = scale * q + min)
 // with the integer sums exact. ISA versions add the same terms in another order.
-constexpr int64_t kActivationBlock = 32;
+int64_t activation_block(const WeightView& w) {
+  return w.dtype == DType::kI8 ? w.group_size : 32;
+}
 
-void quantize_activation_block(const float* x, int8_t* q, float* d) {
+void quantize_activation_block(const float* x, int64_t n, int8_t* q, float* d) {
   float absmax = 0.0f;
-  for (int64_t i = 0; i < kActivationBlock; ++i) absmax = std::fmax(absmax, std::fabs(x[i]));
+  for (int64_t i = 0; i < n; ++i) absmax = std::fmax(absmax, std::fabs(x[i]));
   const float inv = absmax > 0.0f ? 127.0f / absmax : 0.0f;
-  for (int64_t i = 0; i < kActivationBlock; ++i) {
-    q[i] = static_cast<int8_t>(std::nearbyint(x[i] * inv));
-  }
+  for (int64_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::nearbyint(x[i] * inv));
   *d = absmax / 127.0f;
 }
 
 void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightView& w,
                              int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
-  const int64_t cols = w.cols, num_blocks = cols / kActivationBlock;
+  const int64_t cols = w.cols, block_size = activation_block(w), num_blocks = cols / block_size;
   const int64_t num_groups = cols / w.group_size;
   // Per-thread buffers, grown to the largest call: no allocation per call after warm-up.
   static thread_local std::vector<int8_t> q;
@@ -72,19 +74,19 @@ void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightVie
   d.resize(static_cast<size_t>(num_blocks));
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t b = 0; b < num_blocks; ++b) {
-      quantize_activation_block(x + t * cols + b * kActivationBlock, &q[b * kActivationBlock],
+      quantize_activation_block(x + t * cols + b * block_size, block_size, &q[b * block_size],
                                 &d[b]);
     }
     for (int64_t r = row_begin; r < row_end; ++r) {
       float acc = 0.0f;
       for (int64_t b = 0; b < num_blocks; ++b) {
         int32_t dot = 0, sum_q = 0;
-        for (int64_t i = 0; i < kActivationBlock; ++i) {
-          const int64_t c = b * kActivationBlock + i;
+        for (int64_t i = 0; i < block_size; ++i) {
+          const int64_t c = b * block_size + i;
           dot += q[c] * quantized_at(w, r, c);
           sum_q += q[c];
         }
-        const int64_t group = r * num_groups + b * kActivationBlock / w.group_size;
+        const int64_t group = r * num_groups + b * block_size / w.group_size;
         float block = f16_to_f32(w.scales[group]) * static_cast<float>(dot);
         if (w.dtype == DType::kI4) block += f16_to_f32(w.mins[group]) * static_cast<float>(sum_q);
         acc += d[b] * block;

@@ -271,9 +271,10 @@ TEST(ScalarQuantKernels, WeightOnlyEqualsFloatMatmulOnDequantizedRows) {
 }
 
 TEST(ScalarQuantKernels, Int8ActivationsWithinQuantizationError) {
-  // Rounding x to d * q (d = absmax / 127 per block of 32) moves each x_c by at most d / 2,
-  // so |W8A8 - fp32| <= Σ_b d_b / 2 Σ_c∈b |w_c| (+ float rounding); and the bound is not
-  // vacuous: the observed error must be a visible fraction of it somewhere.
+  // Rounding x to d * q (d = absmax / 127 per activation block: the weight's group for int8,
+  // 32 values for int4) moves each x_c by at most d / 2, so |W8A8 - fp32| <= Σ_b d_b / 2
+  // Σ_c∈b |w_c| (+ float rounding); and the bound is not vacuous: the observed error must be a
+  // visible fraction of it somewhere.
   std::mt19937 rng(11);
   const KernelTable& scalar = *kernels_for(Isa::kScalar);
   const int64_t kRows = 13, kCols = 256, kTokens = 3;
@@ -288,15 +289,16 @@ TEST(ScalarQuantKernels, Int8ActivationsWithinQuantizationError) {
     w.view.int8_activations = true;
     scalar.matmul(x.data(), kTokens, w.view, 0, kRows, w8a8.data(), kRows);
     const std::vector<double> mag = magnitudes(x, kTokens, wf, kRows, kCols);
+    const int64_t block = dtype == DType::kI8 ? 64 : 32;
     for (int64_t t = 0; t < kTokens; ++t) {
       for (int64_t r = 0; r < kRows; ++r) {
         double bound = 0.0;
-        for (int64_t b = 0; b < kCols / 32; ++b) {
+        for (int64_t b = 0; b < kCols / block; ++b) {
           float absmax = 0.0f;
           double sum_w = 0.0;
-          for (int64_t i = 0; i < 32; ++i) {
-            absmax = std::fmax(absmax, std::fabs(x[t * kCols + b * 32 + i]));
-            sum_w += std::fabs(wf[r * kCols + b * 32 + i]);
+          for (int64_t i = 0; i < block; ++i) {
+            absmax = std::fmax(absmax, std::fabs(x[t * kCols + b * block + i]));
+            sum_w += std::fabs(wf[r * kCols + b * block + i]);
           }
           bound += absmax / 127.0 / 2.0 * sum_w;
         }
@@ -327,6 +329,31 @@ TEST(ScalarQuantKernels, HandCheckedW4A8) {
     float y = 0.0f;
     table->matmul(x.data(), 1, w, 0, 1, &y, 1);
     EXPECT_EQ(y, -0.5f) << c.name;
+  }
+}
+
+TEST(ScalarQuantKernels, HandCheckedW8A8PerChannelHasOneScalePerToken) {
+  // One row of 64 int8 values with one scale (per channel): the token's activations share one
+  // scale, so a small value beside a large one rounds away. w_j = 0.5 (j + 1) for j < 64
+  // (q_w = j + 1, scale 0.5). x = 127 at j = 2 and 0.5 at j = 40: d = 1, q_x = 127 and 0 (0.5
+  // rounds to even). y = 127 * 1.5 = 190.5; blocks of 32 would have kept x_40 (q = 127, d =
+  // 0.5 / 127) and given 190.5 + 0.5 * 20.5.
+  std::vector<int8_t> q(64);
+  for (int j = 0; j < 64; ++j) q[j] = static_cast<int8_t>(j + 1);
+  const uint16_t scale = f32_to_f16(0.5f);
+  WeightView w{q.data(), DType::kI8, 1, 64, &scale, nullptr, 64, true};
+  std::vector<float> x(64, 0.0f);
+  x[2] = 127.0f;
+  x[40] = 0.5f;
+  for (const TableCase& c : table_cases()) {
+    const KernelTable* table = c.get();
+    if (table == nullptr) continue;
+    for (int64_t tokens : {int64_t{1}, int64_t{8}}) {  // the decode and the panel paths
+      std::vector<float> xs, ys(static_cast<size_t>(tokens), 0.0f);
+      for (int64_t t = 0; t < tokens; ++t) xs.insert(xs.end(), x.begin(), x.end());
+      table->matmul(xs.data(), tokens, w, 0, 1, ys.data(), 1);
+      for (float y : ys) EXPECT_EQ(y, 190.5f) << c.name << " tokens=" << tokens;
+    }
   }
 }
 

@@ -229,8 +229,9 @@ TEST(Quantize, KlDivergenceOnGeneratedModel) {
     bool int8_activations;
     double max_mean_kl;
   };
-  // Measured: int8 1.0e-4 (weight-only) and 2.8e-4 (int8 activations); int4 2.2e-2 either way.
-  for (const Case& c : {Case{DType::kI8, false, 3e-4}, Case{DType::kI8, true, 8e-4},
+  // Measured: int8 1.0e-4 (weight-only) and 4.1e-4 (int8 activations, one scale per token;
+  // 2.8e-4 with blocks of 32); int4 2.2e-2 either way.
+  for (const Case& c : {Case{DType::kI8, false, 3e-4}, Case{DType::kI8, true, 1.2e-3},
                         Case{DType::kI4, false, 6e-2}, Case{DType::kI4, true, 6e-2}}) {
     ModelOptions options;
     options.weights.quantize_to = c.to;
@@ -269,7 +270,8 @@ TEST(Quantize, KlDivergenceOnStories260K) {
     const LogitDivergence d = compare_next_token_distributions(*reference, *candidate, tokens);
     std::printf("[ stories260K %s ] mean KL %.3g, max %.3g, top-1 agreement %.3f\n", dtype_name(to),
                 d.mean_kl, d.max_kl, d.top1_agreement);
-    // Measured: int8 5.6e-4 nats with 98% top-1 agreement; int4 (g32) 4.2e-2 with 91%.
+    // Measured: int8 7.6e-4 nats with 99% top-1 agreement (5.6e-4 when activations had a
+    // scale per 32 values instead of per token); int4 (g32) 4.2e-2 with 91%.
     EXPECT_LT(d.mean_kl, to == DType::kI8 ? 2e-3 : 1.2e-1) << dtype_name(to);
     EXPECT_GT(d.top1_agreement, to == DType::kI8 ? 0.95 : 0.85) << dtype_name(to);
   }

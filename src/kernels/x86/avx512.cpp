@@ -29,6 +29,10 @@ struct Avx512 {
   // W8A8 / W4A8 (quant_kernels.h, 256-bit blocks): tokens per 4-row integer tile (32 registers).
   static constexpr int kIntTileTokens = 8;
   static constexpr bool kVnni = false;
+  // W8A8 with long blocks: 4 x 4 int32 accumulators + 4 weight vectors + 1 activation vector,
+  // half the 32 registers (on AVX2 GCC spilled tiles that filled them; not measured here).
+  static constexpr int kWideTileRows = 4;
+  static constexpr int kWideTileTokens = 4;
 
   static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
   static F zero() { return _mm512_setzero_ps(); }
@@ -88,6 +92,17 @@ struct Avx512 {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
   }
 
+  // The long-block W8A8 products: 32 int16 lanes per vector, pairs summed into int32.
+  using I = __m512i;
+  static constexpr int kWideLanes = 32;
+  static I zero_i() { return _mm512_setzero_si512(); }
+  static I load_i8_as_i16(const int8_t* p) {
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static I load_i16(const int16_t* p) { return _mm512_loadu_si512(p); }
+  static I madd_add(I acc, I a, I b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
+  static int32_t reduce_add_i32(I v) { return _mm512_reduce_add_epi32(v); }
+
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
@@ -141,6 +156,8 @@ struct Avx512Vnni : Avx512 {
   static __m256i dot_u8s8_add(__m256i acc, __m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(acc, u, s);
   }
+  // vpdpwssd: the int16 pair products summed straight into the accumulator.
+  static I madd_add(I acc, I a, I b) { return _mm512_dpwssd_epi32(acc, a, b); }
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -13,9 +13,12 @@
 //    the float matmul does, so results are batch-invariant and equal the float matmul on the
 //    dequantized matrix up to its summation order.
 //
-//  * W8A8 / W4A8 (int8 activations). Each token's activations are quantized per block of 32
-//    (d = absmax / 127, q = round-to-nearest-even(x * 127 / absmax); the scalar table documents
-//    the arithmetic), then each 32-block is an exact integer dot product in 256-bit vectors:
+//  * W8A8 / W4A8 (int8 activations). Each token's activations are quantized per block (d =
+//    absmax / 127, q = round-to-nearest-even(x * 127 / absmax); the scalar table documents the
+//    arithmetic). Blocks are the weight's groups for int8 and 32 values for int4. int8 weights
+//    with longer groups (per channel above all) take the long-block path at the end of this
+//    file. Blocks of 32 (int4, and int8 in groups of 32 such as GGUF Q8_0) go as follows:
+//    each 32-block is an exact integer dot product in 256-bit vectors:
 //    AVX2 vpmaddubsw + vpmaddwd (u8 x s8; int8 weights use the sign trick |w| and sign(x, w),
 //    whose pair sums 2 * 128 * 127 cannot saturate int16), AVX-512 VNNI vpdpbusd. The integer
 //    sums of 4 rows are folded into one vector before the conversion to fp32 (see the tiles),
@@ -547,13 +550,158 @@ void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightVie
 }
 
 // ---------------------------------------------------------------------------------------------
+// W8A8 with long blocks: int8 weights whose group is longer than 32 values (one scale per
+// output channel above all, vLLM's W8A8). The activations get one scale per token and group
+// (per token for per-channel weights), so a whole group is one exact integer dot product and
+// the float work (a conversion, two multiplies and an add) is paid once per group instead of
+// once per 32 values. The products use vpmaddwd on int16: the activations are stored widened
+// once per call, the weights are widened as loaded (vpmovsxbw); a vpmaddwd + vpaddd per
+// V::kWideLanes values is as many multiply-port operations per product as vpmaddubsw +
+// vpmaddwd with the sign trick, and needs neither the sign trick nor the 4-row folds. VNNI
+// fuses the add (vpdpwssd). Integer sums are exact and each (row, token) adds its groups'
+// float terms in group order, so every tile shape gives the same bits (batch invariance).
+
+// One call's activations for the long-block path: q [num_tokens, cols] int16, d [num_tokens,
+// num_groups].
+struct WideActivations {
+  const int16_t* q = nullptr;
+  const float* d = nullptr;
+  int64_t cols = 0, num_groups = 0;
+};
+
+// Exactly the scalar table's arithmetic per block of group_size values (see
+// quantize_activations).
+template <class V>
+WideActivations quantize_activations_wide(const float* x, int64_t num_tokens, int64_t cols,
+                                          int64_t group_size) {
+  static thread_local Scratch<V> scratch;
+  WideActivations qa;
+  qa.cols = cols;
+  qa.num_groups = cols / group_size;
+  const int64_t q_bytes = (num_tokens * cols * 2 + 63) & ~int64_t{63};
+  auto* base = static_cast<char*>(
+      scratch.get(static_cast<size_t>(q_bytes + num_tokens * qa.num_groups * 4)));
+  auto* q = reinterpret_cast<int16_t*>(base);
+  auto* d = reinterpret_cast<float*>(base + q_bytes);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t g = 0; g < qa.num_groups; ++g) {
+      const float* src = x + t * cols + g * group_size;
+      __m256 m = _mm256_setzero_ps();
+      for (int64_t i = 0; i < group_size; i += 8) {
+        m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(src + i), abs_mask));
+      }
+      const float absmax = reduce_max_256<V>(m);
+      const __m256 inv = _mm256_set1_ps(absmax > 0.0f ? 127.0f / absmax : 0.0f);
+      d[t * qa.num_groups + g] = absmax / 127.0f;
+      int16_t* out = q + t * cols + g * group_size;
+      for (int64_t i = 0; i < group_size; i += 16) {
+        const __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(src + i), inv));
+        const __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(src + i + 8), inv));
+        // vpackssdw interleaves the 128-bit lanes; the permute puts the 4 runs back in order.
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                            _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8));
+      }
+    }
+  }
+  qa.q = q;
+  qa.d = d;
+  return qa;
+}
+
+// kRows rows (w_rows, cols bytes apart) x kTokens tokens; int32 accumulators per group.
+template <class V, int kRows, int kTokens>
+void int8_wide_tile(const WideActivations& qa, int64_t token, const int8_t* w_rows,
+                    const WeightView& w, int64_t row, float* y, int64_t ldy) {
+  using I = typename V::I;
+  constexpr int kL = V::kWideLanes;
+  const int64_t cols = qa.cols, num_groups = qa.num_groups, gs = w.group_size;
+  float out[kRows][kTokens] = {};
+  for (int64_t g = 0; g < num_groups; ++g) {
+    I acc[kRows][kTokens];
+    for (int r = 0; r < kRows; ++r) {
+      for (int t = 0; t < kTokens; ++t) acc[r][t] = V::zero_i();
+    }
+    for (int64_t c = g * gs; c < (g + 1) * gs; c += kL) {
+      if constexpr (kTokens == 1) {  // decode: see prefetch_linear
+        prefetch_stream<V>(w_rows, kRows * cols, c * kRows, kRows * kL);
+      }
+      I wv[kRows];
+      for (int r = 0; r < kRows; ++r) wv[r] = V::load_i8_as_i16(w_rows + r * cols + c);
+      for (int t = 0; t < kTokens; ++t) {
+        const I xv = V::load_i16(qa.q + (token + t) * cols + c);
+        for (int r = 0; r < kRows; ++r) acc[r][t] = V::madd_add(acc[r][t], wv[r], xv);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const float scale = half_to_float<V>(w.scales[(row + r) * num_groups + g]);
+      for (int t = 0; t < kTokens; ++t) {
+        const float dot = static_cast<float>(V::reduce_add_i32(acc[r][t]));
+        out[r][t] += qa.d[(token + t) * num_groups + g] * (scale * dot);
+      }
+    }
+  }
+  for (int t = 0; t < kTokens; ++t) {
+    for (int r = 0; r < kRows; ++r) y[t * ldy + r] = out[r][t];
+  }
+}
+
+template <class V, int kRows, int kTokens>
+void run_wide_tile(int64_t rows, int64_t tokens, const WideActivations& qa, int64_t token,
+                   const int8_t* w_rows, const WeightView& w, int64_t row, float* y, int64_t ldy) {
+  if constexpr (kRows > 1) {
+    if (rows < kRows) {
+      run_wide_tile<V, kRows - 1, kTokens>(rows, tokens, qa, token, w_rows, w, row, y, ldy);
+      return;
+    }
+  }
+  if constexpr (kTokens > 1) {
+    if (tokens < kTokens) {
+      run_wide_tile<V, kRows, kTokens - 1>(rows, tokens, qa, token, w_rows, w, row, y, ldy);
+      return;
+    }
+  }
+  int8_wide_tile<V, kRows, kTokens>(qa, token, w_rows, w, row, y, ldy);
+}
+
+template <class V>
+void matmul_int8_wide(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+                      int64_t row_end, float* y, int64_t ldy) {
+  const WideActivations qa = quantize_activations_wide<V>(x, num_tokens, w.cols, w.group_size);
+  const int64_t cols = w.cols;
+  const auto* data = static_cast<const int8_t*>(w.data);
+  if (num_tokens < kIntManyTokens) {  // decode: 4 rows streamed, the tokens pass over them
+    for (int64_t r = row_begin; r < row_end; r += 4) {
+      const int64_t rows = min_i64<V>(4, row_end - r);
+      for (int64_t t = 0; t < num_tokens; ++t) {
+        run_wide_tile<V, 4, 1>(rows, 1, qa, t, data + r * cols, w, r, y + t * ldy + r, ldy);
+      }
+    }
+    return;
+  }
+  constexpr int kR = V::kWideTileRows, kT = V::kWideTileTokens;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
+    const int64_t panel_end = min_i64<V>(r0 + kPanelRows, row_end);
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += kT) {
+      const int64_t tokens = min_i64<V>(kT, num_tokens - t0);
+      for (int64_t r = r0; r < panel_end; r += kR) {
+        run_wide_tile<V, kR, kT>(min_i64<V>(kR, panel_end - r), tokens, qa, t0, data + r * cols, w,
+                                 r, y + t0 * ldy + r, ldy);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Entry points (declared in simd_kernels.h).
 
 template <class V>
 void matmul_quantized(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
                       int64_t row_end, float* y, int64_t ldy) {
   if (w.dtype == DType::kI8) {
-    if (w.int8_activations) {
+    if (w.int8_activations && w.group_size != kQuantBlock) {
+      matmul_int8_wide<V>(x, num_tokens, w, row_begin, row_end, y, ldy);
+    } else if (w.int8_activations) {
       matmul_int8_activations<V, DType::kI8>(x, num_tokens, w, row_begin, row_end, y, ldy);
     } else {
       matmul_dequantized<V, DType::kI8>(x, num_tokens, w, row_begin, row_end, y, ldy);
