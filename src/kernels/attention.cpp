@@ -23,58 +23,69 @@ struct AttentionScratch {
   std::vector<float> sum;     // [group] running sum of exp(score - max)
 };
 
-// One work item: every query head of one kv-head group, for one new token of one sequence.
-// The group shares each k/v row read from the cache, which is what makes decode cheap under
-// GQA. For each block: scores for the block's positions, one rescale of the running state to
-// the new maximum, then exp and accumulate (Dao et al., FlashAttention, algorithm 1).
-void attend_one(const KernelTable& kt, const float* q, int32_t num_heads, const PagedKvLayer& cache,
-                const AttentionSequence& seq, int32_t token, int32_t kv_head, float scale,
-                float* out, AttentionScratch& s) {
+// Consecutive new tokens of one sequence that one work item attends together: each cache block
+// is then read from L2 once per tile instead of once per token, and reused from L1.
+constexpr int32_t kTokenTile = 8;
+
+// One work item: every query head of one kv-head group, for tokens [first_token, first_token +
+// num_tokens) of one sequence. The group shares each k/v row read from the cache, which is what
+// makes decode cheap under GQA. For each block and each (token, head): scores for the block's
+// positions the token may see, one rescale of its running state to the new maximum, then exp
+// and accumulate (Dao et al., FlashAttention, algorithm 1). Each (token, head) runs the same
+// operations in the same order whatever the tile, so results do not depend on the batch.
+void attend_tokens(const KernelTable& kt, const float* q, int32_t num_heads,
+                   const PagedKvLayer& cache, const AttentionSequence& seq, int32_t first_token,
+                   int32_t num_tokens, int32_t kv_head, float scale, float* out,
+                   AttentionScratch& s) {
   const int32_t group = num_heads / cache.num_kv_heads;
   const int32_t dk = cache.k_head_dim, dv = cache.v_head_dim, bs = cache.block_size;
-  const int64_t row = seq.token_begin + token;
-  const int32_t position = seq.context_len - seq.num_tokens + token;
-  const int32_t num_positions = position + 1;
+  const int32_t first_position = seq.context_len - seq.num_tokens + first_token;
   const int64_t k_slot_stride = int64_t{cache.num_kv_heads} * dk;
   const int64_t v_slot_stride = int64_t{cache.num_kv_heads} * dv;
-  const float* q_group = q + (row * num_heads + int64_t{kv_head} * group) * dk;
+  const int32_t num_states = num_tokens * group;  // state i: token i / group, head i % group
 
-  s.scores.resize(size_t(group) * bs);
-  s.acc.assign(size_t(group) * dv, 0.0f);
-  s.max.assign(group, -std::numeric_limits<float>::infinity());
-  s.sum.assign(group, 0.0f);
+  s.scores.resize(size_t(bs));
+  s.acc.assign(size_t(num_states) * dv, 0.0f);
+  s.max.assign(num_states, -std::numeric_limits<float>::infinity());
+  s.sum.assign(num_states, 0.0f);
 
-  for (int32_t block_start = 0; block_start < num_positions; block_start += bs) {
-    const int32_t block_len = std::min(bs, num_positions - block_start);
+  const int32_t last_num_positions = first_position + num_tokens;
+  for (int32_t block_start = 0; block_start < last_num_positions; block_start += bs) {
     const int64_t first_slot = int64_t{seq.block_table[block_start / bs]} * bs;
-    for (int32_t g = 0; g < group; ++g) {
-      const float* qh = q_group + int64_t{g} * dk;
-      float* scores = s.scores.data() + size_t(g) * bs;
+    const float* k_block = cache.k + first_slot * k_slot_stride + int64_t{kv_head} * dk;
+    const float* v_block = cache.v + first_slot * v_slot_stride + int64_t{kv_head} * dv;
+    for (int32_t i = 0; i < num_states; ++i) {
+      const int32_t token = first_token + i / group;
+      const int32_t num_positions = first_position + i / group + 1;  // causal: itself included
+      if (block_start >= num_positions) continue;
+      const int32_t block_len = std::min(bs, num_positions - block_start);
+      const float* qh = q + ((seq.token_begin + token) * int64_t{num_heads} +
+                             int64_t{kv_head} * group + i % group) *
+                                dk;
+      float* scores = s.scores.data();
+      kt.dot_rows(qh, k_block, k_slot_stride, block_len, dk, scores);
       float block_max = -std::numeric_limits<float>::infinity();
       for (int32_t j = 0; j < block_len; ++j) {
-        const float* kr = cache.k + (first_slot + j) * k_slot_stride + int64_t{kv_head} * dk;
-        scores[j] = kt.dot(qh, kr, dk) * scale;
+        scores[j] *= scale;
         block_max = std::max(block_max, scores[j]);
       }
-      const float new_max = std::max(s.max[g], block_max);
-      float* acc = s.acc.data() + size_t(g) * dv;
-      if (new_max > s.max[g] && s.sum[g] > 0.0f) {
-        const float correction = std::exp(s.max[g] - new_max);
-        s.sum[g] *= correction;
+      const float new_max = std::max(s.max[i], block_max);
+      float* acc = s.acc.data() + size_t(i) * dv;
+      if (new_max > s.max[i] && s.sum[i] > 0.0f) {
+        const float correction = std::exp(s.max[i] - new_max);
+        s.sum[i] *= correction;
         for (int32_t d = 0; d < dv; ++d) acc[d] *= correction;
       }
-      s.max[g] = new_max;
-      s.sum[g] += kt.exp_shifted(scores, new_max, block_len);
-      for (int32_t j = 0; j < block_len; ++j) {
-        const float* vr = cache.v + (first_slot + j) * v_slot_stride + int64_t{kv_head} * dv;
-        kt.axpy(scores[j], vr, dv, acc);
-      }
+      s.max[i] = new_max;
+      s.sum[i] += kt.exp_shifted(scores, new_max, block_len);
+      kt.axpy_rows(scores, v_block, v_slot_stride, block_len, dv, acc);
     }
   }
-  for (int32_t g = 0; g < group; ++g) {
-    float* o = out + (row * num_heads + int64_t{kv_head} * group + g) * dv;
-    const float inv_sum = 1.0f / s.sum[g];
-    const float* acc = s.acc.data() + size_t(g) * dv;
+  for (int32_t i = 0; i < num_states; ++i) {
+    const int64_t row = seq.token_begin + first_token + i / group;
+    float* o = out + (row * num_heads + int64_t{kv_head} * group + i % group) * dv;
+    const float inv_sum = 1.0f / s.sum[i];
+    const float* acc = s.acc.data() + size_t(i) * dv;
     for (int32_t d = 0; d < dv; ++d) o[d] = acc[d] * inv_sum;
   }
 }
@@ -96,25 +107,28 @@ void write_kv(const PagedKvLayer& cache, const float* k, const float* v,
 void paged_attention(const float* q, int32_t num_heads, const PagedKvLayer& cache,
                      const AttentionSequence* seqs, int32_t num_seqs, float scale, float* out) {
   const KernelTable& kt = kernels();
-  // Work items in order: sequence, then token, then kv head. item_begin[i] is the first item of
-  // sequence i; kept per thread and grown once, like the scratch.
+  // Work items in order: sequence, then tile of kTokenTile tokens, then kv head. item_begin[i]
+  // is the first item of sequence i; kept per thread and grown once, like the scratch.
   static thread_local std::vector<int64_t> item_begin;
   item_begin.resize(size_t(num_seqs) + 1);
   item_begin[0] = 0;
   for (int32_t i = 0; i < num_seqs; ++i) {
-    item_begin[i + 1] = item_begin[i] + int64_t{seqs[i].num_tokens} * cache.num_kv_heads;
+    const int64_t num_tiles = (seqs[i].num_tokens + kTokenTile - 1) / kTokenTile;
+    item_begin[i + 1] = item_begin[i] + num_tiles * cache.num_kv_heads;
   }
   const int64_t num_items = item_begin[num_seqs];
   const int64_t* begins = item_begin.data();
-  // Items differ in cost (later prefill tokens see more context), hence dynamic scheduling.
+  // Items differ in cost (later prefill tiles see more context), hence dynamic scheduling.
 #pragma omp parallel for schedule(dynamic, 1) if (num_items > 1 && !omp_in_parallel())
   for (int64_t item = 0; item < num_items; ++item) {
     static thread_local AttentionScratch scratch;
     const int32_t seq =
         static_cast<int32_t>(std::upper_bound(begins, begins + num_seqs + 1, item) - begins - 1);
     const int64_t local = item - begins[seq];
-    attend_one(kt, q, num_heads, cache, seqs[seq], static_cast<int32_t>(local / cache.num_kv_heads),
-               static_cast<int32_t>(local % cache.num_kv_heads), scale, out, scratch);
+    const int32_t first_token = static_cast<int32_t>(local / cache.num_kv_heads) * kTokenTile;
+    attend_tokens(kt, q, num_heads, cache, seqs[seq], first_token,
+                  std::min(kTokenTile, seqs[seq].num_tokens - first_token),
+                  static_cast<int32_t>(local % cache.num_kv_heads), scale, out, scratch);
   }
 }
 

@@ -57,6 +57,14 @@ struct KernelTable {
   float (*dot)(const float* a, const float* b, int64_t n) = nullptr;
   // y += a * x
   void (*axpy)(float a, const float* x, int64_t n, float* y) = nullptr;
+  // Attention over a block of cached rows (row j at rows + j * row_stride), bit for bit what
+  // the one-row calls give, but with each row loaded once for all the work on it:
+  // out[j] = dot(a, row j, n) for j < num_rows; and y += coeffs[j] * row j for j = 0, 1, ...
+  // in that order (axpy per row, with y held in registers across the rows).
+  void (*dot_rows)(const float* a, const float* rows, int64_t row_stride, int64_t num_rows,
+                   int64_t n, float* out) = nullptr;
+  void (*axpy_rows)(const float* coeffs, const float* rows, int64_t row_stride, int64_t num_rows,
+                    int64_t n, float* y) = nullptr;
   // Rotary embedding on one head vector in place, rotary_dim leading dims rotated.
   // cos/sin hold rotary_dim/2 values for this position. neox=true pairs (i, i + rotary_dim/2)
   // (HF rotate_half); neox=false pairs (2i, 2i+1) (interleaved, GPT-J style).

@@ -32,8 +32,9 @@ struct MlaShape {
   float scale;
 };
 
-// Heads [head_begin, head_begin + num_group) of one new token of one sequence. Each cache row
-// is loaded once and scored against every head of the group while it sits in L1; the softmax
+// Heads [head_begin, head_begin + num_group) of one new token of one sequence. Each cache
+// block (block_size latent rows) is scored and accumulated for every head of the group while
+// it sits in L1/L2, with dot_rows / axpy_rows working on the whole block at once; the softmax
 // is online per block (FlashAttention, algorithm 1).
 void attend_group(const KernelTable& kt, const float* q, const PagedKvLayer& cache,
                   const AttentionSequence& seq, int32_t token, int32_t head_begin,
@@ -52,17 +53,14 @@ void attend_group(const KernelTable& kt, const float* q, const PagedKvLayer& cac
   for (int32_t block_start = 0; block_start < num_positions; block_start += bs) {
     const int32_t block_len = std::min(bs, num_positions - block_start);
     const float* block = cache.k + int64_t{seq.block_table[block_start / bs]} * bs * dl;
-    for (int32_t j = 0; j < block_len; ++j) {
-      const float* c = block + int64_t{j} * dl;
-      for (int32_t g = 0; g < num_group; ++g) {
-        s.scores[static_cast<size_t>(g) * bs + j] =
-            kt.dot(q_group + int64_t{g} * dl, c, dl) * shape.scale;
-      }
-    }
     for (int32_t g = 0; g < num_group; ++g) {
       float* scores = &s.scores[static_cast<size_t>(g) * bs];
+      kt.dot_rows(q_group + int64_t{g} * dl, block, dl, block_len, dl, scores);
       float block_max = kMinusInf;
-      for (int32_t j = 0; j < block_len; ++j) block_max = std::max(block_max, scores[j]);
+      for (int32_t j = 0; j < block_len; ++j) {
+        scores[j] *= shape.scale;
+        block_max = std::max(block_max, scores[j]);
+      }
       const float new_max = std::max(s.max[g], block_max);
       float* acc = &s.acc[static_cast<size_t>(g) * dr];
       if (new_max > s.max[g] && s.sum[g] > 0.0f) {
@@ -76,12 +74,9 @@ void attend_group(const KernelTable& kt, const float* q, const PagedKvLayer& cac
         s.sum[g] += scores[j];
       }
     }
-    for (int32_t j = 0; j < block_len; ++j) {
-      const float* c = block + int64_t{j} * dl;
-      for (int32_t g = 0; g < num_group; ++g) {
-        kt.axpy(s.scores[static_cast<size_t>(g) * bs + j], c, dr,
-                &s.acc[static_cast<size_t>(g) * dr]);
-      }
+    for (int32_t g = 0; g < num_group; ++g) {
+      kt.axpy_rows(&s.scores[static_cast<size_t>(g) * bs], block, dl, block_len, dr,
+                   &s.acc[static_cast<size_t>(g) * dr]);
     }
   }
   for (int32_t g = 0; g < num_group; ++g) {

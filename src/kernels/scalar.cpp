@@ -155,6 +155,16 @@ void axpy(float a, const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+void dot_rows(const float* a, const float* rows, int64_t row_stride, int64_t num_rows, int64_t n,
+              float* out) {
+  for (int64_t j = 0; j < num_rows; ++j) out[j] = dot(a, rows + j * row_stride, n);
+}
+
+void axpy_rows(const float* coeffs, const float* rows, int64_t row_stride, int64_t num_rows,
+               int64_t n, float* y) {
+  for (int64_t j = 0; j < num_rows; ++j) axpy(coeffs[j], rows + j * row_stride, n, y);
+}
+
 void rope(float* x, const float* cos, const float* sin, int64_t rotary_dim, bool neox) {
   const int64_t half = rotary_dim / 2;
   for (int64_t i = 0; i < half; ++i) {
@@ -195,6 +205,8 @@ const KernelTable& scalar_table() {
     t.softmax = softmax;
     t.dot = dot;
     t.axpy = axpy;
+    t.dot_rows = dot_rows;
+    t.axpy_rows = axpy_rows;
     t.rope = rope;
     t.to_f32 = to_f32;
     t.dequantize_row = dequantize_row_reference;

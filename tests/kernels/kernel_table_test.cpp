@@ -239,6 +239,29 @@ TEST_P(KernelIsaTest, DotAndAxpy) {
   }
 }
 
+TEST_P(KernelIsaTest, DotRowsAndAxpyRowsEqualTheOneRowCalls) {
+  // Bit for bit what dot / axpy give row by row (attention relies on it for batch
+  // invariance), for row counts around the 4-row groups and lengths around the 8-vector chunks.
+  for (int64_t n : {1, 7, 16, 64, 129, 512, 576}) {
+    for (int64_t num_rows : {1, 3, 4, 9, 16}) {
+      const int64_t stride = n + 5;  // rows of a paged cache are interleaved with other heads
+      const std::vector<float> a = random_floats(rng_, n);
+      const std::vector<float> rows = random_floats(rng_, num_rows * stride);
+      const std::vector<float> coeffs = random_floats(rng_, num_rows);
+      std::vector<float> out(num_rows);
+      table_->dot_rows(a.data(), rows.data(), stride, num_rows, n, out.data());
+      std::vector<float> y = random_floats(rng_, n), y_rows = y;
+      table_->axpy_rows(coeffs.data(), rows.data(), stride, num_rows, n, y_rows.data());
+      for (int64_t j = 0; j < num_rows; ++j) {
+        ASSERT_EQ(out[j], table_->dot(a.data(), rows.data() + j * stride, n))
+            << "n=" << n << " rows=" << num_rows << " j=" << j;
+        table_->axpy(coeffs[j], rows.data() + j * stride, n, y.data());
+      }
+      ASSERT_EQ(y_rows, y) << "n=" << n << " rows=" << num_rows;
+    }
+  }
+}
+
 TEST_P(KernelIsaTest, RopeBothPairings) {
   for (bool neox : {true, false}) {
     for (int64_t rotary_dim : {2, 6, 16, 34, 64, 128}) {

@@ -633,6 +633,68 @@ void axpy(float a, const float* x, int64_t n, float* y) {
   }
 }
 
+// dot over kRowsAtOnce rows at a time: the same two accumulators, loop and reduction per row
+// as dot (so the same bits), but the rows' independent FMA chains interleave instead of one
+// row's 8-deep chain waiting on FMA latency.
+template <class V>
+void dot_rows(const float* a, const float* rows, int64_t row_stride, int64_t num_rows, int64_t n,
+              float* out) {
+  using F = typename V::F;
+  constexpr int kL = V::kLanes, kRowsAtOnce = 4;
+  int64_t j = 0;
+  for (; j + kRowsAtOnce <= num_rows; j += kRowsAtOnce) {
+    const float* r = rows + j * row_stride;
+    F acc0[kRowsAtOnce], acc1[kRowsAtOnce];
+    for (int k = 0; k < kRowsAtOnce; ++k) acc0[k] = acc1[k] = V::zero();
+    int64_t i = 0;
+    for (; i + 2 * kL <= n; i += 2 * kL) {
+      const F a0 = V::load(a + i), a1 = V::load(a + i + kL);
+      for (int k = 0; k < kRowsAtOnce; ++k) {
+        acc0[k] = V::fma(a0, V::load(r + k * row_stride + i), acc0[k]);
+        acc1[k] = V::fma(a1, V::load(r + k * row_stride + i + kL), acc1[k]);
+      }
+    }
+    for (; i < n; i += kL) {
+      const int m = static_cast<int>(min_i64<V>(kL, n - i));
+      const F a0 = V::load_n(a + i, m);
+      for (int k = 0; k < kRowsAtOnce; ++k) {
+        acc0[k] = V::fma(a0, V::load_n(r + k * row_stride + i, m), acc0[k]);
+      }
+    }
+    for (int k = 0; k < kRowsAtOnce; ++k) out[j + k] = V::reduce_add(V::add(acc0[k], acc1[k]));
+  }
+  for (; j < num_rows; ++j) out[j] = dot<V>(a, rows + j * row_stride, n);
+}
+
+// axpy per row, in row order, with kChunk vectors of y held in registers across all rows
+// instead of loaded and stored for each row: each y element sees the same FMAs in the same
+// order as num_rows axpy calls.
+template <class V>
+void axpy_rows(const float* coeffs, const float* rows, int64_t row_stride, int64_t num_rows,
+               int64_t n, float* y) {
+  using F = typename V::F;
+  constexpr int kL = V::kLanes, kChunk = 8;
+  int64_t i = 0;
+  for (; i + kChunk * kL <= n; i += kChunk * kL) {
+    F acc[kChunk];
+    for (int v = 0; v < kChunk; ++v) acc[v] = V::load(y + i + v * kL);
+    for (int64_t j = 0; j < num_rows; ++j) {
+      const F c = V::set1(coeffs[j]);
+      const float* r = rows + j * row_stride + i;
+      for (int v = 0; v < kChunk; ++v) acc[v] = V::fma(c, V::load(r + v * kL), acc[v]);
+    }
+    for (int v = 0; v < kChunk; ++v) V::store(y + i + v * kL, acc[v]);
+  }
+  for (; i < n; i += kL) {
+    const int m = static_cast<int>(min_i64<V>(kL, n - i));
+    F acc = V::load_n(y + i, m);
+    for (int64_t j = 0; j < num_rows; ++j) {
+      acc = V::fma(V::set1(coeffs[j]), V::load_n(rows + j * row_stride + i, m), acc);
+    }
+    V::store_n(y + i, acc, m);
+  }
+}
+
 template <class V>
 void rope(float* x, const float* cos, const float* sin, int64_t rotary_dim, bool neox) {
   const int64_t half = rotary_dim / 2;
@@ -699,6 +761,8 @@ KernelTable make_table(Isa isa) {
   t.softmax = softmax<V>;
   t.dot = dot<V>;
   t.axpy = axpy<V>;
+  t.dot_rows = dot_rows<V>;
+  t.axpy_rows = axpy_rows<V>;
   t.rope = rope<V>;
   t.to_f32 = to_f32<V>;
   t.dequantize_row = dequantize_row<V>;
