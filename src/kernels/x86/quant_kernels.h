@@ -153,24 +153,6 @@ void dequant_dot_tile(const float* x, int64_t ldx, const WeightView& w, int64_t 
   }
 }
 
-template <class V, DType kType, int kRows, int kTokens>
-void run_dequant_tile(int64_t rows, int64_t tokens, const float* x, int64_t ldx,
-                      const WeightView& w, int64_t row, float* y, int64_t ldy) {
-  if constexpr (kRows > 1) {
-    if (rows < kRows) {
-      run_dequant_tile<V, kType, kRows - 1, kTokens>(rows, tokens, x, ldx, w, row, y, ldy);
-      return;
-    }
-  }
-  if constexpr (kTokens > 1) {
-    if (tokens < kTokens) {
-      run_dequant_tile<V, kType, kRows, kTokens - 1>(rows, tokens, x, ldx, w, row, y, ldy);
-      return;
-    }
-  }
-  dequant_dot_tile<V, kType, kRows, kTokens>(x, ldx, w, row, y, ldy);
-}
-
 // From this many tokens on, dequantizing a panel once beats dequantizing per tile of tokens
 // (the same threshold as f16 weights, whose on-the-fly widening costs about as much).
 constexpr int64_t kDequantManyTokens = 10;
@@ -184,8 +166,9 @@ void matmul_dequantized(const float* x, int64_t num_tokens, const WeightView& w,
     for (int64_t r = row_begin; r < row_end; r += kR) {
       const int64_t rows = min_i64<V>(kR, row_end - r);
       for (int64_t t = 0; t < num_tokens; t += kT) {
-        run_dequant_tile<V, kType, kR, kT>(rows, min_i64<V>(kT, num_tokens - t), x + t * cols, cols,
-                                           w, r, y + t * ldy + r, ldy);
+        with_tile_shape<V, kR, kT>(rows, num_tokens - t, [&]<int R, int T>() {
+          dequant_dot_tile<V, kType, R, T>(x + t * cols, cols, w, r, y + t * ldy + r, ldy);
+        });
       }
     }
     return;
@@ -646,24 +629,6 @@ void int8_wide_tile(const WideActivations& qa, int64_t token, const int8_t* w_ro
   }
 }
 
-template <class V, int kRows, int kTokens>
-void run_wide_tile(int64_t rows, int64_t tokens, const WideActivations& qa, int64_t token,
-                   const int8_t* w_rows, const WeightView& w, int64_t row, float* y, int64_t ldy) {
-  if constexpr (kRows > 1) {
-    if (rows < kRows) {
-      run_wide_tile<V, kRows - 1, kTokens>(rows, tokens, qa, token, w_rows, w, row, y, ldy);
-      return;
-    }
-  }
-  if constexpr (kTokens > 1) {
-    if (tokens < kTokens) {
-      run_wide_tile<V, kRows, kTokens - 1>(rows, tokens, qa, token, w_rows, w, row, y, ldy);
-      return;
-    }
-  }
-  int8_wide_tile<V, kRows, kTokens>(qa, token, w_rows, w, row, y, ldy);
-}
-
 template <class V>
 void matmul_int8_wide(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
                       int64_t row_end, float* y, int64_t ldy) {
@@ -674,7 +639,9 @@ void matmul_int8_wide(const float* x, int64_t num_tokens, const WeightView& w, i
     for (int64_t r = row_begin; r < row_end; r += 4) {
       const int64_t rows = min_i64<V>(4, row_end - r);
       for (int64_t t = 0; t < num_tokens; ++t) {
-        run_wide_tile<V, 4, 1>(rows, 1, qa, t, data + r * cols, w, r, y + t * ldy + r, ldy);
+        with_tile_shape<V, 4, 1>(rows, 1, [&]<int R, int T>() {
+          int8_wide_tile<V, R, T>(qa, t, data + r * cols, w, r, y + t * ldy + r, ldy);
+        });
       }
     }
     return;
@@ -685,8 +652,9 @@ void matmul_int8_wide(const float* x, int64_t num_tokens, const WeightView& w, i
     for (int64_t t0 = 0; t0 < num_tokens; t0 += kT) {
       const int64_t tokens = min_i64<V>(kT, num_tokens - t0);
       for (int64_t r = r0; r < panel_end; r += kR) {
-        run_wide_tile<V, kR, kT>(min_i64<V>(kR, panel_end - r), tokens, qa, t0, data + r * cols, w,
-                                 r, y + t0 * ldy + r, ldy);
+        with_tile_shape<V, kR, kT>(panel_end - r, tokens, [&]<int R, int T>() {
+          int8_wide_tile<V, R, T>(qa, t0, data + r * cols, w, r, y + t0 * ldy + r, ldy);
+        });
       }
     }
   }

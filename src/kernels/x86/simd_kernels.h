@@ -151,24 +151,17 @@ void dot_rows_tokens(const float* x, int64_t ldx, const void* w, int64_t row, in
   }
 }
 
-// Runs the tile for (rows, tokens) with rows <= kRows and tokens <= kTokens, its shape picked
-// at compile time.
-template <class V, DType kType, int kRows, int kTokens>
-void run_tile(int64_t rows, int64_t tokens, const float* x, int64_t ldx, const void* w, int64_t row,
-              int64_t cols, float* y, int64_t ldy) {
+// Calls body.template operator()<R, T>() with R = min(rows, kRows), T = min(tokens, kTokens):
+// a register tile's shape is fixed at compile time, and the edges of a matrix get smaller ones.
+template <class V, int kRows, int kTokens, class Body>
+inline void with_tile_shape(int64_t rows, int64_t tokens, Body&& body) {
   if constexpr (kRows > 1) {
-    if (rows < kRows) {
-      run_tile<V, kType, kRows - 1, kTokens>(rows, tokens, x, ldx, w, row, cols, y, ldy);
-      return;
-    }
+    if (rows < kRows) return with_tile_shape<V, kRows - 1, kTokens>(rows, tokens, body);
   }
   if constexpr (kTokens > 1) {
-    if (tokens < kTokens) {
-      run_tile<V, kType, kRows, kTokens - 1>(rows, tokens, x, ldx, w, row, cols, y, ldy);
-      return;
-    }
+    if (tokens < kTokens) return with_tile_shape<V, kRows, kTokens - 1>(rows, tokens, body);
   }
-  dot_rows_tokens<V, kType, kRows, kTokens>(x, ldx, w, row, cols, y, ldy);
+  body.template operator()<kRows, kTokens>();
 }
 
 template <class V, DType kType>
@@ -179,8 +172,9 @@ void matmul_few_tokens(const float* x, int64_t num_tokens, const WeightView& w, 
   for (int64_t r = row_begin; r < row_end; r += kR) {
     const int64_t rows = min_i64<V>(kR, row_end - r);
     for (int64_t t = 0; t < num_tokens; t += kT) {
-      run_tile<V, kType, kR, kT>(rows, min_i64<V>(kT, num_tokens - t), x + t * cols, cols, w.data,
-                                 r, cols, y + t * ldy + r, ldy);
+      with_tile_shape<V, kR, kT>(rows, num_tokens - t, [&]<int R, int T>() {
+        dot_rows_tokens<V, kType, R, T>(x + t * cols, cols, w.data, r, cols, y + t * ldy + r, ldy);
+      });
     }
   }
 }
@@ -258,24 +252,6 @@ void bf16_pairs_tile(const float* xp, int64_t ldp, const uint16_t* w, int64_t ro
   }
 }
 
-template <class V, int kRows, int kTokens>
-void run_bf16_pairs_tile(int64_t rows, int64_t tokens, const float* xp, int64_t ldp,
-                         const uint16_t* w, int64_t row, int64_t cols, float* y, int64_t ldy) {
-  if constexpr (kRows > 1) {
-    if (rows < kRows) {
-      run_bf16_pairs_tile<V, kRows - 1, kTokens>(rows, tokens, xp, ldp, w, row, cols, y, ldy);
-      return;
-    }
-  }
-  if constexpr (kTokens > 1) {
-    if (tokens < kTokens) {
-      run_bf16_pairs_tile<V, kRows, kTokens - 1>(rows, tokens, xp, ldp, w, row, cols, y, ldy);
-      return;
-    }
-  }
-  bf16_pairs_tile<V, kRows, kTokens>(xp, ldp, w, row, cols, y, ldy);
-}
-
 // Few tokens on bf16: rows streamed once, each row reused by a tile of tokens.
 template <class V>
 void matmul_bf16_pairs(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
@@ -289,8 +265,9 @@ void matmul_bf16_pairs(const float* x, int64_t num_tokens, const WeightView& w, 
   for (int64_t r = row_begin; r < row_end; r += kR) {
     const int64_t rows = min_i64<V>(kR, row_end - r);
     for (int64_t t = 0; t < num_tokens; t += kT) {
-      run_bf16_pairs_tile<V, kR, kT>(rows, min_i64<V>(kT, num_tokens - t), xp + t * ldp, ldp, wb, r,
-                                     cols, y + t * ldy + r, ldy);
+      with_tile_shape<V, kR, kT>(rows, num_tokens - t, [&]<int R, int T>() {
+        bf16_pairs_tile<V, R, T>(xp + t * ldp, ldp, wb, r, cols, y + t * ldy + r, ldy);
+      });
     }
   }
 }
@@ -312,19 +289,6 @@ void matmul_bf16_pairs(const float* x, int64_t num_tokens, const WeightView& w, 
 constexpr int64_t kPanelRows = 16;
 constexpr int64_t kChunkCols = 256;   // a multiple of 2 * kLanes (pair order) for every V
 constexpr int64_t kBlockTokens = 96;  // a multiple of every V::kSweepTokens
-
-// Calls body.template operator()<kR, kT>() with the tile shape for (rows, tokens), rows <= kRows
-// and tokens <= kTokens, picked at compile time.
-template <class V, int kRows, int kTokens, class Body>
-inline void with_tile_shape(int64_t rows, int64_t tokens, Body&& body) {
-  if constexpr (kRows > 1) {
-    if (rows < kRows) return with_tile_shape<V, kRows - 1, kTokens>(rows, tokens, body);
-  }
-  if constexpr (kTokens > 1) {
-    if (tokens < kTokens) return with_tile_shape<V, kRows, kTokens - 1>(rows, tokens, body);
-  }
-  body.template operator()<kRows, kTokens>();
-}
 
 // Columns [c0, c1) of a kRows x kTokens tile, x with row stride ldx and the panel with ldp (c1 is
 // a multiple of kLanes, or the row's end where a partial vector ends it). The accumulator of
