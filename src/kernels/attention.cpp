@@ -17,10 +17,10 @@ namespace {
 
 // Per-thread working memory, grown once to the largest shape seen and then reused.
 struct AttentionScratch {
-  std::vector<float> scores;  // [group, block_size]
-  std::vector<float> acc;     // [group, v_head_dim] running weighted sum of v
-  std::vector<float> max;     // [group] running max score
-  std::vector<float> sum;     // [group] running sum of exp(score - max)
+  std::vector<float> scores;  // [block_size], one (token, head) at a time
+  std::vector<float> acc;     // [tokens * group, v_head_dim] running weighted sum of v
+  std::vector<float> max;     // [tokens * group] running max score
+  std::vector<float> sum;     // [tokens * group] running sum of exp(score - max)
 };
 
 // Consecutive new tokens of one sequence that one work item attends together: each cache block

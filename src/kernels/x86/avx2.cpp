@@ -122,12 +122,7 @@ struct Avx2 {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   }
   static I madd_add(I acc, I a, I b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
-  static int32_t reduce_add_i32(I v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
-  }
+  static int32_t reduce_add_i32(I v) { return x86::reduce_add_epi32_256<Avx2>(v); }
 
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
