@@ -29,6 +29,7 @@
 #include "kernels/attention.h"
 #include "kernels/mla_attention.h"
 #include "kernels/ops.h"
+#include "kernels/quantize.h"
 #include "loader/safetensors.h"
 #include "model/deepseek_config.h"
 #include "model/model_config.h"
@@ -50,9 +51,9 @@ struct DeepseekLayer {
   WeightView q_b;                     // [H*qhd, q_lora]
   WeightView kv_a;                    // [kv_lora + rope, hidden]
   std::vector<float> kv_a_norm;       // [kv_lora] (the latent only; k_pe is not normalised)
-  std::vector<uint8_t> w_uk_t_data;   // W_uk^T per head, [H, kv_lora, nope] in the stored dtype
-  std::vector<WeightView> w_uk_t;     // [H] views [kv_lora, nope] into w_uk_t_data
-  std::vector<WeightView> w_uv;       // [H] views [v, kv_lora] into kv_b_proj
+  std::vector<uint8_t> w_uk_t_data;   // W_uk^T per head, [H, kv_lora, nope] (none with k_b_proj)
+  std::vector<WeightView> w_uk_t;     // [H] views [kv_lora, nope] into w_uk_t_data or k_b_proj
+  std::vector<WeightView> w_uv;       // [H] views [v, kv_lora] into kv_b_proj or v_b_proj
   WeightView o;                       // [hidden, H*v]
   bool is_moe = false;
   ExpertMlp dense;  // gate/up [inter, hidden], down [hidden, inter]
@@ -129,33 +130,49 @@ void DeepseekModel::load_attention(const std::string& p, DeepseekLayer& l) {
   }
   l.kv_a = matrix(p + "kv_a_proj_with_mqa.weight", c_.latent_dim(), hidden);
   l.kv_a_norm = vector(p + "kv_a_layernorm.weight", rank);
-  const WeightView kv_b = weights_.matrix_as_stored(p + "kv_b_proj.weight", H * (nope + vd), rank);
   l.o = matrix(p + "o_proj.weight", hidden, H * vd);
 
-  // Split kv_b_proj per head into W_uk (first nope rows) and W_uv (next v rows). W_uv is used
-  // in place; W_uk is transposed once, element by element in its stored dtype (no rounding),
-  // so the absorbed query is an ordinary y = x W^T matmul.
-  if (is_quantized(kv_b.dtype)) {
-    fail("tensor {}kv_b_proj.weight is {}: the MLA split needs it in a float type", p,
-         dtype_name(kv_b.dtype));
+  // GGUF files from llama.cpp's converter carry kv_b_proj already split per head, W_uk
+  // transposed (gguf_deepseek2.cpp): the absorbed-MLA matrices are used in place, in any type.
+  if (weights_.store().find(p + "k_b_proj.weight") != nullptr) {
+    const WeightView k_b = weights_.matrix_as_stored(p + "k_b_proj.weight", H * rank, nope);
+    const WeightView v_b = weights_.matrix_as_stored(p + "v_b_proj.weight", H * vd, rank);
+    for (int64_t h = 0; h < H; ++h) {
+      l.w_uk_t.push_back(weight_rows(k_b, h * rank, rank));
+      l.w_uv.push_back(weight_rows(v_b, h * vd, vd));
+    }
+    return;
   }
-  const int64_t elem = dtype_size(kv_b.dtype);
-  const auto* src = static_cast<const uint8_t*>(kv_b.data);
+
+  // Split kv_b_proj per head into W_uk (first nope rows) and W_uv (next v rows). W_uv is used
+  // in place; W_uk is transposed once so the absorbed query is an ordinary y = x W^T matmul:
+  // element by element in its stored float type (no rounding), or as fp32 from a quantized
+  // kv_b_proj (older GGUF files), whose groups run along the wrong axis for a transpose.
+  const WeightView kv_b = weights_.matrix_as_stored(p + "kv_b_proj.weight", H * (nope + vd), rank);
+  const bool dequantize = is_quantized(kv_b.dtype);
+  const DType uk_dtype = dequantize ? DType::kF32 : kv_b.dtype;
+  const int64_t elem = dtype_size(uk_dtype);
   l.w_uk_t_data.resize(static_cast<size_t>(H * rank * nope * elem));
   weights_.add_resident_bytes(
       static_cast<int64_t>(l.w_uk_t_data.size()));  // the copy is resident memory
+  std::vector<float> row(dequantize ? static_cast<size_t>(rank) : 0);
   for (int64_t h = 0; h < H; ++h) {
-    const uint8_t* w_uk = src + h * (nope + vd) * rank * elem;     // [nope, rank]
     uint8_t* dst = l.w_uk_t_data.data() + h * rank * nope * elem;  // [rank, nope]
     for (int64_t i = 0; i < nope; ++i) {
+      const int64_t src_row = h * (nope + vd) + i;  // W_uk row i: [rank]
+      if (dequantize) {
+        dequantize_row_reference(kv_b, src_row, row.data());
+        for (int64_t r = 0; r < rank; ++r)
+          std::memcpy(dst + (r * nope + i) * elem, &row[static_cast<size_t>(r)], sizeof(float));
+        continue;
+      }
+      const auto* src = static_cast<const uint8_t*>(kv_b.data) + src_row * rank * elem;
       for (int64_t r = 0; r < rank; ++r) {
-        std::memcpy(dst + (r * nope + i) * elem, w_uk + (i * rank + r) * elem,
-                    static_cast<size_t>(elem));
+        std::memcpy(dst + (r * nope + i) * elem, src + r * elem, static_cast<size_t>(elem));
       }
     }
-    l.w_uk_t.push_back(WeightView{dst, kv_b.dtype, rank, nope});
-    l.w_uv.push_back(
-        WeightView{src + (h * (nope + vd) + nope) * rank * elem, kv_b.dtype, vd, rank});
+    l.w_uk_t.push_back(WeightView{dst, uk_dtype, rank, nope});
+    l.w_uv.push_back(weight_rows(kv_b, h * (nope + vd) + nope, vd));
   }
 }
 

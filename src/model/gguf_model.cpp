@@ -5,11 +5,14 @@
 
 #include <cmath>
 #include <numbers>
+#include <optional>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "loader/gguf_repack.h"
+#include "model/gguf_architecture.h"
 #include "util/error.h"
 
 namespace pagoda {
@@ -17,33 +20,8 @@ namespace {
 
 using nlohmann::json;
 
-struct ArchInfo {
-  const char* gguf_name;
-  const char* hf_architecture;
-  const char* model_type;
-  bool permuted_qk;  // llama.cpp permutes q/k rows for interleaved rope (Llama only)
-};
-
-constexpr ArchInfo kArchitectures[] = {
-    {"llama", "LlamaForCausalLM", "llama", true},
-    {"qwen2", "Qwen2ForCausalLM", "qwen2", false},
-};
-
-const ArchInfo& arch_of(const GgufFile& file) {
-  const std::string arch = file.get_string("general.architecture");
-  for (const ArchInfo& a : kArchitectures) {
-    if (arch == a.gguf_name) return a;
-  }
-  fail("{}: general.architecture '{}' is not supported for GGUF files (supported: llama, qwen2)",
-       file.path(), arch);
-}
-
-// Per-layer tensors: GGUF suffix -> HF suffix.
-struct NamePair {
-  const char* gguf;
-  const char* hf;
-};
-constexpr NamePair kLayerTensors[] = {
+// Per-layer tensors of the dense architectures: GGUF suffix -> HF suffix.
+constexpr GgufNamePair kDenseLayerTensors[] = {
     {"attn_norm.weight", "input_layernorm.weight"},
     {"attn_q.weight", "self_attn.q_proj.weight"},
     {"attn_k.weight", "self_attn.k_proj.weight"},
@@ -58,7 +36,7 @@ constexpr NamePair kLayerTensors[] = {
     {"ffn_up.weight", "mlp.up_proj.weight"},
     {"ffn_down.weight", "mlp.down_proj.weight"},
 };
-constexpr NamePair kGlobalTensors[] = {
+constexpr GgufNamePair kGlobalTensors[] = {
     {"token_embd.weight", "model.embed_tokens.weight"},
     {"output_norm.weight", "model.norm.weight"},
     {"output.weight", "lm_head.weight"},
@@ -108,28 +86,111 @@ json llama3_rope_scaling(const GgufFile& file, const GgufTensorInfo& freqs, doub
       file.path());
 }
 
+// llama and qwen2: one head size for q, k and v, rotated whole.
+void add_dense_config(const GgufFile& file, json& c, const char* hf_architecture,
+                      const std::string& a) {
+  auto key = [&](const char* suffix) { return a + "." + suffix; };
+  const int64_t hidden = c["hidden_size"].get<int64_t>();
+  const int64_t heads = c["num_attention_heads"].get<int64_t>();
+  c["architectures"] = {hf_architecture};
+  c["model_type"] = a;
+  c["num_key_value_heads"] = file.find_int(key("attention.head_count_kv")).value_or(heads);
+  if (heads <= 0 || hidden % heads != 0) {
+    fail("{}: {} = {} does not divide {} = {}", file.path(), key("attention.head_count"), heads,
+         key("embedding_length"), hidden);
+  }
+  const int64_t head_dim = file.find_int(key("attention.key_length")).value_or(hidden / heads);
+  c["head_dim"] = head_dim;
+  if (const auto v = file.find_int(key("attention.value_length")); v && *v != head_dim) {
+    fail("{}: {} = {} differs from the key length {}; Pagoda's {} model needs them equal",
+         file.path(), key("attention.value_length"), *v, head_dim, a);
+  }
+  if (const auto rot = file.find_int(key("rope.dimension_count")); rot && *rot != head_dim) {
+    fail("{}: {} = {}, but partial rotary embeddings (head size {}) are not supported for {}",
+         file.path(), key("rope.dimension_count"), *rot, head_dim, a);
+  }
+  if (const GgufTensorInfo* freqs = file.find_tensor("rope_freqs.weight")) {
+    c["rope_scaling"] = llama3_rope_scaling(file, *freqs, c["rope_theta"].get<double>(), head_dim);
+  }
+}
+
+void add_llama_config(const GgufFile& file, json& c) {
+  add_dense_config(file, c, "LlamaForCausalLM", "llama");
+  // Llama's attention_bias also means an o_proj bias; what the file has decides.
+  c["attention_bias"] = file.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c["mlp_bias"] = false;
+}
+
+void add_qwen2_config(const GgufFile& file, json& c) {
+  add_dense_config(file, c, "Qwen2ForCausalLM", "qwen2");
+}
+
+const GgufArchitecture kLlama{"llama", add_llama_config, kDenseLayerTensors, nullptr, true};
+const GgufArchitecture kQwen2{"qwen2", add_qwen2_config, kDenseLayerTensors, nullptr, false};
+
+const GgufArchitecture* const kArchitectures[] = {&kLlama, &kQwen2, &gguf_deepseek2_architecture()};
+
+const GgufArchitecture& architecture_named(const std::string& arch, const std::string& path) {
+  for (const GgufArchitecture* a : kArchitectures) {
+    if (arch == a->gguf_name) return *a;
+  }
+  fail(
+      "{}: general.architecture '{}' is not supported for GGUF files (supported: llama, qwen2, "
+      "deepseek2)",
+      path, arch);
+}
+
+const GgufArchitecture& arch_of(const GgufFile& file) {
+  return architecture_named(file.get_string("general.architecture"), file.path());
+}
+
+// "blk.<N>.<suffix>" -> {N, suffix}; nullopt for any other name.
+std::optional<std::pair<std::string, std::string>> split_layer_name(const std::string& name) {
+  constexpr std::string_view kPrefix = "blk.";
+  if (name.rfind(kPrefix, 0) != 0) return std::nullopt;
+  const size_t dot = name.find('.', kPrefix.size());
+  if (dot == std::string::npos || dot == kPrefix.size()) return std::nullopt;
+  std::string layer = name.substr(kPrefix.size(), dot - kPrefix.size());
+  if (layer.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::make_pair(std::move(layer), name.substr(dot + 1));
+}
+
+std::string hf_name_in(const GgufArchitecture& arch, const std::string& gguf_name) {
+  for (const GgufNamePair& p : kGlobalTensors) {
+    if (gguf_name == p.gguf) return p.hf;
+  }
+  const auto layer = split_layer_name(gguf_name);
+  if (!layer) return "";
+  for (const GgufNamePair& p : arch.layer_tensors) {
+    if (layer->second == p.gguf) return fmt::format("model.layers.{}.{}", layer->first, p.hf);
+  }
+  return "";
+}
+
+// A view of rows [first_row, first_row + shape[0]) of a repacked tensor, under a new name.
+Tensor tensor_part(const Tensor& whole, int64_t total_rows, const GgufTensorPart& part) {
+  Tensor t = whole;
+  t.name = part.hf_name;
+  t.shape = part.shape;
+  const int64_t row_bytes = whole.size_bytes / total_rows;
+  t.data = whole.data + part.first_row * row_bytes;
+  t.size_bytes = part.shape[0] * row_bytes;
+  if (whole.group_size > 0) {
+    const int64_t groups = whole.shape.back() / whole.group_size;
+    if (whole.scales) t.scales = whole.scales + part.first_row * groups;
+    if (whole.mins) t.mins = whole.mins + part.first_row * groups;
+  }
+  return t;
+}
+
 }  // namespace
 
 bool is_gguf_path(const std::string& path) {
   return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
 }
 
-std::string hf_tensor_name(const std::string& gguf_name) {
-  for (const NamePair& p : kGlobalTensors) {
-    if (gguf_name == p.gguf) return p.hf;
-  }
-  // "blk.<N>.<suffix>"
-  constexpr std::string_view kPrefix = "blk.";
-  if (gguf_name.rfind(kPrefix, 0) != 0) return "";
-  const size_t dot = gguf_name.find('.', kPrefix.size());
-  if (dot == std::string::npos || dot == kPrefix.size()) return "";
-  const std::string layer = gguf_name.substr(kPrefix.size(), dot - kPrefix.size());
-  if (layer.find_first_not_of("0123456789") != std::string::npos) return "";
-  const std::string suffix = gguf_name.substr(dot + 1);
-  for (const NamePair& p : kLayerTensors) {
-    if (suffix == p.gguf) return fmt::format("model.layers.{}.{}", layer, p.hf);
-  }
-  return "";
+std::string hf_tensor_name(const std::string& gguf_name, const std::string& architecture) {
+  return hf_name_in(architecture_named(architecture, "hf_tensor_name"), gguf_name);
 }
 
 GgufVocab read_gguf_vocab(const GgufFile& file) {
@@ -153,36 +214,17 @@ GgufVocab read_gguf_vocab(const GgufFile& file) {
 }
 
 json gguf_config_json(const GgufFile& file) {
-  const ArchInfo& arch = arch_of(file);
+  const GgufArchitecture& arch = arch_of(file);
   const std::string a = arch.gguf_name;
   auto key = [&](const char* suffix) { return a + "." + suffix; };
   const int64_t hidden = file.get_int(key("embedding_length"));
-  const int64_t heads = file.get_int(key("attention.head_count"));
   json c;
-  c["architectures"] = {arch.hf_architecture};
-  c["model_type"] = arch.model_type;
   c["hidden_size"] = hidden;
   c["intermediate_size"] = file.get_int(key("feed_forward_length"));
   c["num_hidden_layers"] = file.get_int(key("block_count"));
-  c["num_attention_heads"] = heads;
-  c["num_key_value_heads"] = file.find_int(key("attention.head_count_kv")).value_or(heads);
-  if (heads <= 0 || hidden % heads != 0) {
-    fail("{}: {} = {} does not divide {} = {}", file.path(), key("attention.head_count"), heads,
-         key("embedding_length"), hidden);
-  }
-  const int64_t head_dim = file.find_int(key("attention.key_length")).value_or(hidden / heads);
-  c["head_dim"] = head_dim;
-  if (const auto v = file.find_int(key("attention.value_length")); v && *v != head_dim) {
-    fail("{}: {} = {} differs from the key length {}; Pagoda's {} model needs them equal",
-         file.path(), key("attention.value_length"), *v, head_dim, a);
-  }
-  if (const auto rot = file.find_int(key("rope.dimension_count")); rot && *rot != head_dim) {
-    fail("{}: {} = {}, but partial rotary embeddings (head size {}) are not supported for {}",
-         file.path(), key("rope.dimension_count"), *rot, head_dim, a);
-  }
+  c["num_attention_heads"] = file.get_int(key("attention.head_count"));
   c["rms_norm_eps"] = file.get_float(key("attention.layer_norm_rms_epsilon"));
-  const double theta = file.find_float(key("rope.freq_base")).value_or(10000.0);
-  c["rope_theta"] = theta;
+  c["rope_theta"] = file.find_float(key("rope.freq_base")).value_or(10000.0);
   if (const auto ctx = file.find_int(key("context_length"))) c["max_position_embeddings"] = *ctx;
 
   // Vocab size: the embedding's rows (HF pads it past the tokenizer's tokens).
@@ -194,20 +236,17 @@ json gguf_config_json(const GgufFile& file) {
   }
   c["vocab_size"] = embd->dims[1];
   c["tie_word_embeddings"] = file.find_tensor("output.weight") == nullptr;
-  // Llama's attention_bias also means an o_proj bias; what the file has decides.
-  if (std::string(arch.gguf_name) == "llama") {
-    c["attention_bias"] = file.find_tensor("blk.0.attn_q.bias") != nullptr;
-    c["mlp_bias"] = false;
-  }
 
   const std::string scaling = file.find_string(key("rope.scaling.type")).value_or("none");
-  if (const GgufTensorInfo* freqs = file.find_tensor("rope_freqs.weight")) {
-    c["rope_scaling"] = llama3_rope_scaling(file, *freqs, theta, head_dim);
-  } else if (scaling == "linear" || scaling == "yarn") {
+  if (scaling == "linear" || scaling == "yarn") {
     json r = {{"type", scaling}, {"factor", file.get_float(key("rope.scaling.factor"))}};
     if (const auto orig = file.find_int(key("rope.scaling.original_context_length"))) {
       r["original_max_position_embeddings"] = *orig;
     }
+    if (const auto fast = file.find_float(key("rope.scaling.yarn_beta_fast")))
+      r["beta_fast"] = *fast;
+    if (const auto slow = file.find_float(key("rope.scaling.yarn_beta_slow")))
+      r["beta_slow"] = *slow;
     c["rope_scaling"] = r;
   } else if (scaling != "none") {
     fail("{}: {} '{}' is not supported (supported: none, linear, yarn)", file.path(),
@@ -219,12 +258,13 @@ json gguf_config_json(const GgufFile& file) {
   c["torch_dtype"] = embd->type == ggml_type::kBF16  ? "bfloat16"
                      : embd->type == ggml_type::kF32 ? "float32"
                                                      : "float16";
+  arch.add_config(file, c);
   return c;
 }
 
 GgufModel open_gguf_model(const std::string& path, FileMemory memory) {
   auto file = std::make_shared<const GgufFile>(path, memory);
-  const ArchInfo& arch = arch_of(*file);
+  const GgufArchitecture& arch = arch_of(*file);
   const json config_json = gguf_config_json(*file);
   ModelConfig config = ModelConfig::from_json(config_json, path);
   config.dir = path;
@@ -232,8 +272,17 @@ GgufModel open_gguf_model(const std::string& path, FileMemory memory) {
   TensorStore store = TensorStore::empty(path);
   for (const GgufTensorInfo& info : file->tensors()) {
     if (info.name == "rope_freqs.weight") continue;  // folded into rope_scaling above
-    const std::string name = hf_tensor_name(info.name);
-    if (name.empty()) {
+    std::vector<GgufTensorPart> parts;
+    const auto layer = split_layer_name(info.name);
+    if (layer && arch.split) {
+      parts = arch.split(info, layer->second, fmt::format("model.layers.{}.", layer->first));
+    }
+    std::string name = hf_name_in(arch, info.name);
+    // Multi-token-prediction layers (DeepSeek-V3's nextn.*) follow the decoder layers; the model
+    // does not run them, so their own tensors need no name.
+    const bool beyond_decoder = layer && std::stoll(layer->first) >= config.num_hidden_layers;
+    if (parts.empty() && name.empty() && beyond_decoder) continue;
+    if (parts.empty() && name.empty()) {
       fail(
           "{}: tensor {} is not used by Pagoda's {} model (a different architecture or "
           "variant?)",
@@ -246,8 +295,16 @@ GgufModel open_gguf_model(const std::string& path, FileMemory memory) {
       if (is_q) unpermute_heads = config.num_attention_heads;
       if (is_k) unpermute_heads = config.num_key_value_heads;
     }
-    RepackedTensor r = repack_gguf_tensor(file, info, name, unpermute_heads);
-    store.add(std::move(r.tensor), std::move(r.keep_alive));
+    RepackedTensor r =
+        repack_gguf_tensor(file, info, parts.empty() ? name : info.name, unpermute_heads);
+    if (parts.empty()) {
+      store.add(std::move(r.tensor), std::move(r.keep_alive));
+      continue;
+    }
+    // Stacked tensors: one repack, several views sharing its bytes.
+    for (const GgufTensorPart& part : parts) {
+      store.add(tensor_part(r.tensor, info.rows(), part), r.keep_alive);
+    }
   }
 
   GgufVocab vocab = read_gguf_vocab(*file);

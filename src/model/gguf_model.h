@@ -5,7 +5,10 @@
 // as the HF directory the GGUF was converted from.
 //
 // Architectures: llama (LlamaForCausalLM: Llama, DeepSeek-LLM, DeepSeek-Coder,
-// R1-Distill-Llama) and qwen2 (Qwen2ForCausalLM: R1-Distill-Qwen).
+// R1-Distill-Llama), qwen2 (Qwen2ForCausalLM: R1-Distill-Qwen) and deepseek2
+// (DeepseekV2ForCausalLM / DeepseekV3ForCausalLM: DeepSeek-V2, V2-Lite, V2.5, V3, R1; stacked
+// expert tensors split per expert, see gguf_deepseek2.cpp). Each is described by a
+// GgufArchitecture (model/gguf_architecture.h).
 #pragma once
 
 #include <memory>
@@ -41,8 +44,9 @@ GgufModel open_gguf_model(const std::string& path, FileMemory memory = FileMemor
 GgufVocab read_gguf_vocab(const GgufFile& file);
 // The HF config.json equivalent of the file's metadata.
 nlohmann::json gguf_config_json(const GgufFile& file);
-// The HF name of a GGUF tensor ("blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"),
-// "" when Pagoda has no use for it.
-std::string hf_tensor_name(const std::string& gguf_name);
+// The HF name of a GGUF tensor of `architecture` ("blk.3.attn_q.weight" ->
+// "model.layers.3.self_attn.q_proj.weight"), "" when Pagoda has no use for it. Stacked tensors
+// (ffn_*_exps) have no single name: open_gguf_model splits them.
+std::string hf_tensor_name(const std::string& gguf_name, const std::string& architecture = "llama");
 
 }  // namespace pagoda

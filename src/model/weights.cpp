@@ -6,6 +6,18 @@
 
 namespace pagoda {
 
+WeightView weight_rows(const WeightView& w, int64_t first, int64_t count) {
+  WeightView r = w;
+  r.rows = count;
+  r.data = static_cast<const uint8_t*>(w.data) + first * dtype_row_bytes(w.dtype, w.cols);
+  if (w.group_size > 0) {
+    const int64_t groups = w.cols / w.group_size;
+    if (w.scales) r.scales = w.scales + first * groups;
+    if (w.mins) r.mins = w.mins + first * groups;
+  }
+  return r;
+}
+
 DType parse_quantization(const std::string& name) {
   if (name == "int8") return DType::kI8;
   if (name == "int4") return DType::kI4;

@@ -30,6 +30,10 @@ struct WeightOptions {
   std::function<void(const std::string& name, const WeightView& quantized)> on_quantized;
 };
 
+// Rows [first, first + count) of `w` as a matrix of their own (a head's or an expert's slice of
+// a stacked matrix); scale planes follow for quantized types.
+WeightView weight_rows(const WeightView& w, int64_t first, int64_t count);
+
 // "int8" / "int4" / "" (none) → WeightOptions::quantize_to; throws on anything else.
 DType parse_quantization(const std::string& name);
 int64_t default_group_size(DType quantize_to, int64_t cols);

@@ -412,6 +412,105 @@ TEST(GgufModel, RealTinyRandomLlamaFileOpensAndRuns) {
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
 }
 
+// deepseek2 metadata as llama.cpp's converter writes it, in both generations of the layout; the
+// logits of whole files are checked against PyTorch by tests/deepseek/check_deepseek.py.
+GgufBuilder deepseek2_metadata(bool mla_layout, bool v3) {
+  using B = GgufBuilder;
+  GgufBuilder b;
+  b.kv_string("general.architecture", "deepseek2");
+  b.kv<uint32_t>("deepseek2.embedding_length", B::kU32, 64);
+  b.kv<uint32_t>("deepseek2.feed_forward_length", B::kU32, 96);
+  b.kv<uint32_t>("deepseek2.block_count", B::kU32, v3 ? 4 : 3);
+  b.kv<uint32_t>("deepseek2.attention.head_count", B::kU32, 4);
+  b.kv<float>("deepseek2.attention.layer_norm_rms_epsilon", B::kF32, 1e-6f);
+  b.kv<uint32_t>("deepseek2.rope.dimension_count", B::kU32, 8);
+  b.kv<uint32_t>("deepseek2.attention.kv_lora_rank", B::kU32, 32);
+  if (mla_layout) {  // MQA over the latent; the MHA sizes as *_mla
+    b.kv<uint32_t>("deepseek2.attention.head_count_kv", B::kU32, 1);
+    b.kv<uint32_t>("deepseek2.attention.key_length", B::kU32, 40);
+    b.kv<uint32_t>("deepseek2.attention.value_length", B::kU32, 32);
+    b.kv<uint32_t>("deepseek2.attention.key_length_mla", B::kU32, 24);
+    b.kv<uint32_t>("deepseek2.attention.value_length_mla", B::kU32, 12);
+  } else {
+    b.kv<uint32_t>("deepseek2.attention.head_count_kv", B::kU32, 4);
+    b.kv<uint32_t>("deepseek2.attention.key_length", B::kU32, 24);
+    b.kv<uint32_t>("deepseek2.attention.value_length", B::kU32, 12);
+  }
+  b.kv<uint32_t>("deepseek2.attention.q_lora_rank", B::kU32, v3 ? 16 : 0);
+  b.kv<uint32_t>("deepseek2.expert_count", B::kU32, 8);
+  b.kv<uint32_t>("deepseek2.expert_used_count", B::kU32, 2);
+  b.kv<uint32_t>("deepseek2.expert_feed_forward_length", B::kU32, 24);
+  b.kv<uint32_t>("deepseek2.expert_shared_count", B::kU32, 2);
+  b.kv<uint32_t>("deepseek2.leading_dense_block_count", B::kU32, 1);
+  b.kv<float>("deepseek2.expert_weights_scale", B::kF32, 2.5f);
+  if (v3) {
+    b.kv<uint32_t>("deepseek2.expert_gating_func", B::kU32, 2);
+    b.kv<uint8_t>("deepseek2.expert_weights_norm", B::kBool, 1);
+    b.kv<uint32_t>("deepseek2.expert_group_count", B::kU32, 4);
+    b.kv<uint32_t>("deepseek2.expert_group_used_count", B::kU32, 2);
+    b.kv<uint32_t>("deepseek2.nextn_predict_layers", B::kU32, 1);
+    b.kv_string("deepseek2.rope.scaling.type", "yarn");
+    b.kv<float>("deepseek2.rope.scaling.factor", B::kF32, 40.0f);
+    b.kv<uint32_t>("deepseek2.rope.scaling.original_context_length", B::kU32, 4096);
+    b.kv<float>("deepseek2.rope.scaling.yarn_log_multiplier", B::kF32, 0.1f);
+    b.tensor("blk.1.exp_probs_b.bias", {8}, 0, std::vector<uint8_t>(32, 0));
+  }
+  b.tensor("token_embd.weight", {64, 97}, 0, std::vector<uint8_t>(64 * 97 * 4, 0));
+  return b;
+}
+
+TEST(GgufModel, Deepseek2MetadataBecomesTheHfConfig) {
+  TempDir dir;
+  {
+    deepseek2_metadata(/*mla_layout=*/false, /*v3=*/false).write(dir.file("v2.gguf"));
+    const nlohmann::json c = gguf_config_json(GgufFile(dir.file("v2.gguf")));
+    EXPECT_EQ(c["architectures"][0], "DeepseekV2ForCausalLM");
+    EXPECT_EQ(c["num_key_value_heads"], 4);
+    EXPECT_TRUE(c["q_lora_rank"].is_null());  // 0: queries not compressed (V2-Lite)
+    EXPECT_EQ(c["kv_lora_rank"], 32);
+    EXPECT_EQ(c["qk_nope_head_dim"], 16);
+    EXPECT_EQ(c["qk_rope_head_dim"], 8);
+    EXPECT_EQ(c["v_head_dim"], 12);
+    EXPECT_EQ(c["num_hidden_layers"], 3);
+    EXPECT_EQ(c["n_routed_experts"], 8);
+    EXPECT_EQ(c["num_experts_per_tok"], 2);
+    EXPECT_EQ(c["moe_intermediate_size"], 24);
+    EXPECT_EQ(c["n_shared_experts"], 2);
+    EXPECT_EQ(c["first_k_dense_replace"], 1);
+    EXPECT_EQ(c["scoring_func"], "softmax");  // no gating key: the old files' softmax
+    EXPECT_EQ(c["topk_method"], "greedy");
+    EXPECT_FLOAT_EQ(c["routed_scaling_factor"].get<float>(), 2.5f);
+    EXPECT_EQ(c["norm_topk_prob"], false);
+  }
+  {
+    deepseek2_metadata(/*mla_layout=*/true, /*v3=*/true).write(dir.file("v3.gguf"));
+    const nlohmann::json c = gguf_config_json(GgufFile(dir.file("v3.gguf")));
+    EXPECT_EQ(c["architectures"][0], "DeepseekV3ForCausalLM");
+    EXPECT_EQ(c["num_key_value_heads"], 4);  // not the file's 1: MLA's heads all read the latent
+    EXPECT_EQ(c["q_lora_rank"], 16);
+    EXPECT_EQ(c["qk_nope_head_dim"], 16);  // key_length_mla - rope, not key_length (40)
+    EXPECT_EQ(c["v_head_dim"], 12);
+    EXPECT_EQ(c["num_hidden_layers"], 3);  // block_count 4 includes the MTP layer
+    EXPECT_EQ(c["num_nextn_predict_layers"], 1);
+    EXPECT_EQ(c["scoring_func"], "sigmoid");
+    EXPECT_EQ(c["topk_method"], "noaux_tc");
+    EXPECT_EQ(c["n_group"], 4);
+    EXPECT_EQ(c["topk_group"], 2);
+    EXPECT_EQ(c["norm_topk_prob"], true);
+    EXPECT_EQ(c["rope_scaling"]["type"], "yarn");
+    EXPECT_NEAR(c["rope_scaling"]["mscale_all_dim"].get<double>(), 1.0, 1e-6);
+    EXPECT_EQ(c["rope_scaling"]["original_max_position_embeddings"], 4096);
+  }
+  EXPECT_EQ(hf_tensor_name("blk.2.attn_kv_a_mqa.weight", "deepseek2"),
+            "model.layers.2.self_attn.kv_a_proj_with_mqa.weight");
+  EXPECT_EQ(hf_tensor_name("blk.2.exp_probs_b.bias", "deepseek2"),
+            "model.layers.2.mlp.gate.e_score_correction_bias");
+  EXPECT_EQ(hf_tensor_name("blk.2.ffn_gate_inp.weight", "deepseek2"),
+            "model.layers.2.mlp.gate.weight");
+  EXPECT_EQ(hf_tensor_name("blk.2.ffn_gate_exps.weight", "deepseek2"), "");  // split, not renamed
+  EXPECT_EQ(hf_tensor_name("blk.2.attn_kv_a_mqa.weight", "llama"), "");
+}
+
 TEST(GgufModel, UnsupportedArchitectureAndUnknownTensorAreOneLineErrors) {
   TempDir dir;
   GgufBuilder b;
