@@ -5,7 +5,12 @@ norm_topk_prob with both scaling rules, shared experts, YaRN with mscale / mscal
 layers in the checkpoint, f32 and bf16 storage; through decode, chunked prefill, a mixed batch
 followed by a batched decode step, and a prefix-cache hit.
 
-usage: check_deepseek.py DEEPSEEK_DUMP_BINARY WORK_DIR
+The same checks run on GGUF files that `pagoda export-gguf` writes from some of the variants
+(llama.cpp's deepseek2 layout: stacked experts, kv_b_proj split into attn_k_b / attn_v_b), so the
+GGUF loader is held to the same PyTorch reference: f32 and bf16 files at the tolerances of their
+weights, and a Q8_0 file at the tolerance its int8 weights and activations allow.
+
+usage: check_deepseek.py DEEPSEEK_DUMP_BINARY PAGODA_BINARY WORK_DIR
 """
 import json
 import os
@@ -17,11 +22,16 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import deepseek_reference as ref  # noqa: E402
+import gguf_legacy_mla  # noqa: E402
 
 # Relative to the row's largest reference logit. F32 weights are computed in fp32, so only the
 # summation order differs (absorbed vs expanded MLA included): 1e-4. BF16 weights may be
-# multiplied with bf16-rounded activations: 2e-2.
-TOLERANCE = {"F32": 1e-4, "BF16": 2e-2}
+# multiplied with bf16-rounded activations: 2e-2. Q8_0 (GGUF only): int8 weights in blocks of 32
+# times int8-quantized activations, through every layer: 2.1e-2 to 5.2e-2 at the 90th percentile
+# of rows measured; a row whose MoE routing sits near a tie can pick another expert and land far
+# off (0.43 seen), so Q8_0 is held to the bound on 90% of the rows (a wrong tensor layout is off
+# on every row).
+TOLERANCE = {"F32": 1e-4, "BF16": 2e-2, "Q8_0": 8e-2}
 
 BASE = {
     "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "num_attention_heads": 4,
@@ -63,6 +73,13 @@ VARIANTS = {
     # No experts at all (n_routed_experts null): every layer dense.
     "v3_dense_only_f32": dict(architectures=V3, torch_dtype="float32", n_routed_experts=None,
                               num_experts_per_tok=None, n_shared_experts=None),
+    # Head and expert sizes that are whole blocks of 32, so a Q8_0 export quantizes every matrix
+    # (attn_k_b and attn_v_b included).
+    "v3_wide_heads_f32": dict(architectures=V3, torch_dtype="float32", q_lora_rank=32,
+                              qk_nope_head_dim=32, v_head_dim=32, moe_intermediate_size=32,
+                              scoring_func="sigmoid", topk_method="noaux_tc", n_group=4,
+                              topk_group=2, num_experts_per_tok=3, norm_topk_prob=True,
+                              routed_scaling_factor=2.5),
     "v3_noaux_bf16": dict(architectures=V3, torch_dtype="bfloat16", q_lora_rank=24,
                           scoring_func="sigmoid", topk_method="noaux_tc", n_group=2, topk_group=1,
                           num_experts_per_tok=2, norm_topk_prob=True, routed_scaling_factor=2.5,
@@ -71,30 +88,66 @@ VARIANTS = {
 
 ST_DTYPE = {"float32": "F32", "bfloat16": "BF16"}
 
+# Variants also checked as GGUF files, with the export types; moe_layer_freq 2 has no GGUF form.
+# "/legacy": the file rewritten into the layout of older llama.cpp conversions (gguf_legacy_mla.py:
+# attn_kv_b whole, MHA head sizes). Greedy tokens must agree for the float files; Q8_0 is held to
+# its error bound only.
+GGUF_EXPORTS = {
+    "v2lite_greedy_f32": ["f32", "f32/legacy"],
+    "v2_norm_yarn_f32": ["f32"],
+    "v3_noaux_yarn_f32": ["f32"],
+    "v3_dense_only_f32": ["f32"],
+    "v3_wide_heads_f32": ["f32", "q8_0", "q8_0/legacy"],
+    "v3_noaux_bf16": ["bf16"],
+}
 
-def run(binary, model_dir, mode, id_lists, vocab):
-    out = os.path.join(model_dir, "logits.bin")
-    cmd = [binary, model_dir, out, mode] + [",".join(map(str, ids)) for ids in id_lists]
+
+def write_tokenizer(model_dir, vocab_size):
+    """A byte-level BPE tokenizer.json of exactly vocab_size ids (export-gguf needs one): two
+    special tokens, the newline, printable ASCII in GPT-2's byte-to-unicode spelling, and one
+    merge (" t")."""
+    chars = ["\u010a"] + ["\u0120"] + [chr(c) for c in range(0x21, 0x7f)]
+    vocab = {"<｜begin▁of▁sentence｜>": 0, "<｜end▁of▁sentence｜>": 1}
+    for c in chars[:vocab_size - 3]:
+        vocab[c] = len(vocab)
+    vocab["\u0120t"] = len(vocab)
+    tokenizer = {
+        "version": "1.0", "normalizer": None, "post_processor": None, "decoder": {"type": "ByteLevel"},
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+        "added_tokens": [{"id": i, "content": t, "special": True} for t, i in list(vocab.items())[:2]],
+        "model": {"type": "BPE", "vocab": vocab, "merges": ["\u0120 t"]},
+    }
+    with open(os.path.join(model_dir, "tokenizer.json"), "w") as f:
+        json.dump(tokenizer, f)
+
+
+def run(binary, model, mode, id_lists, vocab):
+    out = model + ".logits.bin"
+    cmd = [binary, model, out, mode] + [",".join(map(str, ids)) for ids in id_lists]
     subprocess.run(cmd, check=True)
     return np.fromfile(out, dtype=np.float32).reshape(-1, vocab)
 
 
-def compare(name, got, want, tol):
+def compare(name, got, want, tol, exact_routing=True):
+    """exact_routing False (quantized weights): the bound holds for 90% of the rows and greedy
+    tokens may differ (see TOLERANCE)."""
     want = want.numpy()
     if got.shape != want.shape:
         print(f"FAIL {name}: got {got.shape} rows, want {want.shape}")
         return False
     scale = np.maximum(np.abs(want).max(axis=1, keepdims=True), 1.0)
-    err = (np.abs(got - want) / scale).max()
+    row_err = (np.abs(got - want) / scale).max(axis=1)
+    err = row_err.max() if exact_routing else np.quantile(row_err, 0.9)
     same_argmax = bool((got.argmax(axis=1) == want.argmax(axis=1)).all())
-    ok = err <= tol and same_argmax
-    print(f"{'ok' if ok else 'FAIL'} {name}: max relative error {err:.2e} (tolerance {tol:.0e}), "
-          f"greedy tokens {'identical' if same_argmax else 'DIFFER'}")
+    ok = err <= tol and (same_argmax or not exact_routing)
+    what = "max" if exact_routing else f"90th-percentile (max {row_err.max():.2e})"
+    print(f"{'ok' if ok else 'FAIL'} {name}: {what} relative error {err:.2e} (tolerance "
+          f"{tol:.0e}), greedy tokens {'identical' if same_argmax else 'DIFFER'}")
     return ok
 
 
 def main():
-    binary, work = sys.argv[1], sys.argv[2]
+    binary, pagoda, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
     ok = True
     for i, (name, overrides) in enumerate(VARIANTS.items()):
@@ -123,16 +176,35 @@ def main():
             want_branch = ref.deepseek_forward(cfg, stored, branch)[-1]
         vocab = cfg["vocab_size"]
 
-        ok &= compare(f"{name} decode", run(binary, model_dir, "decode", [ids], vocab), want, tol)
-        chunk = 8
-        rows = [min(k + chunk, len(ids)) - 1 for k in range(0, len(ids), chunk)]
-        ok &= compare(f"{name} chunk:{chunk}", run(binary, model_dir, f"chunk:{chunk}", [ids], vocab),
-                      want[rows], tol)
-        got = run(binary, model_dir, "batch", [ids, other], vocab)
-        ok &= compare(f"{name} batch", got,
-                      torch.stack([want[-1], want_other, want_next, want_other_next]), tol)
-        got = run(binary, model_dir, "prefix", [ids, branch], vocab)
-        ok &= compare(f"{name} prefix-hit", got, torch.stack([want[-1], want_branch]), tol)
+        # The directory itself, then each GGUF file exported from it.
+        models = [(name, model_dir, tol, True)]
+        if name in GGUF_EXPORTS:
+            write_tokenizer(model_dir, vocab)
+        for export in GGUF_EXPORTS.get(name, []):
+            gguf_type, legacy = export.split("/")[0], export.endswith("/legacy")
+            gguf = os.path.join(work, f"{name}.{gguf_type}.gguf")
+            subprocess.run([pagoda, "export-gguf", "--model", model_dir, "--type", gguf_type,
+                            "--out", gguf], check=True, stdout=subprocess.DEVNULL)
+            if legacy:
+                legacy_path = gguf.replace(".gguf", ".legacy.gguf")
+                gguf_legacy_mla.write_legacy(gguf, legacy_path)
+                gguf = legacy_path
+            models.append((f"{name} gguf-{export}", gguf, TOLERANCE[gguf_type.upper()],
+                           gguf_type != "q8_0"))
+        for label, model, tol, argmax in models:
+            ok &= compare(f"{label} decode", run(binary, model, "decode", [ids], vocab), want, tol,
+                          argmax)
+            chunk = 8
+            rows = [min(k + chunk, len(ids)) - 1 for k in range(0, len(ids), chunk)]
+            ok &= compare(f"{label} chunk:{chunk}", run(binary, model, f"chunk:{chunk}", [ids], vocab),
+                          want[rows], tol, argmax)
+            got = run(binary, model, "batch", [ids, other], vocab)
+            ok &= compare(f"{label} batch", got,
+                          torch.stack([want[-1], want_other, want_next, want_other_next]), tol,
+                          argmax)
+            got = run(binary, model, "prefix", [ids, branch], vocab)
+            ok &= compare(f"{label} prefix-hit", got, torch.stack([want[-1], want_branch]), tol,
+                          argmax)
     if not ok:
         sys.exit(1)
     print("all DeepSeek variants match the reference")

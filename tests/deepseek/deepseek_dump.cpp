@@ -2,7 +2,7 @@
 // ids through the paged latent cache, without the engine, and writes the sampled rows' logits
 // as raw fp32 for check_deepseek.py to compare with the PyTorch reference.
 //
-//   deepseek_dump MODEL_DIR OUT_FILE MODE IDS [IDS ...]
+//   deepseek_dump MODEL_DIR|FILE.gguf OUT_FILE MODE IDS [IDS ...]
 //   MODE: decode    one token per step, every position's logits
 //         chunk:N   N tokens per step (chunked prefill), the last row of each chunk
 //         batch     every IDS list in one forward, the last row of each; then one decode step
@@ -14,12 +14,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "loader/safetensors.h"
 #include "model/forward_batch.h"
+#include "model/gguf_model.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/model_registry.h"
@@ -98,14 +100,17 @@ class Driver {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: deepseek_dump MODEL_DIR OUT_FILE MODE IDS [IDS ...]\n");
+    std::fprintf(stderr, "usage: deepseek_dump MODEL_DIR|FILE.gguf OUT_FILE MODE IDS [IDS ...]\n");
     return 2;
   }
   try {
-    const std::string dir = argv[1];
+    const std::string path = argv[1];
     const std::string mode = argv[3];
-    const ModelConfig config = ModelConfig::from_dir(dir);
-    const TensorStore store = TensorStore::open(dir);
+    // A model directory or a GGUF file (whose tokenizer is not needed here).
+    std::optional<GgufModel> gguf;
+    if (is_gguf_path(path)) gguf = open_gguf_model(path);
+    const ModelConfig config = gguf ? gguf->config : ModelConfig::from_dir(path);
+    const TensorStore store = gguf ? std::move(gguf->tensors) : TensorStore::open(path);
     const std::unique_ptr<Model> model = create_model(config, store, ModelOptions{});
 
     std::vector<Sequence> seqs;

@@ -1,13 +1,15 @@
-// `pagoda export-gguf`: turn a Hugging Face Llama / Qwen2 directory into a GGUF v3 file that
-// llama.cpp loads (llama-cli, llama-bench, llama-server), so both engines can be measured on
-// the same weights. Owns the HF → GGUF mapping: architecture metadata, tensor names, the
-// q/k row permutation llama.cpp's "llama" graph expects, per-tensor types, and the tokenizer
+// `pagoda export-gguf`: turn a Hugging Face Llama / Qwen2 / DeepSeek-V2/V3 directory into a GGUF
+// v3 file that llama.cpp loads (llama-cli, llama-bench, llama-server), so both engines can be
+// measured on the same weights. Owns the HF → GGUF mapping: architecture metadata, tensor names,
+// the q/k row permutation llama.cpp's "llama" graph expects, DeepSeek's stacked experts and
+// split kv_b_proj (deepseek2), per-tensor types, and the tokenizer
 // metadata taken from tokenizer.json / tokenizer_config.json. Names and conventions follow
 // llama.cpp's convert_hf_to_gguf.py and gguf-py (read, not copied); see docs/gguf.md.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,6 +23,7 @@
 
 #include "loader/gguf_writer.h"
 #include "loader/safetensors.h"
+#include "model/deepseek_config.h"
 #include "model/model_config.h"
 #include "tools/pagoda/commands.h"
 #include "util/error.h"
@@ -275,24 +278,15 @@ void add_tokenizer(GgufWriter& w, const ModelConfig& config, const ExportOptions
 std::string gguf_architecture(const ModelConfig& c) {
   if (c.architecture == "LlamaForCausalLM") return "llama";
   if (c.architecture == "Qwen2ForCausalLM") return "qwen2";
-  fail("{}: architecture {} cannot be exported to GGUF (LlamaForCausalLM, Qwen2ForCausalLM)",
-       c.config_path, c.architecture);
+  if (c.architecture == "DeepseekV2ForCausalLM" || c.architecture == "DeepseekV3ForCausalLM")
+    return "deepseek2";
+  fail(
+      "{}: architecture {} cannot be exported to GGUF (LlamaForCausalLM, Qwen2ForCausalLM, "
+      "DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)",
+      c.config_path, c.architecture);
 }
 
-void add_hparams(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
-  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
-  w.set_u32(arch + ".vocab_size", u32(c.vocab_size));
-  w.set_u32(arch + ".context_length", u32(c.max_position_embeddings));
-  w.set_u32(arch + ".embedding_length", u32(c.hidden_size));
-  w.set_u32(arch + ".block_count", u32(c.num_hidden_layers));
-  w.set_u32(arch + ".feed_forward_length", u32(c.intermediate_size));
-  w.set_u32(arch + ".attention.head_count", u32(c.num_attention_heads));
-  w.set_u32(arch + ".attention.head_count_kv", u32(c.num_key_value_heads));
-  w.set_u32(arch + ".attention.key_length", u32(c.head_dim));
-  w.set_u32(arch + ".attention.value_length", u32(c.head_dim));
-  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
-  w.set_f32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
-  w.set_u32(arch + ".rope.dimension_count", u32(c.head_dim));
+void add_rope_scaling(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
   const RopeScalingConfig& r = c.rope_scaling;
   if (r.type == "linear") {
     w.set_string(arch + ".rope.scaling.type", "linear");
@@ -302,7 +296,9 @@ void add_hparams(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
     w.set_f32(arch + ".rope.scaling.factor", static_cast<float>(r.factor));
     if (r.original_max_position_embeddings > 0)
       w.set_u32(arch + ".rope.scaling.original_context_length",
-                u32(r.original_max_position_embeddings));
+                static_cast<uint32_t>(r.original_max_position_embeddings));
+    w.set_f32(arch + ".rope.scaling.yarn_beta_fast", static_cast<float>(r.beta_fast));
+    w.set_f32(arch + ".rope.scaling.yarn_beta_slow", static_cast<float>(r.beta_slow));
   } else if (r.type != "default") {
     // llama3 needs a rope_freqs tensor and dynamic has no GGUF form; refuse rather than write
     // a file that runs with the wrong positions.
@@ -311,8 +307,82 @@ void add_hparams(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
   }
 }
 
-// HF tensor name → GGUF name ("" to skip). Throws on a name we do not know.
-std::string gguf_tensor_name(const std::string& hf, const std::string& path) {
+void add_common_hparams(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  w.set_u32(arch + ".vocab_size", u32(c.vocab_size));
+  w.set_u32(arch + ".context_length", u32(c.max_position_embeddings));
+  w.set_u32(arch + ".embedding_length", u32(c.hidden_size));
+  w.set_u32(arch + ".block_count", u32(c.num_hidden_layers));
+  w.set_u32(arch + ".feed_forward_length", u32(c.intermediate_size));
+  w.set_u32(arch + ".attention.head_count", u32(c.num_attention_heads));
+  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  w.set_f32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
+  add_rope_scaling(w, c, arch);
+}
+
+void add_dense_hparams(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  add_common_hparams(w, c, arch);
+  w.set_u32(arch + ".attention.head_count_kv", u32(c.num_key_value_heads));
+  w.set_u32(arch + ".attention.key_length", u32(c.head_dim));
+  w.set_u32(arch + ".attention.value_length", u32(c.head_dim));
+  w.set_u32(arch + ".rope.dimension_count", u32(c.head_dim));
+}
+
+// The MLA form of llama.cpp's converter: attention as MQA over the latent (one KV head of
+// kv_lora + rope), the MHA head sizes as *_mla, and the MoE keys of its shared MoE code.
+void add_deepseek2_hparams(GgufWriter& w, const ModelConfig& c) {
+  const std::string a = "deepseek2";
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  const DeepseekConfig d = DeepseekConfig::from_model_config(c);
+  add_common_hparams(w, c, a);
+  w.set_u32(a + ".attention.head_count_kv", 1);
+  w.set_u32(a + ".rope.dimension_count", u32(d.qk_rope_head_dim));
+  // 0 = queries not compressed. llama.cpp's converter leaves the key out then, and llama.cpp
+  // only accepts that for V2-Lite's layer counts, so it is always written.
+  w.set_u32(a + ".attention.q_lora_rank", u32(d.q_lora_rank));
+  w.set_u32(a + ".attention.kv_lora_rank", u32(d.kv_lora_rank));
+  w.set_u32(a + ".attention.key_length", u32(d.latent_dim()));
+  w.set_u32(a + ".attention.value_length", u32(d.kv_lora_rank));
+  w.set_u32(a + ".attention.key_length_mla", u32(d.q_head_dim()));
+  w.set_u32(a + ".attention.value_length_mla", u32(d.v_head_dim));
+  const MoeRouterConfig& r = d.router;
+  const bool moe = r.num_experts > 0;
+  w.set_u32(a + ".leading_dense_block_count", u32(moe ? d.first_k_dense_replace : d.num_layers));
+  w.set_u32(a + ".expert_feed_forward_length",
+            u32(moe ? d.moe_intermediate_size : d.intermediate_size));
+  w.set_u32(a + ".expert_shared_count", u32(d.num_shared_experts));
+  if (moe) {
+    if (d.moe_layer_freq != 1)
+      fail(
+          "{}: moe_layer_freq {} has no GGUF form (llama.cpp runs every layer after the dense "
+          "ones as MoE)",
+          c.config_path, d.moe_layer_freq);
+    w.set_u32(a + ".expert_count", u32(r.num_experts));
+    w.set_u32(a + ".expert_used_count", u32(r.top_k));
+    w.set_f32(a + ".expert_weights_scale", r.routed_scaling_factor);
+    if (r.norm_topk_prob) w.set_bool(a + ".expert_weights_norm", true);
+    w.set_u32(a + ".expert_gating_func", r.scoring == MoeScoring::kSigmoid ? 2 : 1);
+    w.set_u32(a + ".expert_group_count", u32(r.num_groups));
+    w.set_u32(a + ".expert_group_used_count", u32(r.topk_groups));
+  }
+  if (c.rope_scaling.type == "yarn") {
+    // GGUF keeps one YaRN magnitude for both of DeepSeek's (cos/sin and softmax scale), which
+    // holds when they are equal, as in every released config; refuse anything else.
+    const double mscale = c.rope_scaling.mscale > 0 ? c.rope_scaling.mscale : 1.0;
+    if (mscale != c.rope_scaling.mscale_all_dim)
+      fail("{}: rope_scaling mscale {} differs from mscale_all_dim {}, which GGUF cannot express",
+           c.config_path, mscale, c.rope_scaling.mscale_all_dim);
+    // The converter's convention: 0.1 * mscale_all_dim (llama.cpp divides the 0.1 out again).
+    w.set_f32(a + ".rope.scaling.yarn_log_multiplier",
+              static_cast<float>(0.1 * c.rope_scaling.mscale_all_dim));
+  }
+}
+
+// HF tensor name → GGUF name ("" to skip). Throws on a name we do not know. Experts and
+// kv_b_proj of deepseek2 are stacked / split by run_export_gguf, not named here.
+std::string gguf_tensor_name(const std::string& hf, const std::string& path,
+                             const std::string& arch) {
   static const std::regex kLayer(R"(model\.layers\.(\d+)\.(.+))");
   static const std::map<std::string, std::string> kLayerNames = {
       {"input_layernorm.weight", "attn_norm.weight"},
@@ -330,14 +400,29 @@ std::string gguf_tensor_name(const std::string& hf, const std::string& path) {
       {"mlp.down_proj.weight", "ffn_down.weight"},
       {"self_attn.rotary_emb.inv_freq", ""},
   };
+  static const std::map<std::string, std::string> kDeepseek2Names = {
+      {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
+      {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+      {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+      {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+      {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},
+      {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+      {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+  };
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
   std::smatch m;
   if (std::regex_match(hf, m, kLayer)) {
-    auto it = kLayerNames.find(m[2].str());
-    if (it != kLayerNames.end())
-      return it->second.empty() ? "" : "blk." + m[1].str() + "." + it->second;
+    for (const auto* table : {&kLayerNames, arch == "deepseek2" ? &kDeepseek2Names : nullptr}) {
+      if (table == nullptr) continue;
+      const auto it = table->find(m[2].str());
+      if (it != table->end())
+        return it->second.empty() ? "" : "blk." + m[1].str() + "." + it->second;
+    }
   }
   fail("{}: tensor {} has no GGUF name in export-gguf", path, hf);
 }
@@ -368,32 +453,100 @@ void widen_row(const Tensor& t, int64_t row, int64_t cols, float* dst) {
   }
 }
 
+void check_float(const Tensor& t) {
+  if (!t.dtype_supported || is_quantized(t.dtype))
+    fail("{}: tensor {} is {}; export-gguf reads f32, f16 and bf16 weights", t.path, t.name,
+         t.stored_dtype);
+}
+
+// One GGUF tensor: its shape (HF order) and each of its rows as fp32 (rows: every dim but the
+// last folded), from one HF tensor or several (stacked experts, a split kv_b_proj).
 struct TensorPlan {
-  const Tensor* tensor;
-  std::string gguf_name;
-  GgmlType type;
-  int64_t permute_head_dim;  // 0: rows as stored
+  int64_t layer;  // file order: token_embd (-1), blocks, then the output tensors
+  std::string name;
+  std::vector<int64_t> shape;
+  std::function<void(int64_t row, float* dst)> row;
+  bool keep_f32 = false;  // norms, biases and the MoE router stay f32, as llama.cpp keeps them
 };
 
-GgufWriter::Producer make_producer(TensorPlan plan) {
-  return [plan](uint8_t* dst, int64_t size_bytes) {
-    const Tensor& t = *plan.tensor;
-    // A permuted 1-D tensor (a q/k bias) is a column: its elements move as rows do.
-    const int64_t cols = t.shape.size() == 1 && plan.permute_head_dim > 0 ? 1 : t.shape.back();
-    const int64_t rows = t.num_elements() / cols;
-    const int64_t row_bytes = ggml_nbytes(plan.type, cols);
+GgufWriter::Producer make_producer(const TensorPlan& plan, GgmlType type) {
+  return [row = plan.row, shape = plan.shape, type](uint8_t* dst, int64_t) {
+    const int64_t cols = shape.back();
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+    const int64_t row_bytes = ggml_nbytes(type, cols);
 #pragma omp parallel
     {
       std::vector<float> buf(static_cast<size_t>(cols));
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
-        const int64_t src_row =
-            plan.permute_head_dim > 0 ? permuted_source_row(r, plan.permute_head_dim) : r;
-        widen_row(t, src_row, cols, buf.data());
-        encode_f32(plan.type, buf.data(), cols, dst + r * row_bytes);
+        row(r, buf.data());
+        encode_f32(type, buf.data(), cols, dst + r * row_bytes);
       }
     }
   };
+}
+
+int64_t layer_of(const std::string& gguf_name) {
+  if (gguf_name == "token_embd.weight") return -1;
+  if (gguf_name.rfind("blk.", 0) == 0) return std::stoll(gguf_name.substr(4));
+  return INT64_MAX;
+}
+
+// DeepSeek's routed experts, one [E, rows, cols] tensor per projection and layer, as llama.cpp's
+// converter stacks them.
+void plan_stacked_experts(const TensorStore& store, const DeepseekConfig& d,
+                          std::vector<TensorPlan>& plans) {
+  static const std::regex kExpert(
+      R"(model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(\w+)_proj\.weight)");
+  std::map<std::pair<int64_t, std::string>, std::vector<const Tensor*>> stacks;
+  for (const auto& [hf_name, tensor] : store.tensors()) {
+    std::smatch m;
+    if (!std::regex_match(hf_name, m, kExpert)) continue;
+    const int64_t layer = std::stoll(m[1].str()), expert = std::stoll(m[2].str());
+    if (layer >= d.num_layers) continue;  // multi-token-prediction layers are not exported
+    auto& stack = stacks[{layer, m[3].str()}];
+    stack.resize(static_cast<size_t>(d.router.num_experts), nullptr);
+    if (expert >= d.router.num_experts) fail("{}: tensor {}: no such expert", tensor.path, hf_name);
+    check_float(tensor);
+    stack[static_cast<size_t>(expert)] = &tensor;
+  }
+  for (auto& [key, stack] : stacks) {
+    const auto& [layer, proj] = key;
+    for (size_t e = 0; e < stack.size(); ++e) {
+      if (stack[e] == nullptr)
+        fail("{}: expert {} of layer {} has no {}_proj", store.path(), e, layer, proj);
+    }
+    const int64_t rows = stack[0]->shape[0], cols = stack[0]->shape[1];
+    TensorPlan p{layer,
+                 fmt::format("blk.{}.ffn_{}_exps.weight", layer, proj),
+                 {static_cast<int64_t>(stack.size()), rows, cols},
+                 nullptr};
+    p.row = [stack, rows, cols](int64_t r, float* dst) {
+      widen_row(*stack[static_cast<size_t>(r / rows)], r % rows, cols, dst);
+    };
+    plans.push_back(std::move(p));
+  }
+}
+
+// kv_b_proj [H * (nope + v), kv_lora] split per head as llama.cpp's converter does for absorbed
+// MLA: attn_k_b [H, kv_lora, nope] (W_uk transposed) and attn_v_b [H, v, kv_lora].
+void plan_split_kv_b(const Tensor& kv_b, int64_t layer, const DeepseekConfig& d,
+                     std::vector<TensorPlan>& plans) {
+  check_float(kv_b);
+  const int64_t H = d.num_heads, rank = d.kv_lora_rank, nope = d.qk_nope_head_dim, v = d.v_head_dim;
+  TensorPlan k{layer, fmt::format("blk.{}.attn_k_b.weight", layer), {H, rank, nope}, nullptr};
+  k.row = [&kv_b, rank, nope, v](int64_t r, float* dst) {
+    const int64_t h = r / rank, col = r % rank;
+    for (int64_t i = 0; i < nope; ++i)
+      widen_row(kv_b, (h * (nope + v) + i) * rank + col, 1, dst + i);
+  };
+  TensorPlan vb{layer, fmt::format("blk.{}.attn_v_b.weight", layer), {H, v, rank}, nullptr};
+  vb.row = [&kv_b, rank, nope, v](int64_t r, float* dst) {
+    widen_row(kv_b, (r / v) * (nope + v) + nope + r % v, rank, dst);
+  };
+  plans.push_back(std::move(k));
+  plans.push_back(std::move(vb));
 }
 
 int run_export_gguf(const ExportOptions& o) {
@@ -411,50 +564,69 @@ int run_export_gguf(const ExportOptions& o) {
                    : o.name);
   w.set_u32("general.file_type", export_type.file_type);
   w.set_u32("general.quantization_version", 2);  // ggml's GGML_QNT_VERSION
-  add_hparams(w, config, arch);
+  std::optional<DeepseekConfig> deepseek;
+  if (arch == "deepseek2") {
+    deepseek = DeepseekConfig::from_model_config(config);
+    add_deepseek2_hparams(w, config);
+  } else {
+    add_dense_hparams(w, config, arch);
+  }
   add_tokenizer(w, config, o);
 
-  int num_fallback = 0;
+  std::vector<TensorPlan> plans;
+  if (deepseek) plan_stacked_experts(store, *deepseek, plans);
+  static const std::regex kDeepseekSkipped(R"(model\.layers\.(\d+)\.(.+))");
+  for (const auto& [hf_name, tensor] : store.tensors()) {
+    if (deepseek) {
+      std::smatch m;
+      if (std::regex_match(hf_name, m, kDeepseekSkipped)) {
+        const int64_t layer = std::stoll(m[1].str());
+        const std::string suffix = m[2].str();
+        if (layer >= deepseek->num_layers || suffix.rfind("mlp.experts.", 0) == 0) continue;
+        if (suffix == "self_attn.kv_b_proj.weight") {
+          plan_split_kv_b(tensor, layer, *deepseek, plans);
+          continue;
+        }
+      }
+    }
+    std::string name = gguf_tensor_name(hf_name, tensor.path, arch);
+    if (name.empty()) continue;
+    check_float(tensor);
+    TensorPlan p{layer_of(name), name, tensor.shape, nullptr};
+    p.keep_f32 = tensor.shape.size() == 1 || name.find(".ffn_gate_inp.") != std::string::npos;
+    const int64_t cols = tensor.shape.back();
+    const bool permuted = arch == "llama" && (name.find(".attn_q.") != std::string::npos ||
+                                              name.find(".attn_k.") != std::string::npos);
+    const int64_t head_dim = config.head_dim;
+    if (!permuted) {
+      p.row = [&tensor, cols](int64_t r, float* dst) { widen_row(tensor, r, cols, dst); };
+    } else if (tensor.shape.size() == 1) {  // a q/k bias: its elements move as rows do
+      p.row = [&tensor, cols, head_dim](int64_t, float* dst) {
+        for (int64_t i = 0; i < cols; ++i)
+          widen_row(tensor, permuted_source_row(i, head_dim), 1, dst + i);
+      };
+    } else {
+      p.row = [&tensor, cols, head_dim](int64_t r, float* dst) {
+        widen_row(tensor, permuted_source_row(r, head_dim), cols, dst);
+      };
+    }
+    plans.push_back(std::move(p));
+  }
   // File order as llama.cpp's converter writes it: token_embd, blk.0 ... blk.N, then the
   // output tensors (the store's own order is by name, which puts layer 10 before layer 2).
-  struct Entry {
-    int64_t layer;
-    std::string name;
-    std::string hf_name;
-    const Tensor* tensor;
-  };
-  std::vector<Entry> entries;
-  for (const auto& [hf_name, tensor] : store.tensors()) {
-    std::string name = gguf_tensor_name(hf_name, tensor.path);
-    if (name.empty()) continue;
-    int64_t layer = name == "token_embd.weight" ? -1 : INT64_MAX;
-    if (name.rfind("blk.", 0) == 0) layer = std::stoll(name.substr(4));
-    entries.push_back(Entry{layer, std::move(name), hf_name, &tensor});
-  }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+  std::sort(plans.begin(), plans.end(), [](const TensorPlan& a, const TensorPlan& b) {
     return std::tie(a.layer, a.name) < std::tie(b.layer, b.name);
   });
 
-  for (const Entry& e : entries) {
-    const Tensor& tensor = *e.tensor;
-    const std::string& name = e.name;
-    const std::string& hf_name = e.hf_name;
-    if (!tensor.dtype_supported || is_quantized(tensor.dtype))
-      fail("{}: tensor {} is {}; export-gguf reads f32, f16 and bf16 weights", tensor.path, hf_name,
-           tensor.stored_dtype);
-    // Norms and biases stay f32, as llama.cpp's converter keeps them; a matrix whose rows are
-    // not whole blocks falls back to f16.
-    GgmlType type = tensor.shape.size() == 1 ? GgmlType::kF32 : export_type.matrix_type;
-    if (tensor.shape.back() % ggml_block_size(type) != 0) {
+  int num_fallback = 0;
+  for (const TensorPlan& p : plans) {
+    // A matrix whose rows are not whole blocks falls back to f16.
+    GgmlType type = p.keep_f32 ? GgmlType::kF32 : export_type.matrix_type;
+    if (p.shape.back() % ggml_block_size(type) != 0) {
       type = GgmlType::kF16;
       ++num_fallback;
     }
-    int64_t permute = 0;
-    if (arch == "llama" &&
-        (name.find(".attn_q.") != std::string::npos || name.find(".attn_k.") != std::string::npos))
-      permute = config.head_dim;
-    std::vector<int64_t> shape = tensor.shape;
-    w.add_tensor(name, shape, type, make_producer(TensorPlan{&tensor, name, type, permute}));
+    w.add_tensor(p.name, p.shape, type, make_producer(p, type));
   }
   if (num_fallback > 0)
     fmt::print(stderr, "export-gguf: {} matrices kept as F16 (rows not a multiple of 32)\n",
@@ -474,7 +646,8 @@ int run_export_gguf(const ExportOptions& o) {
 Command register_export_gguf(CLI::App& app) {
   auto o = std::make_shared<ExportOptions>();
   CLI::App* sub = app.add_subcommand(
-      "export-gguf", "Write a Llama/Qwen2 Hugging Face directory as a GGUF file for llama.cpp");
+      "export-gguf",
+      "Write a Llama/Qwen2/DeepSeek-V2/V3 Hugging Face directory as a GGUF file for llama.cpp");
   sub->add_option("--model", o->model, "Hugging Face model directory")->required();
   sub->add_option("--out", o->out, "GGUF file to write")->required();
   sub->add_option("--type", o->type, "Matrix type: f32, f16, bf16, q8_0, q4_0 (norms stay f32)")
