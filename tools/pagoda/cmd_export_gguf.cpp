@@ -518,6 +518,11 @@ void plan_stacked_experts(const TensorStore& store, const DeepseekConfig& d,
         fail("{}: expert {} of layer {} has no {}_proj", store.path(), e, layer, proj);
     }
     const int64_t rows = stack[0]->shape[0], cols = stack[0]->shape[1];
+    for (const Tensor* t : stack) {
+      if (t->shape != stack[0]->shape)
+        fail("{}: tensor {} has shape {}, unlike expert 0's {}", t->path, t->name,
+             format_shape(t->shape), format_shape(stack[0]->shape));
+    }
     TensorPlan p{layer,
                  fmt::format("blk.{}.ffn_{}_exps.weight", layer, proj),
                  {static_cast<int64_t>(stack.size()), rows, cols},
@@ -535,6 +540,9 @@ void plan_split_kv_b(const Tensor& kv_b, int64_t layer, const DeepseekConfig& d,
                      std::vector<TensorPlan>& plans) {
   check_float(kv_b);
   const int64_t H = d.num_heads, rank = d.kv_lora_rank, nope = d.qk_nope_head_dim, v = d.v_head_dim;
+  if (kv_b.shape != std::vector<int64_t>{H * (nope + v), rank})
+    fail("{}: tensor {} has shape {}, expected [{}, {}]", kv_b.path, kv_b.name,
+         format_shape(kv_b.shape), H * (nope + v), rank);
   TensorPlan k{layer, fmt::format("blk.{}.attn_k_b.weight", layer), {H, rank, nope}, nullptr};
   k.row = [&kv_b, rank, nope, v](int64_t r, float* dst) {
     const int64_t h = r / rank, col = r % rank;
@@ -575,11 +583,11 @@ int run_export_gguf(const ExportOptions& o) {
 
   std::vector<TensorPlan> plans;
   if (deepseek) plan_stacked_experts(store, *deepseek, plans);
-  static const std::regex kDeepseekSkipped(R"(model\.layers\.(\d+)\.(.+))");
+  static const std::regex kLayerTensor(R"(model\.layers\.(\d+)\.(.+))");
   for (const auto& [hf_name, tensor] : store.tensors()) {
     if (deepseek) {
       std::smatch m;
-      if (std::regex_match(hf_name, m, kDeepseekSkipped)) {
+      if (std::regex_match(hf_name, m, kLayerTensor)) {
         const int64_t layer = std::stoll(m[1].str());
         const std::string suffix = m[2].str();
         if (layer >= deepseek->num_layers || suffix.rfind("mlp.experts.", 0) == 0) continue;
