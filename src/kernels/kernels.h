@@ -65,11 +65,13 @@ struct KernelTable {
                    int64_t n, float* out) = nullptr;
   void (*axpy_rows)(const float* coeffs, const float* rows, int64_t row_stride, int64_t num_rows,
                     int64_t n, float* y) = nullptr;
-  // Rotary embedding on one head vector in place, rotary_dim leading dims rotated.
+  // Rotary embedding of one head vector's leading rotary_dim dims, written to out; out may be
+  // x (in place) but must not overlap it otherwise, and out's dims past rotary_dim are left
+  // alone. Out of place so a rotated k can go straight into its cache slot (write_kv_rope).
   // cos/sin hold rotary_dim/2 values for this position. neox=true pairs (i, i + rotary_dim/2)
   // (HF rotate_half); neox=false pairs (2i, 2i+1) (interleaved, GPT-J style).
-  void (*rope)(float* x, const float* cos, const float* sin, int64_t rotary_dim,
-               bool neox) = nullptr;
+  void (*rope)(const float* x, const float* cos, const float* sin, int64_t rotary_dim, bool neox,
+               float* out) = nullptr;
   // Widen one row of a stored float tensor to fp32 (embedding lookup, norm weights).
   void (*to_f32)(const void* src, DType dtype, int64_t n, float* dst) = nullptr;
   // Row `row` of any weight (quantized included) as fp32 (embedding lookup of a quantized table).

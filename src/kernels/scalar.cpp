@@ -165,16 +165,18 @@ void axpy_rows(const float* coeffs, const float* rows, int64_t row_stride, int64
   for (int64_t j = 0; j < num_rows; ++j) axpy(coeffs[j], rows + j * row_stride, n, y);
 }
 
-void rope(float* x, const float* cos, const float* sin, int64_t rotary_dim, bool neox) {
+void rope(const float* x, const float* cos, const float* sin, int64_t rotary_dim, bool neox,
+          float* out) {
   const int64_t half = rotary_dim / 2;
   for (int64_t i = 0; i < half; ++i) {
     // neox (HF rotate_half): pair i with i + half; GPT-J: pair 2i with 2i + 1.
     const int64_t i0 = neox ? i : 2 * i;
     const int64_t i1 = neox ? i + half : 2 * i + 1;
+    // Both read before either is written, so out == x is safe.
     const float a = x[i0];
     const float b = x[i1];
-    x[i0] = a * cos[i] - b * sin[i];
-    x[i1] = b * cos[i] + a * sin[i];
+    out[i0] = a * cos[i] - b * sin[i];
+    out[i1] = b * cos[i] + a * sin[i];
   }
 }
 

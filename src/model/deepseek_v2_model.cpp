@@ -304,10 +304,10 @@ void DeepseekModel::attention(const DeepseekLayer& l, const ForwardBatch& batch,
     float* row = &latent_[static_cast<size_t>(t * L)];
     kt.rms_norm(kv, l.kv_a_norm.data(), c_.rms_norm_eps, rank, row);
     std::memcpy(row + rank, kv + rank, static_cast<size_t>(rope_dim) * sizeof(float));
-    kt.rope(row + rank, cos, sin, rope_dim, /*neox=*/false);
+    kt.rope(row + rank, cos, sin, rope_dim, /*neox=*/false, row + rank);
     for (int64_t h = 0; h < H; ++h) {
       float* qh = &q_[static_cast<size_t>((t * H + h) * qhd)];
-      kt.rope(qh + nope, cos, sin, rope_dim, /*neox=*/false);
+      kt.rope(qh + nope, cos, sin, rope_dim, /*neox=*/false, qh + nope);
       // Absorbed query: its rope part is used as is; the latent part is filled below.
       std::memcpy(&q_abs_[static_cast<size_t>((t * H + h) * L + rank)], qh + nope,
                   static_cast<size_t>(rope_dim) * sizeof(float));

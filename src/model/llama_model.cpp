@@ -161,12 +161,12 @@ void LlamaModel::apply_rope(const ForwardBatch& batch) {
     float* sin = &rope_sin_[static_cast<size_t>(t * half)];
     rope_.cos_sin(batch.positions[static_cast<size_t>(t)], cos, sin);
     for (int64_t h = 0; h < num_heads_; ++h) {
-      kt.rope(&q_[static_cast<size_t>((t * num_heads_ + h) * head_dim_)], cos, sin, head_dim_,
-              true);
+      float* qh = &q_[static_cast<size_t>((t * num_heads_ + h) * head_dim_)];
+      kt.rope(qh, cos, sin, head_dim_, true, qh);
     }
     for (int64_t h = 0; h < num_kv_heads_; ++h) {
-      kt.rope(&k_[static_cast<size_t>((t * num_kv_heads_ + h) * head_dim_)], cos, sin, head_dim_,
-              true);
+      float* kh = &k_[static_cast<size_t>((t * num_kv_heads_ + h) * head_dim_)];
+      kt.rope(kh, cos, sin, head_dim_, true, kh);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -271,13 +272,24 @@ TEST_P(KernelIsaTest, RopeBothPairings) {
       std::vector<float> cos(rotary_dim / 2), sin(rotary_dim / 2);
       for (size_t i = 0; i < angle.size(); ++i)
         cos[i] = std::cos(angle[i]), sin[i] = std::sin(angle[i]);
-      std::vector<float> expected = x, actual = x;
-      scalar().rope(expected.data(), cos.data(), sin.data(), rotary_dim, neox);
-      table_->rope(actual.data(), cos.data(), sin.data(), rotary_dim, neox);
+      const std::string where =
+          std::string(neox ? "neox" : "gptj") + " rotary_dim=" + std::to_string(rotary_dim);
+
+      std::vector<float> expected = x, in_place = x;
+      scalar().rope(expected.data(), cos.data(), sin.data(), rotary_dim, neox, expected.data());
+      table_->rope(in_place.data(), cos.data(), sin.data(), rotary_dim, neox, in_place.data());
       for (int64_t i = 0; i < head_dim; ++i) {
         // Two products and a sum; FMA may skip one rounding: 4 u of the magnitudes (|x| <= 4).
-        ASSERT_NEAR(actual[i], expected[i], 4 * kUnitRoundoff * 8.0)
-            << (neox ? "neox" : "gptj") << " rotary_dim=" << rotary_dim << " i=" << i;
+        ASSERT_NEAR(in_place[i], expected[i], 4 * kUnitRoundoff * 8.0) << where << " i=" << i;
+      }
+
+      // Out of place: the same bits as in place (the fused cache write relies on it), and
+      // out's dims past rotary_dim not written.
+      const float kSentinel = -123.0f;
+      std::vector<float> out(head_dim, kSentinel);
+      table_->rope(x.data(), cos.data(), sin.data(), rotary_dim, neox, out.data());
+      for (int64_t i = 0; i < head_dim; ++i) {
+        ASSERT_EQ(out[i], i < rotary_dim ? in_place[i] : kSentinel) << where << " i=" << i;
       }
     }
   }
@@ -350,8 +362,8 @@ TEST(ScalarKernels, HandCheckedValues) {
   // with 4 dims they differ: neox pairs (0, 2) and (1, 3).
   float neox[] = {1, 2, 3, 4}, gptj[] = {1, 2, 3, 4};
   const float c[] = {0, 1}, sn[] = {1, 0};  // pair 0 by 90 degrees, pair 1 by 0
-  k.rope(neox, c, sn, 4, true);
-  k.rope(gptj, c, sn, 4, false);
+  k.rope(neox, c, sn, 4, true, neox);
+  k.rope(gptj, c, sn, 4, false, gptj);
   EXPECT_EQ(std::vector<float>(neox, neox + 4), (std::vector<float>{-3, 2, 1, 4}));
   EXPECT_EQ(std::vector<float>(gptj, gptj + 4), (std::vector<float>{-2, 1, 3, 4}));
 }

@@ -660,24 +660,26 @@ void axpy_rows(const float* coeffs, const float* rows, int64_t row_stride, int64
 }
 
 template <class V>
-void rope(float* x, const float* cos, const float* sin, int64_t rotary_dim, bool neox) {
+void rope(const float* x, const float* cos, const float* sin, int64_t rotary_dim, bool neox,
+          float* out) {
   const int64_t half = rotary_dim / 2;
+  // Each chunk loads its inputs before storing, so out == x is safe.
   if (neox) {  // pairs (i, i + half): both halves are contiguous, so vectorise directly
     constexpr int kL = V::kLanes;
     for (int64_t i = 0; i < half; i += kL) {
       const int m = static_cast<int>(min_i64<V>(kL, half - i));
       const auto a = V::load_n(x + i, m), b = V::load_n(x + half + i, m);
       const auto c = V::load_n(cos + i, m), s = V::load_n(sin + i, m);
-      V::store_n(x + i, V::sub(V::mul(a, c), V::mul(b, s)), m);
-      V::store_n(x + half + i, V::fma(a, s, V::mul(b, c)), m);
+      V::store_n(out + i, V::sub(V::mul(a, c), V::mul(b, s)), m);
+      V::store_n(out + half + i, V::fma(a, s, V::mul(b, c)), m);
     }
     return;
   }
   // Interleaved (GPT-J) pairs (2i, 2i + 1): rare in DeepSeek models, kept simple.
   for (int64_t i = 0; i < half; ++i) {
     const float a = x[2 * i], b = x[2 * i + 1];
-    x[2 * i] = a * cos[i] - b * sin[i];
-    x[2 * i + 1] = b * cos[i] + a * sin[i];
+    out[2 * i] = a * cos[i] - b * sin[i];
+    out[2 * i + 1] = b * cos[i] + a * sin[i];
   }
 }
 
