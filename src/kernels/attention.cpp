@@ -1,5 +1,5 @@
-// Paged attention: the KV-cache write, the blocked online-softmax attention the model runs, and
-// the contiguous reference the tests compare it with.
+// Paged attention: the KV-cache write (plain, or with rope fused in), the blocked online-softmax
+// attention the model runs, and the contiguous reference the tests compare it with.
 #include "kernels/attention.h"
 
 #include <omp.h>
@@ -100,6 +100,35 @@ void write_kv(const PagedKvLayer& cache, const float* k, const float* v,
     const int64_t slot = slot_mapping[i];
     if (slot < 0) continue;
     std::memcpy(cache.k + slot * k_row, k + i * k_row, k_row * sizeof(float));
+    std::memcpy(cache.v + slot * v_row, v + i * v_row, v_row * sizeof(float));
+  }
+}
+
+void write_kv_rope(const PagedKvLayer& cache, const RopeRows& rope, float* q, int32_t num_q_heads,
+                   const float* k, const float* v, const int64_t* slot_mapping,
+                   int64_t num_tokens) {
+  const KernelTable& kt = kernels();
+  const int64_t dk = cache.k_head_dim;
+  const int64_t k_row = int64_t{cache.num_kv_heads} * dk;
+  const int64_t v_row = int64_t{cache.num_kv_heads} * cache.v_head_dim;
+  const int64_t half = rope.rotary_dim / 2;
+  const auto tail_bytes = static_cast<size_t>(dk - rope.rotary_dim) * sizeof(float);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < num_tokens; ++i) {
+    const float* cos = rope.cos + i * half;
+    const float* sin = rope.sin + i * half;
+    float* q_row = q + i * num_q_heads * dk;
+    for (int64_t h = 0; h < num_q_heads; ++h) {
+      kt.rope(q_row + h * dk, cos, sin, rope.rotary_dim, rope.neox, q_row + h * dk);
+    }
+    const int64_t slot = slot_mapping[i];
+    if (slot < 0) continue;
+    float* k_slot = cache.k + slot * k_row;
+    for (int64_t h = 0; h < cache.num_kv_heads; ++h) {
+      const float* k_head = k + i * k_row + h * dk;
+      kt.rope(k_head, cos, sin, rope.rotary_dim, rope.neox, k_slot + h * dk);
+      std::memcpy(k_slot + h * dk + rope.rotary_dim, k_head + rope.rotary_dim, tail_bytes);
+    }
     std::memcpy(cache.v + slot * v_row, v + i * v_row, v_row * sizeof(float));
   }
 }

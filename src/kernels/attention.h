@@ -25,6 +25,23 @@ struct PagedKvLayer {
 void write_kv(const PagedKvLayer& cache, const float* k, const float* v,
               const int64_t* slot_mapping, int64_t num_tokens);
 
+// Per-token rotary cos/sin rows, rotary_dim / 2 values each: token i's start at
+// cos + i * (rotary_dim / 2). A model fills them once per forward pass for every layer to share.
+struct RopeRows {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  int32_t rotary_dim = 0;  // leading dims of each head that are rotated; the rest pass through
+  bool neox = true;        // pairing, as in KernelTable::rope
+};
+
+// Rope fused into the cache write, one pass over each token: every k head is rotated straight
+// into its slot instead of being rotated in place and then copied, v is copied as write_kv
+// does, and q [num_tokens, num_q_heads, k_head_dim] is rotated in place while the token's
+// cos/sin are hot. Bit-identical to KernelTable::rope on every q and k head, then write_kv.
+// A negative slot (padding) gets nothing written, but its q is still rotated.
+void write_kv_rope(const PagedKvLayer& cache, const RopeRows& rope, float* q, int32_t num_q_heads,
+                   const float* k, const float* v, const int64_t* slot_mapping, int64_t num_tokens);
+
 struct AttentionSequence {
   int32_t token_begin = 0;               // first row of this sequence's new tokens in q/out
   int32_t num_tokens = 0;                // new tokens this step (1 for decode, a chunk for prefill)

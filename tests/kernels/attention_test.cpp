@@ -1,12 +1,14 @@
 // Paged attention against the contiguous reference: random block tables, block sizes 1, 5 and
 // 16, decodes mixed with fresh and continuing prefill chunks in one flattened batch, MHA, GQA
-// and MQA head layouts, k and v head sizes that differ (as in MLA), on every ISA this CPU has.
+// and MQA head layouts, k and v head sizes that differ (as in MLA), on every ISA this CPU has;
+// and the cache write with rope fused in against rope followed by the plain write.
 #include "kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -156,6 +158,76 @@ TEST(WriteKv, SlotsLandAtBlockAndOffsetAndNegativeSlotsAreSkipped) {
   }
   const float k_written = std::accumulate(k.begin(), k.end(), 0.0f);
   EXPECT_EQ(k_written, 21.0f);  // 1 + ... + 6: only the first token was written
+}
+
+// write_kv_rope must leave exactly what the unfused steps leave: KernelTable::rope in place on
+// every q and k head, then write_kv. Bit for bit, on the table the model would use.
+void check_write_kv_rope(int32_t num_q_heads, int32_t num_kv_heads, int32_t k_head_dim,
+                         int32_t v_head_dim, int32_t rotary_dim, bool neox, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int32_t block_size = 4, num_blocks = 4;
+  // Padding (-1) first, in the middle and last; the others in scattered blocks.
+  const std::vector<int64_t> slots = {-1, 9, 2, -1, 15, 4, -1};
+  const auto T = static_cast<int64_t>(slots.size());
+  const int32_t half = rotary_dim / 2;
+  std::vector<float> cos(size_t(T) * half), sin(size_t(T) * half);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int32_t i = 0; i < half; ++i) {
+      const float angle =
+          static_cast<float>(t * 7 + 1) * std::pow(10000.0f, -2.0f * i / rotary_dim);
+      cos[size_t(t * half + i)] = std::cos(angle);
+      sin[size_t(t * half + i)] = std::sin(angle);
+    }
+  }
+  const std::vector<float> q = random_floats(rng, size_t(T) * num_q_heads * k_head_dim);
+  const std::vector<float> k = random_floats(rng, size_t(T) * num_kv_heads * k_head_dim);
+  const std::vector<float> v = random_floats(rng, size_t(T) * num_kv_heads * v_head_dim);
+  const size_t k_pool = size_t(num_blocks) * block_size * num_kv_heads * k_head_dim;
+  const size_t v_pool = size_t(num_blocks) * block_size * num_kv_heads * v_head_dim;
+
+  // Unfused: rope in place on copies of q and k, then the plain cache write.
+  std::vector<float> q_expected = q, k_rotated = k;
+  std::vector<float> k_expected(k_pool, -7.0f), v_expected(v_pool, -7.0f);
+  const KernelTable& kt = kernels();
+  for (int64_t t = 0; t < T; ++t) {
+    for (int32_t h = 0; h < num_q_heads; ++h) {
+      float* head = &q_expected[size_t((t * num_q_heads + h) * k_head_dim)];
+      kt.rope(head, &cos[size_t(t * half)], &sin[size_t(t * half)], rotary_dim, neox, head);
+    }
+    for (int32_t h = 0; h < num_kv_heads; ++h) {
+      float* head = &k_rotated[size_t((t * num_kv_heads + h) * k_head_dim)];
+      kt.rope(head, &cos[size_t(t * half)], &sin[size_t(t * half)], rotary_dim, neox, head);
+    }
+  }
+  const PagedKvLayer expected_cache{k_expected.data(), v_expected.data(), block_size,
+                                    num_kv_heads,      k_head_dim,        v_head_dim};
+  write_kv(expected_cache, k_rotated.data(), v.data(), slots.data(), T);
+
+  // Fused. The pools start with the same sentinel, so a write to a padding slot shows.
+  std::vector<float> q_actual = q, k_actual(k_pool, -7.0f), v_actual(v_pool, -7.0f);
+  const PagedKvLayer actual_cache{k_actual.data(), v_actual.data(), block_size,
+                                  num_kv_heads,    k_head_dim,      v_head_dim};
+  write_kv_rope(actual_cache, RopeRows{cos.data(), sin.data(), rotary_dim, neox}, q_actual.data(),
+                num_q_heads, k.data(), v.data(), slots.data(), T);
+
+  const std::string where = std::string(neox ? "neox" : "interleaved") + " rotary_dim " +
+                            std::to_string(rotary_dim) + " of " + std::to_string(k_head_dim) +
+                            ", isa " + isa_name(kernels().isa);
+  // Bit equality (not a tolerance): the fused path must not change a single result.
+  EXPECT_EQ(q_actual, q_expected) << where;
+  EXPECT_EQ(k_actual, k_expected) << where;
+  EXPECT_EQ(v_actual, v_expected) << where;
+  const auto untouched = std::count(k_actual.begin(), k_actual.end(), -7.0f);
+  EXPECT_EQ(untouched, static_cast<std::ptrdiff_t>(k_pool) - 4 * num_kv_heads * k_head_dim)
+      << "only the 4 real slots are written; " << where;
+}
+
+TEST_P(AttentionIsaTest, WriteKvRopeMatchesRopeThenWriteKv) {
+  for (bool neox : {true, false}) {
+    check_write_kv_rope(8, 2, 64, 64, 64, neox, 31);     // GQA, whole head rotated (Llama)
+    check_write_kv_rope(4, 4, 128, 128, 128, neox, 32);  // MHA, DeepSeek-Coder's 128-wide heads
+    check_write_kv_rope(3, 1, 22, 9, 18, neox, 33);      // partial rotary; half 9: a vector tail
+  }
 }
 
 TEST(AttentionReference, SingleKeyReturnsItsValue) {
