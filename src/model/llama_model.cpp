@@ -45,7 +45,6 @@ class LlamaModel final : public Model {
 
  private:
   void reserve(int64_t num_tokens);
-  void apply_rope(const ForwardBatch& batch);
   void add_bias(float* x, const std::vector<float>& bias, int64_t num_tokens) const;
 
   int64_t hidden_, intermediate_, num_layers_, num_heads_, num_kv_heads_, head_dim_, vocab_size_;
@@ -151,26 +150,6 @@ void LlamaModel::add_bias(float* x, const std::vector<float>& bias, int64_t num_
   }
 }
 
-void LlamaModel::apply_rope(const ForwardBatch& batch) {
-  const KernelTable& kt = kernels();
-  const int64_t num_tokens = batch.num_tokens();
-  const int64_t half = head_dim_ / 2;
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    float* cos = &rope_cos_[static_cast<size_t>(t * half)];
-    float* sin = &rope_sin_[static_cast<size_t>(t * half)];
-    rope_.cos_sin(batch.positions[static_cast<size_t>(t)], cos, sin);
-    for (int64_t h = 0; h < num_heads_; ++h) {
-      float* qh = &q_[static_cast<size_t>((t * num_heads_ + h) * head_dim_)];
-      kt.rope(qh, cos, sin, head_dim_, true, qh);
-    }
-    for (int64_t h = 0; h < num_kv_heads_; ++h) {
-      float* kh = &k_[static_cast<size_t>((t * num_kv_heads_ + h) * head_dim_)];
-      kt.rope(kh, cos, sin, head_dim_, true, kh);
-    }
-  }
-}
-
 void LlamaModel::forward(const ForwardBatch& batch, KvCache& cache, float* logits) {
   const KernelTable& kt = kernels();
   const int64_t T = batch.num_tokens();
@@ -182,6 +161,9 @@ void LlamaModel::forward(const ForwardBatch& batch, KvCache& cache, float* logit
   for (const ForwardSequence& s : batch.sequences) {
     attn_seqs_.push_back({s.token_begin, s.num_tokens, s.context_len, s.block_table});
   }
+  // cos/sin depend only on the positions, so one set of rows serves every layer.
+  rope_.cos_sin_rows(batch.positions.data(), T, rope_cos_.data(), rope_sin_.data());
+  const RopeRows rope{rope_cos_.data(), rope_sin_.data(), rope_.rotary_dim(), /*neox=*/true};
 
   for (int64_t i = 0; i < num_layers_; ++i) {
     const LlamaLayer& l = layers_[static_cast<size_t>(i)];
@@ -193,10 +175,11 @@ void LlamaModel::forward(const ForwardBatch& batch, KvCache& cache, float* logit
     add_bias(q_.data(), l.q_bias, T);
     add_bias(k_.data(), l.k_bias, T);
     add_bias(v_.data(), l.v_bias, T);
-    apply_rope(batch);
 
     const PagedKvLayer& layer_cache = cache.layer(static_cast<int32_t>(i));
-    write_kv(layer_cache, k_.data(), v_.data(), batch.slot_mapping.data(), T);
+    // Rotates q in place and k on its way into the cache.
+    write_kv_rope(layer_cache, rope, q_.data(), static_cast<int32_t>(num_heads_), k_.data(),
+                  v_.data(), batch.slot_mapping.data(), T);
     paged_attention(q_.data(), static_cast<int32_t>(num_heads_), layer_cache, attn_seqs_.data(),
                     static_cast<int32_t>(attn_seqs_.size()), attn_scale_, attn_.data());
 

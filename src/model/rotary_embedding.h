@@ -38,6 +38,10 @@ class RotaryEmbedding {
 
   // cos/sin for one position: each rotary_dim/2 values.
   void cos_sin(int64_t position, float* cos, float* sin) const;
+  // cos_sin for each of num_tokens positions into consecutive rows (token i's at
+  // cos + i * rotary_dim/2), threads splitting the tokens. Done once per forward pass, since
+  // the rows depend only on positions and so serve every layer.
+  void cos_sin_rows(const int32_t* positions, int64_t num_tokens, float* cos, float* sin) const;
 
  private:
   RopeParams params_;
