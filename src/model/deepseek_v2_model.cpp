@@ -294,23 +294,23 @@ void DeepseekModel::attention(const DeepseekLayer& l, const ForwardBatch& batch,
   }
   ops::matmul(x_.data(), T, l.kv_a, kv_a_.data());  // [T, kv_lora + rope]
 
+  // cos/sin rows were filled once for this forward pass (forward()).
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < T; ++t) {
-    float* cos = &rope_cos_[static_cast<size_t>(t * half)];
-    float* sin = &rope_sin_[static_cast<size_t>(t * half)];
-    rope_.cos_sin(batch.positions[static_cast<size_t>(t)], cos, sin);
-    // Cache row: normalised latent, then the rotated k_pe (shared by all heads, no norm).
+    const float* cos = &rope_cos_[static_cast<size_t>(t * half)];
+    const float* sin = &rope_sin_[static_cast<size_t>(t * half)];
+    // Cache row: normalised latent, then the rotated k_pe (shared by all heads, no norm),
+    // rotated straight from kv_a into the row rather than copied and then rotated.
     const float* kv = &kv_a_[static_cast<size_t>(t * L)];
     float* row = &latent_[static_cast<size_t>(t * L)];
     kt.rms_norm(kv, l.kv_a_norm.data(), c_.rms_norm_eps, rank, row);
-    std::memcpy(row + rank, kv + rank, static_cast<size_t>(rope_dim) * sizeof(float));
-    kt.rope(row + rank, cos, sin, rope_dim, /*neox=*/false, row + rank);
+    kt.rope(kv + rank, cos, sin, rope_dim, /*neox=*/false, row + rank);
     for (int64_t h = 0; h < H; ++h) {
-      float* qh = &q_[static_cast<size_t>((t * H + h) * qhd)];
-      kt.rope(qh + nope, cos, sin, rope_dim, /*neox=*/false, qh + nope);
-      // Absorbed query: its rope part is used as is; the latent part is filled below.
-      std::memcpy(&q_abs_[static_cast<size_t>((t * H + h) * L + rank)], qh + nope,
-                  static_cast<size_t>(rope_dim) * sizeof(float));
+      const float* qh = &q_[static_cast<size_t>((t * H + h) * qhd)];
+      // Absorbed query: its rope part is q's, rotated straight into place; the latent part is
+      // filled below.
+      kt.rope(qh + nope, cos, sin, rope_dim, /*neox=*/false,
+              &q_abs_[static_cast<size_t>((t * H + h) * L + rank)]);
       std::memcpy(&q_nope_[static_cast<size_t>((h * T + t) * nope)], qh,
                   static_cast<size_t>(nope) * sizeof(float));
     }
@@ -362,6 +362,8 @@ void DeepseekModel::forward(const ForwardBatch& batch, KvCache& cache, float* lo
   for (const ForwardSequence& s : batch.sequences) {
     attn_seqs_.push_back({s.token_begin, s.num_tokens, s.context_len, s.block_table});
   }
+  // cos/sin depend only on the positions, so one set of rows serves every layer's attention.
+  rope_.cos_sin_rows(batch.positions.data(), T, rope_cos_.data(), rope_sin_.data());
 
   for (int64_t i = 0; i < c_.num_layers; ++i) {
     const DeepseekLayer& l = layers_[static_cast<size_t>(i)];
