@@ -47,6 +47,28 @@ void matmul(const float* x, int64_t num_tokens, const WeightView& w, float* y, i
   }
 }
 
+void matmul_batch(std::span<const MatmulJob> jobs) {
+  const KernelTable& k = kernels();
+  int64_t macs = 0;
+  for (const MatmulJob& j : jobs) macs += j.num_tokens * j.w->rows * j.w->cols;
+  const int num_threads = available_threads();
+  if (num_threads <= 1 || macs < kMinParallelMacs) {
+    for (const MatmulJob& j : jobs) k.matmul(j.x, j.num_tokens, *j.w, 0, j.w->rows, j.y, j.ldy);
+    return;
+  }
+#pragma omp parallel num_threads(num_threads)
+  {
+    const int64_t part = omp_get_thread_num(), num_parts = omp_get_num_threads();
+    for (const MatmulJob& j : jobs) {
+      const int64_t rows = j.w->rows;
+      const int64_t per =
+          ((rows + num_parts - 1) / num_parts + kRowAlign - 1) / kRowAlign * kRowAlign;
+      const int64_t begin = part * per, end = std::min(rows, begin + per);
+      if (begin < end) k.matmul(j.x, j.num_tokens, *j.w, begin, end, j.y, j.ldy);
+    }
+  }
+}
+
 void rms_norm_rows(const float* x, const float* weight, float eps, int64_t num_rows, int64_t n,
                    float* out) {
   const KernelTable& k = kernels();

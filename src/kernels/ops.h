@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/kernels.h"
 
@@ -17,6 +18,20 @@ void matmul(const float* x, int64_t num_tokens, const WeightView& w, float* y, i
 inline void matmul(const float* x, int64_t num_tokens, const WeightView& w, float* y) {
   matmul(x, num_tokens, w, y, w.rows);
 }
+
+// One y = x W^T of matmul_batch: x [num_tokens, w->cols], y [num_tokens, ldy].
+struct MatmulJob {
+  const float* x;
+  int64_t num_tokens;
+  const WeightView* w;
+  float* y;
+  int64_t ldy;
+};
+// Independent matmuls in one parallel region, each job's rows split across the threads as
+// matmul splits them: the same results as one matmul call per job, with one fork/join instead
+// of one per job. Decode is a chain of small matmuls (q/k/v, gate/up, a layer's experts), where
+// each region's start and end-of-region wait cost a noticeable share of the matmul itself.
+void matmul_batch(std::span<const MatmulJob> jobs);
 
 // out[i, :] = rms_norm(x[i, :]) * weight for num_rows rows of n values (row stride n).
 void rms_norm_rows(const float* x, const float* weight, float eps, int64_t num_rows, int64_t n,

@@ -284,15 +284,19 @@ void DeepseekModel::attention(const DeepseekLayer& l, const ForwardBatch& batch,
   const int64_t L = c_.latent_dim();
   const int64_t half = rope_dim / 2;
 
-  if (c_.q_lora_rank > 0) {
-    ops::matmul(x_.data(), T, l.q_a, q_a_.data());  // [T, q_lora]
+  // The projections of x in one parallel region: q_a [T, q_lora] or q [T, H*qhd], and kv_a
+  // [T, kv_lora + rope].
+  const bool q_lora = c_.q_lora_rank > 0;
+  const ops::MatmulJob from_x[] = {
+      q_lora ? ops::MatmulJob{x_.data(), T, &l.q_a, q_a_.data(), l.q_a.rows}
+             : ops::MatmulJob{x_.data(), T, &l.q_proj, q_.data(), l.q_proj.rows},
+      {x_.data(), T, &l.kv_a, kv_a_.data(), l.kv_a.rows}};
+  ops::matmul_batch(from_x);
+  if (q_lora) {
     ops::rms_norm_rows(q_a_.data(), l.q_a_norm.data(), c_.rms_norm_eps, T, c_.q_lora_rank,
                        q_a_.data());
     ops::matmul(q_a_.data(), T, l.q_b, q_.data());  // [T, H*qhd]
-  } else {
-    ops::matmul(x_.data(), T, l.q_proj, q_.data());  // [T, H*qhd]
   }
-  ops::matmul(x_.data(), T, l.kv_a, kv_a_.data());  // [T, kv_lora + rope]
 
   // cos/sin rows were filled once for this forward pass (forward()).
 #pragma omp parallel for schedule(static)
@@ -345,8 +349,9 @@ void DeepseekModel::attention(const DeepseekLayer& l, const ForwardBatch& batch,
 
 void DeepseekModel::dense_mlp(const ExpertMlp& mlp, int64_t T) {
   const int64_t inter = mlp.gate.rows;
-  ops::matmul(x_.data(), T, mlp.gate, gate_.data());
-  ops::matmul(x_.data(), T, mlp.up, up_.data());
+  const ops::MatmulJob gate_up[] = {{x_.data(), T, &mlp.gate, gate_.data(), inter},
+                                    {x_.data(), T, &mlp.up, up_.data(), inter}};
+  ops::matmul_batch(gate_up);
   ops::silu_mul(gate_.data(), up_.data(), T * inter, gate_.data());
   ops::matmul(gate_.data(), T, mlp.down, mlp_out_.data());
 }

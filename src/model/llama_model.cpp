@@ -169,9 +169,11 @@ void LlamaModel::forward(const ForwardBatch& batch, KvCache& cache, float* logit
     const LlamaLayer& l = layers_[static_cast<size_t>(i)];
     ops::rms_norm_rows(residual_.data(), l.input_norm.data(), rms_eps_, T, hidden_, x_.data());
 
-    ops::matmul(x_.data(), T, l.q, q_.data());  // [T, heads*hd]
-    ops::matmul(x_.data(), T, l.k, k_.data());  // [T, kv_heads*hd]
-    ops::matmul(x_.data(), T, l.v, v_.data());  // [T, kv_heads*hd]
+    // q [T, heads*hd], k and v [T, kv_heads*hd]: one parallel region for the three.
+    const ops::MatmulJob qkv[] = {{x_.data(), T, &l.q, q_.data(), l.q.rows},
+                                  {x_.data(), T, &l.k, k_.data(), l.k.rows},
+                                  {x_.data(), T, &l.v, v_.data(), l.v.rows}};
+    ops::matmul_batch(qkv);
     add_bias(q_.data(), l.q_bias, T);
     add_bias(k_.data(), l.k_bias, T);
     add_bias(v_.data(), l.v_bias, T);
@@ -189,8 +191,9 @@ void LlamaModel::forward(const ForwardBatch& batch, KvCache& cache, float* logit
     ops::add_rms_norm_rows(residual_.data(), x_.data(), l.post_attn_norm.data(), rms_eps_, T,
                            hidden_, x_.data());
 
-    ops::matmul(x_.data(), T, l.gate, gate_.data());  // [T, inter]
-    ops::matmul(x_.data(), T, l.up, up_.data());      // [T, inter]
+    const ops::MatmulJob gate_up[] = {{x_.data(), T, &l.gate, gate_.data(), l.gate.rows},
+                                      {x_.data(), T, &l.up, up_.data(), l.up.rows}};
+    ops::matmul_batch(gate_up);  // [T, inter] each
     add_bias(gate_.data(), l.gate_bias, T);
     add_bias(up_.data(), l.up_bias, T);
     ops::silu_mul(gate_.data(), up_.data(), T * intermediate_, gate_.data());

@@ -143,14 +143,6 @@ void MoeDispatcher::reserve(const MoeRouterConfig& c, int64_t hidden, int64_t in
   expert_out_.resize(n * hidden_);
 }
 
-void MoeDispatcher::run_mlp(const ExpertMlp& mlp, const float* x, int64_t num_rows, float* y) {
-  const int64_t inter = mlp.gate.rows;
-  ops::matmul(x, num_rows, mlp.gate, gate_.data());  // [n, inter]
-  ops::matmul(x, num_rows, mlp.up, up_.data());      // [n, inter]
-  ops::silu_mul(gate_.data(), up_.data(), num_rows * inter, gate_.data());
-  ops::matmul(gate_.data(), num_rows, mlp.down, y);  // [n, hidden]
-}
-
 void MoeDispatcher::forward(const MoeRouterConfig& c, const MoeWeights& w, const float* x,
                             int64_t num_tokens, float* out) {
   const int64_t T = num_tokens;
@@ -192,30 +184,79 @@ void MoeDispatcher::forward(const MoeRouterConfig& c, const MoeWeights& w, const
     }
   }
 
-  std::fill(out, out + T * hidden_, 0.0f);
+  // Every expert with tokens, in ascending id order, then the shared MLP over all tokens: each
+  // token's sum runs over its experts in that order whatever else is in the batch.
+  groups_.clear();
   for (int32_t e = 0; e < E; ++e) {
-    const int32_t begin = expert_offsets_[e];
-    const int32_t n = expert_offsets_[e + 1] - begin;
-    if (n == 0) continue;
-    // Gather this expert's tokens into contiguous rows: its weights are then read once.
-    for (int32_t r = 0; r < n; ++r) {
-      const int64_t t = expert_rows_[static_cast<size_t>(begin + r)];
-      std::copy(x + t * hidden_, x + (t + 1) * hidden_,
-                &gathered_[static_cast<size_t>(r * hidden_)]);
-    }
-    run_mlp(w.experts[static_cast<size_t>(e)], gathered_.data(), n, expert_out_.data());
-    for (int32_t r = 0; r < n; ++r) {
-      const int64_t t = expert_rows_[static_cast<size_t>(begin + r)];
-      const float weight = expert_row_weights_[static_cast<size_t>(begin + r)];
-      const float* src = &expert_out_[static_cast<size_t>(r * hidden_)];
-      float* dst = out + t * hidden_;
-      for (int64_t i = 0; i < hidden_; ++i) dst[i] += weight * src[i];
-    }
+    const int32_t n = expert_offsets_[e + 1] - expert_offsets_[e];
+    if (n > 0) groups_.push_back({&w.experts[static_cast<size_t>(e)], expert_offsets_[e], n});
   }
+  if (w.has_shared) groups_.push_back({&w.shared, -1, static_cast<int32_t>(T)});
 
-  if (w.has_shared) {
-    run_mlp(w.shared, x, T, expert_out_.data());
-    for (int64_t i = 0; i < T * hidden_; ++i) out[i] += expert_out_[static_cast<size_t>(i)];
+  // Groups run in chunks of up to capacity_ rows: a decode step's experts all in one chunk, so
+  // a layer costs two parallel regions (gate/up, then down) rather than three per expert.
+  std::fill(out, out + T * hidden_, 0.0f);
+  for (size_t first = 0; first < groups_.size();) {
+    size_t last = first + 1;
+    int64_t rows = groups_[first].num_rows;
+    while (last < groups_.size() && rows + groups_[last].num_rows <= capacity_) {
+      rows += groups_[last++].num_rows;
+    }
+    run_groups(first, last, x);
+    scatter_groups(first, last, out);
+    first = last;
+  }
+}
+
+void MoeDispatcher::run_groups(size_t first, size_t last, const float* x) {
+  // Gather each expert's tokens into contiguous rows (its weights are then read once for all
+  // of them) and lay the groups' gate/up/output rows end to end.
+  jobs_.clear();
+  int64_t row = 0, inter_offset = 0;
+  for (size_t i = first; i < last; ++i) {
+    ExpertGroup& g = groups_[i];
+    const int64_t inter = g.mlp->gate.rows;
+    g.input = x;  // the shared MLP reads every token as it is
+    if (g.slot_begin >= 0) {
+      g.input = &gathered_[static_cast<size_t>(row * hidden_)];
+      for (int32_t r = 0; r < g.num_rows; ++r) {
+        const int64_t t = expert_rows_[static_cast<size_t>(g.slot_begin + r)];
+        std::copy(x + t * hidden_, x + (t + 1) * hidden_,
+                  &gathered_[static_cast<size_t>((row + r) * hidden_)]);
+      }
+    }
+    g.gate = &gate_[static_cast<size_t>(inter_offset)];
+    g.up = &up_[static_cast<size_t>(inter_offset)];
+    g.output = &expert_out_[static_cast<size_t>(row * hidden_)];
+    jobs_.push_back({g.input, g.num_rows, &g.mlp->gate, g.gate, inter});
+    jobs_.push_back({g.input, g.num_rows, &g.mlp->up, g.up, inter});
+    row += g.num_rows;
+    inter_offset += g.num_rows * inter;
+  }
+  ops::matmul_batch(jobs_);
+  ops::silu_mul(gate_.data(), up_.data(), inter_offset, gate_.data());
+  jobs_.clear();
+  for (size_t i = first; i < last; ++i) {
+    const ExpertGroup& g = groups_[i];
+    jobs_.push_back({g.gate, g.num_rows, &g.mlp->down, g.output, hidden_});
+  }
+  ops::matmul_batch(jobs_);
+}
+
+void MoeDispatcher::scatter_groups(size_t first, size_t last, float* out) const {
+  for (size_t i = first; i < last; ++i) {
+    const ExpertGroup& g = groups_[i];
+    if (g.slot_begin < 0) {  // the shared MLP: every token, weight 1
+      for (int64_t j = 0; j < g.num_rows * hidden_; ++j) out[j] += g.output[j];
+      continue;
+    }
+    for (int32_t r = 0; r < g.num_rows; ++r) {
+      const int64_t t = expert_rows_[static_cast<size_t>(g.slot_begin + r)];
+      const float weight = expert_row_weights_[static_cast<size_t>(g.slot_begin + r)];
+      const float* src = g.output + r * hidden_;
+      float* dst = out + t * hidden_;
+      for (int64_t j = 0; j < hidden_; ++j) dst[j] += weight * src[j];
+    }
   }
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include "model/deepseek_config.h"
 
 namespace pagoda {
@@ -57,7 +58,18 @@ class MoeDispatcher {
   const std::vector<float>& last_weights() const { return route_weights_; }
 
  private:
-  void run_mlp(const ExpertMlp& mlp, const float* x, int64_t num_rows, float* y);
+  // One MLP's share of a layer: a routed expert with its gathered tokens, or the shared MLP.
+  struct ExpertGroup {
+    const ExpertMlp* mlp = nullptr;
+    int32_t slot_begin = -1;  // first of its (token, slot) pairs in expert_rows_; -1: shared
+    int32_t num_rows = 0;
+    const float* input = nullptr;  // [num_rows, hidden]
+    float* gate = nullptr;         // [num_rows, inter] (silu(gate) * up after the first region)
+    float* up = nullptr;           // [num_rows, inter]
+    float* output = nullptr;       // [num_rows, hidden]
+  };
+  void run_groups(size_t first, size_t last, const float* x);
+  void scatter_groups(size_t first, size_t last, float* out) const;
 
   int64_t hidden_ = 0;
   int64_t max_inter_ = 0;
@@ -70,9 +82,11 @@ class MoeDispatcher {
   std::vector<int32_t> expert_cursor_;     // [E] fill positions during the sort
   std::vector<int32_t> expert_rows_;       // [T * top_k] token index, grouped by expert
   std::vector<float> expert_row_weights_;  // [T * top_k]
-  std::vector<float> gathered_;            // [T, hidden] the tokens of one expert
-  std::vector<float> gate_, up_;           // [T, inter]
-  std::vector<float> expert_out_;          // [T, hidden]
+  std::vector<ExpertGroup> groups_;        // this layer's experts with tokens, then shared
+  std::vector<ops::MatmulJob> jobs_;
+  std::vector<float> gathered_;    // [T, hidden] the tokens of one chunk of experts
+  std::vector<float> gate_, up_;   // [T, inter] ditto
+  std::vector<float> expert_out_;  // [T, hidden] ditto
 };
 
 }  // namespace pagoda

@@ -2,6 +2,7 @@
 // the whole range gives (bit for bit: each output element is computed by the same code), and
 // the row-wise ops must apply their kernel to every row.
 #include "kernels/ops.h"
+#include "kernels/quantize.h"
 
 #include <omp.h>
 
@@ -58,6 +59,52 @@ TEST_F(OpsTest, MatmulSplitsMatchOneCall) {
       // number of tokens in the call (the kernels are batch-invariant by design).
       ASSERT_EQ(actual, expected) << "rows=" << s.rows << " tokens=" << s.tokens << " "
                                   << dtype_name(dtype);
+    }
+  }
+}
+
+// Several matmuls in one region give each job the bits of its own call, whatever the mix of
+// shapes, types (W8A8 included, which quantizes activations inside each call) and output
+// strides; small batches run serially and must agree too.
+TEST_F(OpsTest, MatmulBatchMatchesOneCallPerJob) {
+  struct Shape {
+    int64_t rows, cols, tokens;
+  };
+  const Shape shapes[] = {{1000, 256, 1}, {40, 256, 3}, {203, 128, 5}, {8, 64, 1}, {512, 96, 17}};
+  std::vector<std::vector<float>> weights, inputs;
+  std::vector<QuantizedMatrix> quantized;
+  std::vector<WeightView> views;
+  for (const Shape& s : shapes) {
+    weights.push_back(random_floats(rng_, s.rows * s.cols));
+    inputs.push_back(random_floats(rng_, s.tokens * s.cols));
+    views.push_back(WeightView{weights.back().data(), DType::kF32, s.rows, s.cols});
+  }
+  // The same matrices again as W8A8 int8 in groups of 32.
+  for (size_t i = 0; i < std::size(shapes); ++i) {
+    quantized.push_back(quantize_matrix(views[i], DType::kI8, 32));
+    quantized.back().view.int8_activations = true;
+  }
+  for (bool w8a8 : {false, true}) {
+    for (size_t count : {size_t{1}, size_t{2}, std::size(shapes)}) {
+      std::vector<ops::MatmulJob> jobs;
+      std::vector<std::vector<float>> expected, actual;
+      for (size_t i = 0; i < count; ++i) {
+        const Shape& s = shapes[i];
+        const int64_t ldy = s.rows + 3;
+        expected.emplace_back(static_cast<size_t>(s.tokens * ldy), 7.0f);
+        actual.emplace_back(static_cast<size_t>(s.tokens * ldy), 7.0f);
+      }
+      for (size_t i = 0; i < count; ++i) {
+        const Shape& s = shapes[i];
+        const WeightView& w = w8a8 ? quantized[i].view : views[i];
+        kernels().matmul(inputs[i].data(), s.tokens, w, 0, s.rows, expected[i].data(), s.rows + 3);
+        jobs.push_back({inputs[i].data(), s.tokens, &w, actual[i].data(), s.rows + 3});
+      }
+      ops::matmul_batch(jobs);
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(actual[i], expected[i])
+            << "job " << i << " of " << count << (w8a8 ? " w8a8" : "");
+      }
     }
   }
 }
