@@ -21,29 +21,24 @@ int available_threads() {
 }  // namespace
 
 void matmul(const float* x, int64_t num_tokens, const WeightView& w, float* y, int64_t ldy) {
-  const KernelTable& k = kernels();
   const int64_t rows = w.rows, cols = w.cols;
   const int num_threads = available_threads();
-  if (num_threads <= 1 || num_tokens * rows * cols < kMinParallelMacs) {
-    k.matmul(x, num_tokens, w, 0, rows, y, ldy);
-    return;
-  }
   // Splitting rows lets each thread stream (and widen) only its own part of W, which is what
   // matters when W is large; split tokens only when the rows are too few to share out.
-  const bool split_tokens = rows < 4 * kRowAlign * num_threads && num_tokens >= num_threads;
+  const bool split_tokens = num_threads > 1 && num_tokens * rows * cols >= kMinParallelMacs &&
+                            rows < 4 * kRowAlign * num_threads && num_tokens >= num_threads;
+  if (!split_tokens) {
+    const MatmulJob job{x, num_tokens, &w, y, ldy};
+    matmul_batch({&job, 1});
+    return;
+  }
+  const KernelTable& k = kernels();
 #pragma omp parallel num_threads(num_threads)
   {
     const int64_t part = omp_get_thread_num(), num_parts = omp_get_num_threads();
-    if (split_tokens) {
-      const int64_t per = (num_tokens + num_parts - 1) / num_parts;
-      const int64_t begin = part * per, end = std::min(num_tokens, begin + per);
-      if (begin < end) k.matmul(x + begin * cols, end - begin, w, 0, rows, y + begin * ldy, ldy);
-    } else {
-      const int64_t per =
-          ((rows + num_parts - 1) / num_parts + kRowAlign - 1) / kRowAlign * kRowAlign;
-      const int64_t begin = part * per, end = std::min(rows, begin + per);
-      if (begin < end) k.matmul(x, num_tokens, w, begin, end, y, ldy);
-    }
+    const int64_t per = (num_tokens + num_parts - 1) / num_parts;
+    const int64_t begin = part * per, end = std::min(num_tokens, begin + per);
+    if (begin < end) k.matmul(x + begin * cols, end - begin, w, 0, rows, y + begin * ldy, ldy);
   }
 }
 

@@ -216,9 +216,9 @@ void MoeDispatcher::run_groups(size_t first, size_t last, const float* x) {
   for (size_t i = first; i < last; ++i) {
     ExpertGroup& g = groups_[i];
     const int64_t inter = g.mlp->gate.rows;
-    g.input = x;  // the shared MLP reads every token as it is
+    const float* input = x;  // the shared MLP reads every token as it is
     if (g.slot_begin >= 0) {
-      g.input = &gathered_[static_cast<size_t>(row * hidden_)];
+      input = &gathered_[static_cast<size_t>(row * hidden_)];
       for (int32_t r = 0; r < g.num_rows; ++r) {
         const int64_t t = expert_rows_[static_cast<size_t>(g.slot_begin + r)];
         std::copy(x + t * hidden_, x + (t + 1) * hidden_,
@@ -228,8 +228,8 @@ void MoeDispatcher::run_groups(size_t first, size_t last, const float* x) {
     g.gate = &gate_[static_cast<size_t>(inter_offset)];
     g.up = &up_[static_cast<size_t>(inter_offset)];
     g.output = &expert_out_[static_cast<size_t>(row * hidden_)];
-    jobs_.push_back({g.input, g.num_rows, &g.mlp->gate, g.gate, inter});
-    jobs_.push_back({g.input, g.num_rows, &g.mlp->up, g.up, inter});
+    jobs_.push_back({input, g.num_rows, &g.mlp->gate, g.gate, inter});
+    jobs_.push_back({input, g.num_rows, &g.mlp->up, g.up, inter});
     row += g.num_rows;
     inter_offset += g.num_rows * inter;
   }

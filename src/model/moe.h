@@ -63,10 +63,9 @@ class MoeDispatcher {
     const ExpertMlp* mlp = nullptr;
     int32_t slot_begin = -1;  // first of its (token, slot) pairs in expert_rows_; -1: shared
     int32_t num_rows = 0;
-    const float* input = nullptr;  // [num_rows, hidden]
-    float* gate = nullptr;         // [num_rows, inter] (silu(gate) * up after the first region)
-    float* up = nullptr;           // [num_rows, inter]
-    float* output = nullptr;       // [num_rows, hidden]
+    float* gate = nullptr;    // [num_rows, inter] (silu(gate) * up after the first region)
+    float* up = nullptr;      // [num_rows, inter]
+    float* output = nullptr;  // [num_rows, hidden]
   };
   void run_groups(size_t first, size_t last, const float* x);
   void scatter_groups(size_t first, size_t last, float* out) const;

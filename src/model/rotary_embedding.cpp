@@ -167,7 +167,8 @@ void RotaryEmbedding::cos_sin(int64_t position, float* cos, float* sin) const {
 void RotaryEmbedding::cos_sin_rows(const int32_t* positions, int64_t num_tokens, float* cos,
                                    float* sin) const {
   const auto half = static_cast<int64_t>(inv_freq_.size());
-#pragma omp parallel for schedule(static)
+  // A decode step's few rows cost less than starting the threads.
+#pragma omp parallel for schedule(static) if (num_tokens > 8)
   for (int64_t t = 0; t < num_tokens; ++t) cos_sin(positions[t], cos + t * half, sin + t * half);
 }
 

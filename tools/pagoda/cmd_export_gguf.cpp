@@ -379,11 +379,13 @@ void add_deepseek2_hparams(GgufWriter& w, const ModelConfig& c) {
   }
 }
 
+// "model.layers.<N>.<suffix>": the layer and the suffix.
+const std::regex kLayerTensor(R"(model\.layers\.(\d+)\.(.+))");
+
 // HF tensor name → GGUF name ("" to skip). Throws on a name we do not know. Experts and
 // kv_b_proj of deepseek2 are stacked / split by run_export_gguf, not named here.
 std::string gguf_tensor_name(const std::string& hf, const std::string& path,
                              const std::string& arch) {
-  static const std::regex kLayer(R"(model\.layers\.(\d+)\.(.+))");
   static const std::map<std::string, std::string> kLayerNames = {
       {"input_layernorm.weight", "attn_norm.weight"},
       {"self_attn.q_proj.weight", "attn_q.weight"},
@@ -416,7 +418,7 @@ std::string gguf_tensor_name(const std::string& hf, const std::string& path,
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
   std::smatch m;
-  if (std::regex_match(hf, m, kLayer)) {
+  if (std::regex_match(hf, m, kLayerTensor)) {
     for (const auto* table : {&kLayerNames, arch == "deepseek2" ? &kDeepseek2Names : nullptr}) {
       if (table == nullptr) continue;
       const auto it = table->find(m[2].str());
@@ -583,7 +585,6 @@ int run_export_gguf(const ExportOptions& o) {
 
   std::vector<TensorPlan> plans;
   if (deepseek) plan_stacked_experts(store, *deepseek, plans);
-  static const std::regex kLayerTensor(R"(model\.layers\.(\d+)\.(.+))");
   for (const auto& [hf_name, tensor] : store.tensors()) {
     if (deepseek) {
       std::smatch m;
