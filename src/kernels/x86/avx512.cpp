@@ -34,7 +34,13 @@ struct Avx512 {
   static constexpr int kWideTileRows = 4;
   static constexpr int kWideTileTokens = 4;
 
-  static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
+  // The first n lanes; n may be <= 0 (a padding block past the row: nothing) or >= the lanes.
+  static __mmask16 mask(int n) {
+    return n <= 0 ? 0 : n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1u);
+  }
+  static __mmask32 mask32(int n) {
+    return n <= 0 ? 0 : n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u);
+  }
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float v) { return _mm512_set1_ps(v); }
   static F load(const float* p) { return _mm512_loadu_ps(p); }
@@ -72,8 +78,7 @@ struct Avx512 {
     split_bf16_pairs(_mm512_loadu_si512(p), even, odd);
   }
   static void load_bf16_even_odd_n(const uint16_t* p, int n, F& even, F& odd) {
-    split_bf16_pairs(_mm512_maskz_loadu_epi16(static_cast<__mmask32>((1ull << n) - 1u), p), even,
-                     odd);
+    split_bf16_pairs(_mm512_maskz_loadu_epi16(mask32(n), p), even, odd);
   }
 
   // 16 int8 / 4-bit values as fp32; load_u4 takes the nibble at bit `shift` of 16 bytes.
