@@ -45,9 +45,13 @@ struct Variant {
 };
 
 const Variant kVariants[] = {
-    {"bf16", DType::kBF16, 0, false},        {"int8 weight-only", DType::kI8, 0, false},
-    {"int8 W8A8", DType::kI8, 0, true},      {"int4 g32 weight-only", DType::kI4, 32, false},
-    {"int4 g32 W4A8", DType::kI4, 32, true}, {"int4 g128 W4A8", DType::kI4, 128, true},
+    {"bf16", DType::kBF16, 0, false},
+    {"int8 weight-only", DType::kI8, 0, false},
+    {"int8 W8A8", DType::kI8, 0, true},
+    {"int8 g32 W8A8 (Q8_0)", DType::kI8, 32, true},
+    {"int4 g32 weight-only", DType::kI4, 32, false},
+    {"int4 g32 W4A8", DType::kI4, 32, true},
+    {"int4 g128 W4A8", DType::kI4, 128, true},
 };
 
 // Enough copies of a matrix that together they overflow the last-level cache.

@@ -39,6 +39,7 @@ struct Avx2 {
   // weights and their partial sums in 16 ymm), and no VNNI.
   static constexpr int kIntTileTokens = 4;
   static constexpr bool kVnni = false;
+  static constexpr bool kZmmBlockTiles = false;  // zmm int8/int4 tiles: see Avx512Vnni
   // W8A8 with long blocks (quant_kernels.h): 2 x 3 int32 accumulators. Measured at 512
   // tokens, 1 thread (GOP/s, 2048 / 5504 columns): 2 x 3 111 / 110, 2 x 4 94-108 / 104,
   // 1 x 8 103 / 78, 3 x 3 67, 2 x 6 67: GCC spills the accumulators of larger tiles, and

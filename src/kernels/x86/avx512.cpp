@@ -29,6 +29,7 @@ struct Avx512 {
   // W8A8 / W4A8 (quant_kernels.h, 256-bit blocks): tokens per 4-row integer tile (32 registers).
   static constexpr int kIntTileTokens = 8;
   static constexpr bool kVnni = false;
+  static constexpr bool kZmmBlockTiles = false;  // zmm int8/int4 tiles: see Avx512Vnni
   // W8A8 with long blocks: 4 x 4 int32 accumulators + 4 weight vectors + 1 activation vector,
   // half the 32 registers (on AVX2 GCC spilled tiles that filled them; not measured here).
   static constexpr int kWideTileRows = 4;
@@ -151,10 +152,200 @@ struct Avx512 {
   }
 };
 
+// ---------------------------------------------------------------------------------------------
+// int8 weights in blocks of 32 (GGUF Q8_0) on AVX512_VNNI, two blocks per zmm. The generic
+// tile (quant_kernels.h) spends per 4 rows, token and block: 4 vpsignb + 4 vpdpbusd (ymm) +
+// 3 vphaddd (9 uops) + convert, multiply, FMA. Here, per 4 rows, token and *pair* of blocks:
+// 4 vpdpbusd (zmm) + 2 for the bias correction + a 9-uop transpose-fold + convert, multiply,
+// FMA, about 2.3x fewer uops per product.
+//
+// Bias instead of the sign trick: vpdpbusd wants one unsigned operand, so the weights get
+// +128 (an xor per row and pair, shared by the tile's tokens) and Σ(w+128)x = Σwx + 128Σx is
+// corrected by starting each row's sum at -128Σx, a per-token vector (vpdpbusd of 0x80 bytes
+// and x, negated) shared by the 4 rows. Integer sums stay exact.
+//
+// The fold: 4 rows' 16 int32 lanes each ([block b: lanes 0..7 | block b+1: 8..15]) become one
+// vector whose 128-bit lane k holds [r0 r1 r2 r3] summed over lane k's 16 values (unpack
+// epi32 + add, unpack epi64 + add), so lanes 0-1 are block b and 2-3 block b+1 and a scale
+// vector [d_b s_b(r0..r3) x 2 | d_b+1 s_b+1(r0..r3) x 2] finishes them. The 4 partial sums
+// per row are added at the end. As in the generic tiles, rows past num_rows repeat the last
+// row and every tile shape computes a row with the same operations (batch invariance).
+
+// Bytes of one block; a pair is 64 bytes, one zmm.
+constexpr int64_t kBlock = x86::kQuantBlock;
+
+// [r0 r1 r2 r3] of each 128-bit lane: the sums of p[r]'s four int32 in that lane.
+inline __m512i fold_4_rows(const __m512i p[4]) {
+  const __m512i p01 =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+  const __m512i p23 =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(p01, p23), _mm512_unpackhi_epi64(p01, p23));
+}
+
+// One pair of blocks (or the last, unpaired block when kFull is false: its missing half is
+// zero in both operands and scales, so it adds exactly 0).
+template <int kTokens, bool kFull>
+inline void int8_pair_step(const x86::QuantizedActivations& qa, int64_t token,
+                           const uint8_t* const w_row[4], const float* scales, int64_t b,
+                           __m512 acc[kTokens]) {
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  const auto load = [](const void* p) {
+    return kFull ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(0xffffffffull, p);
+  };
+  __m512i wu[4];
+  for (int r = 0; r < 4; ++r) wu[r] = _mm512_xor_si512(load(w_row[r] + b * kBlock), bias);
+  // [g_b of r0..r3 | g_b+1 of r0..r3] from scales_of_4_rows, spread to [b b | b+1 b+1].
+  const __m256 s8 =
+      kFull ? _mm256_loadu_ps(scales + b * 4) : _mm256_maskz_loadu_ps(0x0f, scales + b * 4);
+  const __m512 s16 = _mm512_shuffle_f32x4(_mm512_castps256_ps512(s8), _mm512_castps256_ps512(s8),
+                                          _MM_SHUFFLE(1, 1, 0, 0));
+  for (int t = 0; t < kTokens; ++t) {
+    const __m512i x = load(qa.q + (token + t) * qa.q_ld + b * kBlock);
+    const __m512i neg_bias = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                              _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, x));
+    __m512i p[4];
+    for (int r = 0; r < 4; ++r) p[r] = _mm512_dpbusd_epi32(neg_bias, wu[r], x);
+    const float* d = qa.d + (token + t) * qa.num_blocks + b;
+    const __m512 dv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(d[0])),
+                                         _mm256_set1_ps(kFull ? d[1] : 0.0f), 1);
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fold_4_rows(p)), _mm512_mul_ps(dv, s16), acc[t]);
+  }
+}
+
+// int4 (blocks of 32, GGUF Q4_0 and Pagoda's int4): 64 packed bytes of a row hold blocks
+// b..b+3, so `& 0x0f` gives [b 0..15 | b+1 0..15 | b+2 0..15 | b+3 0..15] and `>> 4 & 0x0f`
+// the values 16..31 likewise: the activations' pair layout (quant_kernels.h) of pairs p and
+// p + 1 side by side (two 256-bit loads each), their d_pairs adjacent (one 512-bit load). The
+// nibbles are unsigned, so no bias. After the fold 128-bit lane k is block b+k entirely, and
+// the scale vector is [s_b+k(r0..r3)] for k = 0..3: twice the blocks per fold of the ymm tile.
+
+// The scales of 4 rows for blocks b..b+3 (zero past num_blocks), from scales_of_4_rows.
+inline __m512 scales_of_4_blocks(const float* scales, int64_t b, int64_t blocks_per_group,
+                                 int64_t num_blocks) {
+  if (blocks_per_group == 1 && b + 4 <= num_blocks) return _mm512_loadu_ps(scales + b * 4);
+  __m128 s[4];
+  for (int k = 0; k < 4; ++k) {
+    s[k] = b + k < num_blocks ? _mm_loadu_ps(scales + (b + k) / blocks_per_group * 4)
+                              : _mm_setzero_ps();
+  }
+  const __m512 low = _mm512_insertf32x4(_mm512_castps128_ps512(s[0]), s[1], 1);
+  return _mm512_insertf32x4(_mm512_insertf32x4(low, s[2], 2), s[3], 3);
+}
+
+// Two pairs of blocks, or (kFull false) the last pair alone, itself maybe one block: what is
+// missing reads as zero weights, activations, d and scales, and adds exactly 0.
+template <int kTokens, bool kFull>
+inline void int4_quad_step(const x86::QuantizedActivations& qa, int64_t token,
+                           const uint8_t* const w_row[4], __m512 s16, int64_t pair,
+                           int64_t packed_bytes, __m512 acc[kTokens]) {
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
+  __m512i lo[4], hi[4];
+  for (int r = 0; r < 4; ++r) {
+    const uint8_t* p = w_row[r] + pair * kBlock;
+    const __m512i packed = kFull ? _mm512_loadu_si512(p)
+                                 : _mm512_maskz_loadu_epi8((uint64_t{1} << packed_bytes) - 1u, p);
+    lo[r] = _mm512_and_si512(packed, low_nibbles);
+    hi[r] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_nibbles);
+  }
+  const auto load_2_pairs = [](const int8_t* p) {
+    const __m256i first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (!kFull) return _mm512_zextsi256_si512(first);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(first),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * kBlock)),
+                              1);
+  };
+  for (int t = 0; t < kTokens; ++t) {
+    const int8_t* xp = qa.q + (token + t) * qa.q_ld + pair * 2 * kBlock;
+    const __m512i x_lo = load_2_pairs(xp), x_hi = load_2_pairs(xp + kBlock);
+    __m512i p[4];
+    for (int r = 0; r < 4; ++r) {
+      p[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[r], x_lo), hi[r],
+                                 x_hi);
+    }
+    const float* d = qa.d_pairs + ((token + t) * qa.num_pairs + pair) * 8;
+    const __m512 dv = kFull ? _mm512_loadu_ps(d) : _mm512_zextps256_ps512(_mm256_loadu_ps(d));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fold_4_rows(p)), _mm512_mul_ps(dv, s16), acc[t]);
+  }
+}
+
+// The 4 rows' sums [r0..r3 | r0..r3] as store_4_rows takes them.
+template <int kTokens>
+inline void store_zmm_tile(const __m512 acc[kTokens], const x86::QuantizedActivations& qa,
+                           int64_t token, const WeightView& w, int64_t row, int64_t num_rows,
+                           float* y, int64_t ldy) {
+  __m256 halves[kTokens];
+  for (int t = 0; t < kTokens; ++t) {
+    halves[t] = _mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1));
+  }
+  x86::store_4_rows<Avx512, kTokens>(halves, qa, token, w, row, num_rows, y, ldy);
+}
+
 // AVX512_VNNI: vpdpbusd sums each four u8 x s8 products straight into int32 (one instruction
 // instead of two, and no int16 intermediate). Used only by the quantized matmul.
 struct Avx512Vnni : Avx512 {
   static constexpr bool kVnni = true;
+  static constexpr bool kZmmBlockTiles = true;
+
+  // The int8 block tile of quant_kernels.h (same arguments and contract), two blocks per step.
+  template <int kTokens>
+  static void int8_zmm_tile(const x86::QuantizedActivations& qa, int64_t token,
+                            const uint8_t* w_rows, int64_t w_ld, const WeightView& w, int64_t row,
+                            int64_t num_rows, float* y, int64_t ldy) {
+    const int64_t num_blocks = qa.num_blocks;  // = groups: this path has groups of 32
+    const uint8_t* w_row[4];
+    const uint16_t* scale_row[4];
+    for (int r = 0; r < 4; ++r) {
+      const int64_t valid = r < num_rows ? r : num_rows - 1;
+      w_row[r] = w_rows + valid * w_ld;
+      scale_row[r] = w.scales + (row + valid) * num_blocks;
+    }
+    const float* scales = x86::scales_of_4_rows<Avx512>(scale_row, num_blocks);
+    __m512 acc[kTokens];
+    for (int t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= num_blocks; b += 2) {
+      if constexpr (kTokens == 1) {  // decode: see prefetch_linear
+        x86::prefetch_stream<Avx512>(w_rows, 4 * w_ld, b * 4 * kBlock, 4 * 2 * kBlock);
+      }
+      int8_pair_step<kTokens, true>(qa, token, w_row, scales, b, acc);
+    }
+    if (b < num_blocks) int8_pair_step<kTokens, false>(qa, token, w_row, scales, b, acc);
+    store_zmm_tile<kTokens>(acc, qa, token, w, row, num_rows, y, ldy);
+  }
+
+  // The int4 tile of quant_kernels.h (same arguments and contract), four blocks per step.
+  template <int kTokens>
+  static void int4_zmm_tile(const x86::QuantizedActivations& qa, int64_t token,
+                            const uint8_t* w_rows, int64_t w_ld, const WeightView& w, int64_t row,
+                            int64_t num_rows, float* y, int64_t ldy) {
+    const int64_t num_blocks = qa.num_blocks, blocks_per_group = w.group_size / kBlock;
+    const uint8_t* w_row[4];
+    const uint16_t* scale_row[4];
+    for (int r = 0; r < 4; ++r) {
+      const int64_t valid = r < num_rows ? r : num_rows - 1;
+      w_row[r] = w_rows + valid * w_ld;
+      scale_row[r] = w.scales + (row + valid) * qa.num_groups;
+    }
+    const float* scales = x86::scales_of_4_rows<Avx512>(scale_row, qa.num_groups);
+    __m512 acc[kTokens];
+    for (int t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
+    int64_t pair = 0;
+    for (; pair + 2 <= qa.num_pairs; pair += 2) {
+      if constexpr (kTokens == 1) {  // decode: see prefetch_linear
+        x86::prefetch_stream<Avx512>(w_rows, 4 * w_ld, pair * 4 * kBlock, 4 * 2 * kBlock);
+      }
+      const __m512 s16 = scales_of_4_blocks(scales, 2 * pair, blocks_per_group, num_blocks);
+      int4_quad_step<kTokens, true>(qa, token, w_row, s16, pair, 2 * kBlock, acc);
+    }
+    if (pair < qa.num_pairs) {
+      const __m512 s16 = scales_of_4_blocks(scales, 2 * pair, blocks_per_group, num_blocks);
+      const int64_t packed_bytes = (num_blocks - 2 * pair) * kBlock / 2;
+      int4_quad_step<kTokens, false>(qa, token, w_row, s16, pair, packed_bytes, acc);
+    }
+    store_zmm_tile<kTokens>(acc, qa, token, w, row, num_rows, y, ldy);
+  }
+
   static __m256i dot_u8s8(__m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
   }

@@ -29,9 +29,8 @@
 //    Σ_g min_g * that. Decode streams 4 rows at a time with one token per tile; many tokens
 //    sweep panels of 16 rows (in L2) with tiles of 4 rows x V::kIntTileTokens tokens. Every
 //    row is computed by the same operations in every tile shape: batch-invariant.
-//    Blocks are 256 bits even on AVX-512: each block has its own activation scale, and a
-//    512-bit vector would hold two blocks needing a per-half scale vector per row and token
-//    (future work; VNNI on ymm already removes the vpmaddwd).
+//    On AVX512_VNNI (V::kZmmBlockTiles) the tiles are in avx512.cpp and take zmm vectors:
+//    two int8 blocks or four int4 blocks per fold.
 #pragma once
 
 #include <immintrin.h>
@@ -519,8 +518,12 @@ void run_int_tile(int64_t tokens, const QuantizedActivations& qa, int64_t token,
       return;
     }
   }
-  if constexpr (kType == DType::kI8) {
+  if constexpr (kType == DType::kI8 && V::kZmmBlockTiles) {
+    V::template int8_zmm_tile<kTokens>(qa, token, w_rows, w_ld, w, row, num_rows, y, ldy);
+  } else if constexpr (kType == DType::kI8) {
     int8_dot_tile<V, kTokens>(qa, token, w_rows, w_ld, w, row, num_rows, y, ldy);
+  } else if constexpr (V::kZmmBlockTiles) {
+    V::template int4_zmm_tile<kTokens>(qa, token, w_rows, w_ld, w, row, num_rows, y, ldy);
   } else {
     int4_dot_tile<V, kTokens>(qa, token, w_rows, w_ld, w, row, num_rows, y, ldy);
   }
