@@ -166,10 +166,11 @@ struct Avx512 {
 //
 // The fold: 4 rows' 16 int32 lanes each ([block b: lanes 0..7 | block b+1: 8..15]) become one
 // vector whose 128-bit lane k holds [r0 r1 r2 r3] summed over lane k's 16 values (unpack
-// epi32 + add, unpack epi64 + add), so lanes 0-1 are block b and 2-3 block b+1 and a scale
-// vector [d_b s_b(r0..r3) x 2 | d_b+1 s_b+1(r0..r3) x 2] finishes them. The 4 partial sums
-// per row are added at the end. As in the generic tiles, rows past num_rows repeat the last
-// row and every tile shape computes a row with the same operations (batch invariance).
+// epi32 + add, unpack epi64 + add), so lanes 0-1 are block b and 2-3 block b+1; one more
+// shuffle and add give each block's whole sum. Each block is then finished on its own, in
+// block order: acc = fma(float(sum_b), d_b * s_b, acc), the order the many-token panels below
+// use too, so a row's result does not depend on which path or tile computed it (batch
+// invariance). Rows past num_rows repeat the last row, as in the generic tiles.
 
 // Bytes of one block; a pair is 64 bytes, one zmm.
 constexpr int64_t kBlock = x86::kQuantBlock;
@@ -184,11 +185,11 @@ inline __m512i fold_4_rows(const __m512i p[4]) {
 }
 
 // One pair of blocks (or the last, unpaired block when kFull is false: its missing half is
-// zero in both operands and scales, so it adds exactly 0).
+// zero in both operands and is not added). acc[t] = [r0 r1 r2 r3] of token t.
 template <int kTokens, bool kFull>
 inline void int8_pair_step(const x86::QuantizedActivations& qa, int64_t token,
                            const uint8_t* const w_row[4], const float* scales, int64_t b,
-                           __m512 acc[kTokens]) {
+                           __m128 acc[kTokens]) {
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   const auto load = [](const void* p) {
     return kFull ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(0xffffffffull, p);
@@ -206,10 +207,152 @@ inline void int8_pair_step(const x86::QuantizedActivations& qa, int64_t token,
                                               _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, x));
     __m512i p[4];
     for (int r = 0; r < 4; ++r) p[r] = _mm512_dpbusd_epi32(neg_bias, wu[r], x);
+    // 128-bit lanes [b b b+1 b+1] -> each lane the whole block: lanes 0 and 2 are used.
+    __m512i sums = fold_4_rows(p);
+    sums = _mm512_add_epi32(sums, _mm512_shuffle_i32x4(sums, sums, _MM_SHUFFLE(2, 3, 0, 1)));
     const float* d = qa.d + (token + t) * qa.num_blocks + b;
     const __m512 dv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(d[0])),
                                          _mm256_set1_ps(kFull ? d[1] : 0.0f), 1);
-    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fold_4_rows(p)), _mm512_mul_ps(dv, s16), acc[t]);
+    const __m512 f = _mm512_cvtepi32_ps(sums), ds = _mm512_mul_ps(dv, s16);
+    acc[t] = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm512_castps512_ps128(ds), acc[t]);
+    if constexpr (kFull) {
+      acc[t] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 2), _mm512_extractf32x4_ps(ds, 2), acc[t]);
+    }
+  }
+}
+
+// Many tokens (prefill, batched decode): the 4-row fold above costs as much as the products.
+// With the rows in the lanes there is nothing to fold: a panel of 16 rows is repacked once
+// per call as [quad q][row r] (4 weight bytes of each row side by side, +128) with its
+// scales as [group][row] fp32, and one vpdpbusd multiplies a quad of all 16 rows by a token's
+// quad broadcast from memory. A group's int32 sums start at -128 * sum(x) (per token and
+// group, computed once per call) and the group is finished as fma(float(sum), d * s, acc),
+// groups in order. Groups of 32 (Q8_0) finish exactly as int8_pair_step does, longer groups
+// (per channel) as int8_wide_tile does, so every path gives the same bits.
+
+constexpr int kPanelTileTokens = 8;
+
+// One call's int8 activations as the panels read them: q [num_tokens][q_ld], d and neg_bias
+// (-128 * the sum of the group's q) [num_tokens][num_groups].
+struct PanelActivations {
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+  const int32_t* neg_bias = nullptr;
+  int64_t q_ld = 0, num_groups = 0, blocks_per_group = 0;
+};
+
+// neg_bias for every token and group of int8 activations q.
+inline void group_biases(const int8_t* q, int64_t q_ld, int64_t num_tokens, int64_t num_groups,
+                         int64_t group_size, int32_t* out) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t g = 0; g < num_groups; ++g) {
+      __m256i sums = _mm256_setzero_si256();
+      for (int64_t c = g * group_size; c < (g + 1) * group_size; c += kBlock) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + t * q_ld + c));
+        sums = _mm256_dpbusd_epi32(sums, bias, x);
+      }
+      out[t * num_groups + g] = -x86::reduce_add_epi32_256<Avx512>(sums);
+    }
+  }
+}
+
+// Rows [row, row + num_rows) (num_rows <= 16) into the panel layout; missing rows are zero.
+inline void pack_int8_panel(const WeightView& w, int64_t row, int64_t num_rows, uint8_t* packed,
+                            float* scales, float* scale_rows) {
+  const int64_t cols = w.cols, num_groups = cols / w.group_size;
+  const auto* values = static_cast<const uint8_t*>(w.data) + row * cols;
+  const __mmask16 valid = Avx512::mask(static_cast<int>(num_rows));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i row_offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(cols)));
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t q = 0; q < cols / 4; ++q) {
+    // 16 rows are 16 streams, too many for the hardware prefetcher: each row's line two
+    // lines ahead is fetched by hand (with few tokens the weights come from DRAM).
+    if (q % 16 == 0) {
+      for (int64_t r = 0; r < num_rows; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(values + r * cols + q * 4 + 128), _MM_HINT_T0);
+      }
+    }
+    const __m512i quads =
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, row_offsets, values + q * 4, 1);
+    _mm512_store_si512(packed + q * 64, _mm512_xor_si512(quads, bias));
+  }
+  // Scales: each row's fp16 converted ([row][group] in scale_rows), then gathered per group.
+  for (int64_t r = 0; r < num_rows; ++r) {
+    x86::to_f32<Avx512>(w.scales + (row + r) * num_groups, DType::kF16, num_groups,
+                        scale_rows + r * num_groups);
+  }
+  const __m512i group_offsets =
+      _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(num_groups)));
+  for (int64_t g = 0; g < num_groups; ++g) {
+    _mm512_store_ps(scales + g * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid,
+                                                              group_offsets, scale_rows + g, 4));
+  }
+}
+
+template <int kTokens>
+void int8_panel_tile(const PanelActivations& pa, int64_t token, const uint8_t* packed,
+                     const float* scales, int64_t num_rows, float* y, int64_t ldy) {
+  __m512 acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
+  const int8_t* x = pa.q + token * pa.q_ld;
+  for (int64_t g = 0; g < pa.num_groups; ++g) {
+    __m512i sums[kTokens];
+    for (int t = 0; t < kTokens; ++t) {
+      sums[t] = _mm512_set1_epi32(pa.neg_bias[(token + t) * pa.num_groups + g]);
+    }
+    for (int64_t q = g * pa.blocks_per_group * (kBlock / 4);
+         q < (g + 1) * pa.blocks_per_group * (kBlock / 4); ++q) {
+      const __m512i wv = _mm512_load_si512(packed + q * 64);
+      for (int t = 0; t < kTokens; ++t) {
+        int32_t quad;
+        __builtin_memcpy(&quad, x + t * pa.q_ld + q * 4, 4);
+        sums[t] = _mm512_dpbusd_epi32(sums[t], wv, _mm512_set1_epi32(quad));
+      }
+    }
+    const __m512 s = _mm512_load_ps(scales + g * 16);
+    for (int t = 0; t < kTokens; ++t) {
+      const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(pa.d[(token + t) * pa.num_groups + g]), s);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), ds, acc[t]);
+    }
+  }
+  const __mmask16 valid = Avx512::mask(static_cast<int>(num_rows));
+  for (int t = 0; t < kTokens; ++t) _mm512_mask_storeu_ps(y + t * ldy, valid, acc[t]);
+}
+
+template <int kTokens>
+void run_int8_panel_tile(int64_t tokens, const PanelActivations& pa, int64_t token,
+                         const uint8_t* packed, const float* scales, int64_t num_rows, float* y,
+                         int64_t ldy) {
+  if constexpr (kTokens > 1) {
+    if (tokens < kTokens) {
+      run_int8_panel_tile<kTokens - 1>(tokens, pa, token, packed, scales, num_rows, y, ldy);
+      return;
+    }
+  }
+  int8_panel_tile<kTokens>(pa, token, packed, scales, num_rows, y, ldy);
+}
+
+// The panel sweep over rows [row_begin, row_end): neg_bias is filled here.
+inline void int8_panel_matmul(PanelActivations pa, int32_t* neg_bias, int64_t num_tokens,
+                              const WeightView& w, int64_t row_begin, int64_t row_end, float* y,
+                              int64_t ldy) {
+  static thread_local x86::Scratch<Avx512> panel_scratch;
+  group_biases(pa.q, pa.q_ld, num_tokens, pa.num_groups, w.group_size, neg_bias);
+  pa.neg_bias = neg_bias;
+  const int64_t packed_bytes = x86::kPanelRows * w.cols;
+  auto* packed = static_cast<uint8_t*>(panel_scratch.get(
+      static_cast<size_t>(packed_bytes + 2 * x86::kPanelRows * pa.num_groups * 4)));
+  auto* scales = reinterpret_cast<float*>(packed + packed_bytes);
+  float* scale_rows = scales + x86::kPanelRows * pa.num_groups;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += x86::kPanelRows) {
+    const int64_t rows = x86::min_i64<Avx512>(x86::kPanelRows, row_end - r0);
+    pack_int8_panel(w, r0, rows, packed, scales, scale_rows);
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += kPanelTileTokens) {
+      run_int8_panel_tile<kPanelTileTokens>(num_tokens - t0, pa, t0, packed, scales, rows,
+                                            y + t0 * ldy + r0, ldy);
+    }
   }
 }
 
@@ -301,8 +444,8 @@ struct Avx512Vnni : Avx512 {
       scale_row[r] = w.scales + (row + valid) * num_blocks;
     }
     const float* scales = x86::scales_of_4_rows<Avx512>(scale_row, num_blocks);
-    __m512 acc[kTokens];
-    for (int t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
+    __m128 acc[kTokens];
+    for (int t = 0; t < kTokens; ++t) acc[t] = _mm_setzero_ps();
     int64_t b = 0;
     for (; b + 2 <= num_blocks; b += 2) {
       if constexpr (kTokens == 1) {  // decode: see prefetch_linear
@@ -311,7 +454,51 @@ struct Avx512Vnni : Avx512 {
       int8_pair_step<kTokens, true>(qa, token, w_row, scales, b, acc);
     }
     if (b < num_blocks) int8_pair_step<kTokens, false>(qa, token, w_row, scales, b, acc);
-    store_zmm_tile<kTokens>(acc, qa, token, w, row, num_rows, y, ldy);
+    for (int t = 0; t < kTokens; ++t) {
+      alignas(16) float rows4[4];
+      _mm_store_ps(rows4, acc[t]);
+      for (int r = 0; r < num_rows; ++r) y[t * ldy + r] = rows4[r];
+    }
+  }
+
+  // int8 weights for many tokens; quant_kernels.h calls these instead of its panel sweeps.
+  // Blocks of 32 (the activations already int8):
+  static void int8_panels(const x86::QuantizedActivations& qa, int64_t num_tokens,
+                          const WeightView& w, int64_t row_begin, int64_t row_end, float* y,
+                          int64_t ldy) {
+    static thread_local x86::Scratch<Avx512> bias_scratch;
+    PanelActivations pa;
+    pa.q = qa.q;
+    pa.q_ld = qa.q_ld;
+    pa.d = qa.d;
+    pa.num_groups = qa.num_blocks;
+    pa.blocks_per_group = 1;
+    auto* neg_bias = static_cast<int32_t*>(
+        bias_scratch.get(static_cast<size_t>(num_tokens * pa.num_groups) * sizeof(int32_t)));
+    int8_panel_matmul(pa, neg_bias, num_tokens, w, row_begin, row_end, y, ldy);
+  }
+  // Longer groups (per channel above all): the long-block path's int16 activations (values
+  // within +-127) narrowed to int8 once per call.
+  static void int8_wide_panels(const x86::WideActivations& qa, int64_t num_tokens,
+                               const WeightView& w, int64_t row_begin, int64_t row_end, float* y,
+                               int64_t ldy) {
+    static thread_local x86::Scratch<Avx512> scratch;
+    const int64_t cols = qa.cols, q_bytes = (num_tokens * cols + 63) & ~int64_t{63};
+    auto* base = static_cast<char*>(
+        scratch.get(static_cast<size_t>(q_bytes + num_tokens * qa.num_groups * 4)));
+    auto* q = reinterpret_cast<int8_t*>(base);
+    for (int64_t i = 0; i < num_tokens * cols; i += 32) {  // cols is a multiple of 32
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i),
+                          _mm512_cvtepi16_epi8(_mm512_loadu_si512(qa.q + i)));
+    }
+    PanelActivations pa;
+    pa.q = q;
+    pa.q_ld = cols;
+    pa.d = qa.d;
+    pa.num_groups = qa.num_groups;
+    pa.blocks_per_group = w.group_size / kBlock;
+    int8_panel_matmul(pa, reinterpret_cast<int32_t*>(base + q_bytes), num_tokens, w, row_begin,
+                      row_end, y, ldy);
   }
 
   // The int4 tile of quant_kernels.h (same arguments and contract), four blocks per step.

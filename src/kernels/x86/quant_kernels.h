@@ -539,6 +539,12 @@ void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightVie
                              int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
   const QuantizedActivations qa =
       quantize_activations<V>(x, num_tokens, w.cols, w.group_size, kType == DType::kI4);
+  if constexpr (kType == DType::kI8 && V::kZmmBlockTiles) {
+    if (num_tokens >= kIntManyTokens) {
+      V::int8_panels(qa, num_tokens, w, row_begin, row_end, y, ldy);
+      return;
+    }
+  }
   const int64_t row_bytes = quant_row_bytes<kType>(w.cols);
   const auto* data = static_cast<const uint8_t*>(w.data);
   if (num_tokens < kIntManyTokens) {
@@ -648,11 +654,12 @@ void int8_wide_tile(const WideActivations& qa, int64_t token, const int8_t* w_ro
         for (int r = 0; r < kRows; ++r) acc[r][t] = V::madd_add(acc[r][t], wv[r], xv);
       }
     }
+    // fma(dot, d * scale, out): the finish of the AVX512_VNNI panels too (batch invariance).
     for (int r = 0; r < kRows; ++r) {
       const float scale = half_to_float<V>(w.scales[(row + r) * num_groups + g]);
       for (int t = 0; t < kTokens; ++t) {
         const float dot = static_cast<float>(V::reduce_add_i32(acc[r][t]));
-        out[r][t] += qa.d[(token + t) * num_groups + g] * (scale * dot);
+        out[r][t] = __builtin_fmaf(dot, qa.d[(token + t) * num_groups + g] * scale, out[r][t]);
       }
     }
   }
@@ -665,6 +672,12 @@ template <class V>
 void matmul_int8_wide(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
                       int64_t row_end, float* y, int64_t ldy) {
   const WideActivations qa = quantize_activations_wide<V>(x, num_tokens, w.cols, w.group_size);
+  if constexpr (V::kZmmBlockTiles) {
+    if (num_tokens >= kIntManyTokens) {
+      V::int8_wide_panels(qa, num_tokens, w, row_begin, row_end, y, ldy);
+      return;
+    }
+  }
   const int64_t cols = w.cols;
   const auto* data = static_cast<const int8_t*>(w.data);
   if (num_tokens < kIntManyTokens) {  // decode: 4 rows streamed, the tokens pass over them
