@@ -356,6 +356,123 @@ inline void int8_panel_matmul(PanelActivations pa, int32_t* neg_bias, int64_t nu
   }
 }
 
+// int4 on the same panels: the nibbles unpacked to bytes (0..15, unsigned, so no bias) and
+// laid out in the activations' pair order (quant_kernels.h): quad k of pair P (activation
+// bytes 64P + 4k) holds values of block 2P (k in 0..3, 8..11) or 2P + 1 (4..7, 12..15), the
+// low nibbles of packed bytes 32P + 4(k mod 8) for k < 8 and their high nibbles for k >= 8.
+// Each block is finished on its own (its activations have their own d), in block order, and
+// the min term sum_g min_g * group_sums_g is added group by group at the end: as the int4
+// decode tile does.
+
+// Rows [row, row + num_rows) (num_rows <= 16) into the int4 panel layout; scales and mins as
+// [group][row]. Missing rows and the missing half of an odd last pair are zero.
+inline void pack_int4_panel(const WeightView& w, int64_t row, int64_t num_rows, int64_t num_pairs,
+                            uint8_t* packed, float* scales, float* mins, float* scratch_rows) {
+  const int64_t cols = w.cols, row_bytes = cols / 2, num_blocks = cols / kBlock;
+  const int64_t num_groups = cols / w.group_size;
+  const auto* values = static_cast<const uint8_t*>(w.data) + row * row_bytes;
+  const __mmask16 valid = Avx512::mask(static_cast<int>(num_rows));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i row_offsets =
+      _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
+  for (int64_t pair = 0; pair < num_pairs; ++pair) {
+    if (pair % 2 == 0) {  // see pack_int8_panel: one line per row, two lines ahead
+      for (int64_t r = 0; r < num_rows; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(values + r * row_bytes + pair * 32 + 128),
+                     _MM_HINT_T0);
+      }
+    }
+    const int64_t packed_valid = 2 * pair + 1 < num_blocks ? 32 : 16;
+    for (int64_t m = 0; m < 8; ++m) {
+      const __m512i quads = 4 * m < packed_valid ? _mm512_mask_i32gather_epi32(
+                                                       _mm512_setzero_si512(), valid, row_offsets,
+                                                       values + pair * 32 + 4 * m, 1)
+                                                 : _mm512_setzero_si512();
+      uint8_t* out = packed + (pair * 16 + m) * 64;
+      _mm512_store_si512(out, _mm512_and_si512(quads, low_nibbles));
+      _mm512_store_si512(out + 8 * 64, _mm512_and_si512(_mm512_srli_epi32(quads, 4), low_nibbles));
+    }
+  }
+  const __m512i group_offsets =
+      _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(num_groups)));
+  for (int plane = 0; plane < 2; ++plane) {
+    const uint16_t* src = plane == 0 ? w.scales : w.mins;
+    float* dst = plane == 0 ? scales : mins;
+    for (int64_t r = 0; r < num_rows; ++r) {
+      x86::to_f32<Avx512>(src + (row + r) * num_groups, DType::kF16, num_groups,
+                          scratch_rows + r * num_groups);
+    }
+    for (int64_t g = 0; g < num_groups; ++g) {
+      _mm512_store_ps(dst + g * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid,
+                                                             group_offsets, scratch_rows + g, 4));
+    }
+  }
+}
+
+// 16 rows x kTokens tokens over the int4 panel.
+template <int kTokens>
+void int4_panel_tile(const x86::QuantizedActivations& qa, int64_t token, int64_t blocks_per_group,
+                     const uint8_t* packed, const float* scales, const float* mins,
+                     int64_t num_rows, float* y, int64_t ldy) {
+  const int64_t num_blocks = qa.num_blocks;
+  __m512 acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
+  const int8_t* x = qa.q + token * qa.q_ld;
+  for (int64_t pair = 0; pair < qa.num_pairs; ++pair) {
+    __m512i even[kTokens], odd[kTokens];
+    for (int t = 0; t < kTokens; ++t) even[t] = odd[t] = _mm512_setzero_si512();
+    // Quads k0..k0+3 into one block's sums (each call names its array, so that the compiler
+    // keeps both in registers).
+    const auto add_quads = [&](__m512i(&sums)[kTokens], int k0) {
+      for (int k = k0; k < k0 + 4; ++k) {
+        const __m512i wv = _mm512_load_si512(packed + (pair * 16 + k) * 64);
+        for (int t = 0; t < kTokens; ++t) {
+          int32_t quad;
+          __builtin_memcpy(&quad, x + t * qa.q_ld + pair * 64 + k * 4, 4);
+          sums[t] = _mm512_dpbusd_epi32(sums[t], wv, _mm512_set1_epi32(quad));
+        }
+      }
+    };
+    add_quads(even, 0);
+    add_quads(odd, 4);
+    add_quads(even, 8);
+    add_quads(odd, 12);
+    for (int half = 0; half < 2; ++half) {
+      const int64_t b = 2 * pair + half;
+      if (b >= num_blocks) break;
+      const __m512 s = _mm512_load_ps(scales + b / blocks_per_group * 16);
+      for (int t = 0; t < kTokens; ++t) {
+        const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(qa.d[(token + t) * num_blocks + b]), s);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(half == 0 ? even[t] : odd[t]), ds, acc[t]);
+      }
+    }
+  }
+  const __mmask16 valid = Avx512::mask(static_cast<int>(num_rows));
+  for (int t = 0; t < kTokens; ++t) {
+    __m512 min_sum = _mm512_setzero_ps();
+    const float* sums = qa.group_sums + (token + t) * qa.num_groups;
+    for (int64_t g = 0; g < qa.num_groups; ++g) {
+      min_sum = _mm512_fmadd_ps(_mm512_load_ps(mins + g * 16), _mm512_set1_ps(sums[g]), min_sum);
+    }
+    _mm512_mask_storeu_ps(y + t * ldy, valid, _mm512_add_ps(acc[t], min_sum));
+  }
+}
+
+template <int kTokens>
+void run_int4_panel_tile(int64_t tokens, const x86::QuantizedActivations& qa, int64_t token,
+                         int64_t blocks_per_group, const uint8_t* packed, const float* scales,
+                         const float* mins, int64_t num_rows, float* y, int64_t ldy) {
+  if constexpr (kTokens > 1) {
+    if (tokens < kTokens) {
+      run_int4_panel_tile<kTokens - 1>(tokens, qa, token, blocks_per_group, packed, scales, mins,
+                                       num_rows, y, ldy);
+      return;
+    }
+  }
+  int4_panel_tile<kTokens>(qa, token, blocks_per_group, packed, scales, mins, num_rows, y, ldy);
+}
+
 // int4 (blocks of 32, GGUF Q4_0 and Pagoda's int4): 64 packed bytes of a row hold blocks
 // b..b+3, so `& 0x0f` gives [b 0..15 | b+1 0..15 | b+2 0..15 | b+3 0..15] and `>> 4 & 0x0f`
 // the values 16..31 likewise: the activations' pair layout (quant_kernels.h) of pairs p and
@@ -377,12 +494,13 @@ inline __m512 scales_of_4_blocks(const float* scales, int64_t b, int64_t blocks_
 }
 
 // Two pairs of blocks, or (kFull false) the last pair alone, itself maybe one block: what is
-// missing reads as zero weights, activations, d and scales, and adds exactly 0.
+// missing reads as zero weights and activations and is not added. acc[t] = [r0 r1 r2 r3].
 template <int kTokens, bool kFull>
 inline void int4_quad_step(const x86::QuantizedActivations& qa, int64_t token,
                            const uint8_t* const w_row[4], __m512 s16, int64_t pair,
-                           int64_t packed_bytes, __m512 acc[kTokens]) {
+                           int64_t num_valid_blocks, __m128 acc[kTokens]) {
   const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
+  const int64_t packed_bytes = num_valid_blocks * kBlock / 2;
   __m512i lo[4], hi[4];
   for (int r = 0; r < 4; ++r) {
     const uint8_t* p = w_row[r] + pair * kBlock;
@@ -408,20 +526,17 @@ inline void int4_quad_step(const x86::QuantizedActivations& qa, int64_t token,
     }
     const float* d = qa.d_pairs + ((token + t) * qa.num_pairs + pair) * 8;
     const __m512 dv = kFull ? _mm512_loadu_ps(d) : _mm512_zextps256_ps512(_mm256_loadu_ps(d));
-    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fold_4_rows(p)), _mm512_mul_ps(dv, s16), acc[t]);
+    // 128-bit lane k is block 2 * pair + k: finished one after the other, as the panels do.
+    const __m512 f = _mm512_cvtepi32_ps(fold_4_rows(p)), ds = _mm512_mul_ps(dv, s16);
+    acc[t] = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm512_castps512_ps128(ds), acc[t]);
+    if (kFull || num_valid_blocks > 1) {
+      acc[t] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 1), _mm512_extractf32x4_ps(ds, 1), acc[t]);
+    }
+    if constexpr (kFull) {
+      acc[t] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 2), _mm512_extractf32x4_ps(ds, 2), acc[t]);
+      acc[t] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 3), _mm512_extractf32x4_ps(ds, 3), acc[t]);
+    }
   }
-}
-
-// The 4 rows' sums [r0..r3 | r0..r3] as store_4_rows takes them.
-template <int kTokens>
-inline void store_zmm_tile(const __m512 acc[kTokens], const x86::QuantizedActivations& qa,
-                           int64_t token, const WeightView& w, int64_t row, int64_t num_rows,
-                           float* y, int64_t ldy) {
-  __m256 halves[kTokens];
-  for (int t = 0; t < kTokens; ++t) {
-    halves[t] = _mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1));
-  }
-  x86::store_4_rows<Avx512, kTokens>(halves, qa, token, w, row, num_rows, y, ldy);
 }
 
 // AVX512_VNNI: vpdpbusd sums each four u8 x s8 products straight into int32 (one instruction
@@ -501,6 +616,28 @@ struct Avx512Vnni : Avx512 {
                       row_end, y, ldy);
   }
 
+  // int4 for many tokens (quant_kernels.h calls it instead of its panel sweep).
+  static void int4_panels(const x86::QuantizedActivations& qa, int64_t num_tokens,
+                          const WeightView& w, int64_t row_begin, int64_t row_end, float* y,
+                          int64_t ldy) {
+    static thread_local x86::Scratch<Avx512> panel_scratch;
+    const int64_t packed_bytes = qa.num_pairs * 16 * 64, plane = x86::kPanelRows * qa.num_groups;
+    auto* packed =
+        static_cast<uint8_t*>(panel_scratch.get(static_cast<size_t>(packed_bytes + 3 * plane * 4)));
+    auto* scales = reinterpret_cast<float*>(packed + packed_bytes);
+    float* mins = scales + plane;
+    float* scratch_rows = mins + plane;
+    const int64_t blocks_per_group = w.group_size / kBlock;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += x86::kPanelRows) {
+      const int64_t rows = x86::min_i64<Avx512>(x86::kPanelRows, row_end - r0);
+      pack_int4_panel(w, r0, rows, qa.num_pairs, packed, scales, mins, scratch_rows);
+      for (int64_t t0 = 0; t0 < num_tokens; t0 += kPanelTileTokens) {
+        run_int4_panel_tile<kPanelTileTokens>(num_tokens - t0, qa, t0, blocks_per_group, packed,
+                                              scales, mins, rows, y + t0 * ldy + r0, ldy);
+      }
+    }
+  }
+
   // The int4 tile of quant_kernels.h (same arguments and contract), four blocks per step.
   template <int kTokens>
   static void int4_zmm_tile(const x86::QuantizedActivations& qa, int64_t token,
@@ -515,22 +652,34 @@ struct Avx512Vnni : Avx512 {
       scale_row[r] = w.scales + (row + valid) * qa.num_groups;
     }
     const float* scales = x86::scales_of_4_rows<Avx512>(scale_row, qa.num_groups);
-    __m512 acc[kTokens];
-    for (int t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
+    __m128 acc[kTokens];
+    for (int t = 0; t < kTokens; ++t) acc[t] = _mm_setzero_ps();
     int64_t pair = 0;
     for (; pair + 2 <= qa.num_pairs; pair += 2) {
       if constexpr (kTokens == 1) {  // decode: see prefetch_linear
         x86::prefetch_stream<Avx512>(w_rows, 4 * w_ld, pair * 4 * kBlock, 4 * 2 * kBlock);
       }
       const __m512 s16 = scales_of_4_blocks(scales, 2 * pair, blocks_per_group, num_blocks);
-      int4_quad_step<kTokens, true>(qa, token, w_row, s16, pair, 2 * kBlock, acc);
+      int4_quad_step<kTokens, true>(qa, token, w_row, s16, pair, 4, acc);
     }
     if (pair < qa.num_pairs) {
       const __m512 s16 = scales_of_4_blocks(scales, 2 * pair, blocks_per_group, num_blocks);
-      const int64_t packed_bytes = (num_blocks - 2 * pair) * kBlock / 2;
-      int4_quad_step<kTokens, false>(qa, token, w_row, s16, pair, packed_bytes, acc);
+      int4_quad_step<kTokens, false>(qa, token, w_row, s16, pair, num_blocks - 2 * pair, acc);
     }
-    store_zmm_tile<kTokens>(acc, qa, token, w, row, num_rows, y, ldy);
+    // The min term, sum_g min_g * group_sums_g, group by group (as the panels add it).
+    const uint16_t* min_row[4];
+    for (int r = 0; r < 4; ++r) min_row[r] = w.mins + (scale_row[r] - w.scales);
+    for (int t = 0; t < kTokens; ++t) {
+      __m128 min_sum = _mm_setzero_ps();
+      const float* sums = qa.group_sums + (token + t) * qa.num_groups;
+      for (int64_t g = 0; g < qa.num_groups; ++g) {
+        min_sum =
+            _mm_fmadd_ps(x86::scales_4_rows<Avx512>(min_row, g), _mm_set1_ps(sums[g]), min_sum);
+      }
+      alignas(16) float rows4[4];
+      _mm_store_ps(rows4, _mm_add_ps(acc[t], min_sum));
+      for (int r = 0; r < num_rows; ++r) y[t * ldy + r] = rows4[r];
+    }
   }
 
   static __m256i dot_u8s8(__m256i u, __m256i s) {

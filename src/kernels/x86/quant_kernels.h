@@ -539,9 +539,13 @@ void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightVie
                              int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
   const QuantizedActivations qa =
       quantize_activations<V>(x, num_tokens, w.cols, w.group_size, kType == DType::kI4);
-  if constexpr (kType == DType::kI8 && V::kZmmBlockTiles) {
+  if constexpr (V::kZmmBlockTiles) {
     if (num_tokens >= kIntManyTokens) {
-      V::int8_panels(qa, num_tokens, w, row_begin, row_end, y, ldy);
+      if constexpr (kType == DType::kI8) {
+        V::int8_panels(qa, num_tokens, w, row_begin, row_end, y, ldy);
+      } else {
+        V::int4_panels(qa, num_tokens, w, row_begin, row_end, y, ldy);
+      }
       return;
     }
   }
