@@ -551,14 +551,8 @@ struct Avx512Vnni : Avx512 {
                             const uint8_t* w_rows, int64_t w_ld, const WeightView& w, int64_t row,
                             int64_t num_rows, float* y, int64_t ldy) {
     const int64_t num_blocks = qa.num_blocks;  // = groups: this path has groups of 32
-    const uint8_t* w_row[4];
-    const uint16_t* scale_row[4];
-    for (int r = 0; r < 4; ++r) {
-      const int64_t valid = r < num_rows ? r : num_rows - 1;
-      w_row[r] = w_rows + valid * w_ld;
-      scale_row[r] = w.scales + (row + valid) * num_blocks;
-    }
-    const float* scales = x86::scales_of_4_rows<Avx512>(scale_row, num_blocks);
+    const x86::TileRows rows = x86::tile_rows<Avx512>(w_rows, w_ld, w, row, num_rows, num_blocks);
+    const float* scales = x86::scales_of_4_rows<Avx512>(rows.scales, num_blocks);
     __m128 acc[kTokens];
     for (int t = 0; t < kTokens; ++t) acc[t] = _mm_setzero_ps();
     int64_t b = 0;
@@ -566,9 +560,9 @@ struct Avx512Vnni : Avx512 {
       if constexpr (kTokens == 1) {  // decode: see prefetch_linear
         x86::prefetch_stream<Avx512>(w_rows, 4 * w_ld, b * 4 * kBlock, 4 * 2 * kBlock);
       }
-      int8_pair_step<kTokens, true>(qa, token, w_row, scales, b, acc);
+      int8_pair_step<kTokens, true>(qa, token, rows.values, scales, b, acc);
     }
-    if (b < num_blocks) int8_pair_step<kTokens, false>(qa, token, w_row, scales, b, acc);
+    if (b < num_blocks) int8_pair_step<kTokens, false>(qa, token, rows.values, scales, b, acc);
     for (int t = 0; t < kTokens; ++t) {
       alignas(16) float rows4[4];
       _mm_store_ps(rows4, acc[t]);
@@ -644,14 +638,9 @@ struct Avx512Vnni : Avx512 {
                             const uint8_t* w_rows, int64_t w_ld, const WeightView& w, int64_t row,
                             int64_t num_rows, float* y, int64_t ldy) {
     const int64_t num_blocks = qa.num_blocks, blocks_per_group = w.group_size / kBlock;
-    const uint8_t* w_row[4];
-    const uint16_t* scale_row[4];
-    for (int r = 0; r < 4; ++r) {
-      const int64_t valid = r < num_rows ? r : num_rows - 1;
-      w_row[r] = w_rows + valid * w_ld;
-      scale_row[r] = w.scales + (row + valid) * qa.num_groups;
-    }
-    const float* scales = x86::scales_of_4_rows<Avx512>(scale_row, qa.num_groups);
+    const x86::TileRows rows =
+        x86::tile_rows<Avx512>(w_rows, w_ld, w, row, num_rows, qa.num_groups);
+    const float* scales = x86::scales_of_4_rows<Avx512>(rows.scales, qa.num_groups);
     __m128 acc[kTokens];
     for (int t = 0; t < kTokens; ++t) acc[t] = _mm_setzero_ps();
     int64_t pair = 0;
@@ -660,21 +649,19 @@ struct Avx512Vnni : Avx512 {
         x86::prefetch_stream<Avx512>(w_rows, 4 * w_ld, pair * 4 * kBlock, 4 * 2 * kBlock);
       }
       const __m512 s16 = scales_of_4_blocks(scales, 2 * pair, blocks_per_group, num_blocks);
-      int4_quad_step<kTokens, true>(qa, token, w_row, s16, pair, 4, acc);
+      int4_quad_step<kTokens, true>(qa, token, rows.values, s16, pair, 4, acc);
     }
     if (pair < qa.num_pairs) {
       const __m512 s16 = scales_of_4_blocks(scales, 2 * pair, blocks_per_group, num_blocks);
-      int4_quad_step<kTokens, false>(qa, token, w_row, s16, pair, num_blocks - 2 * pair, acc);
+      int4_quad_step<kTokens, false>(qa, token, rows.values, s16, pair, num_blocks - 2 * pair, acc);
     }
     // The min term, sum_g min_g * group_sums_g, group by group (as the panels add it).
-    const uint16_t* min_row[4];
-    for (int r = 0; r < 4; ++r) min_row[r] = w.mins + (scale_row[r] - w.scales);
     for (int t = 0; t < kTokens; ++t) {
       __m128 min_sum = _mm_setzero_ps();
       const float* sums = qa.group_sums + (token + t) * qa.num_groups;
       for (int64_t g = 0; g < qa.num_groups; ++g) {
         min_sum =
-            _mm_fmadd_ps(x86::scales_4_rows<Avx512>(min_row, g), _mm_set1_ps(sums[g]), min_sum);
+            _mm_fmadd_ps(x86::scales_4_rows<Avx512>(rows.mins, g), _mm_set1_ps(sums[g]), min_sum);
       }
       alignas(16) float rows4[4];
       _mm_store_ps(rows4, _mm_add_ps(acc[t], min_sum));

@@ -378,6 +378,26 @@ void store_4_rows(const __m256 acc[kTokens], const QuantizedActivations& qa, int
   }
 }
 
+// The 4 rows of a block tile: rows past num_rows repeat the last row (computed, never stored).
+struct TileRows {
+  const uint8_t* values[4];
+  const uint16_t* scales[4];
+  const uint16_t* mins[4];  // int4 only
+};
+
+template <class V>
+inline TileRows tile_rows(const uint8_t* w_rows, int64_t w_ld, const WeightView& w, int64_t row,
+                          int64_t num_rows, int64_t num_groups) {
+  TileRows rows{};
+  for (int r = 0; r < 4; ++r) {
+    const int64_t valid = r < num_rows ? r : num_rows - 1;
+    rows.values[r] = w_rows + valid * w_ld;
+    rows.scales[r] = w.scales + (row + valid) * num_groups;
+    rows.mins[r] = w.mins != nullptr ? w.mins + (row + valid) * num_groups : nullptr;
+  }
+  return rows;
+}
+
 // int8 weights, 4 rows x kTokens tokens, one block at a time. Lane r (r + 4) holds row r's
 // dot over the low (high) 16 values of the block: 4 x 8 int32 lanes folded by three vphaddd.
 template <class V, int kTokens>
@@ -385,13 +405,9 @@ void int8_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t*
                    int64_t w_ld, const WeightView& w, int64_t row, int64_t num_rows, float* y,
                    int64_t ldy) {
   const int64_t num_groups = qa.num_groups, blocks_per_group = qa.num_blocks / num_groups;
-  const uint8_t* w_row[4];
-  const uint16_t* scale_row[4];
-  for (int r = 0; r < 4; ++r) {
-    const int64_t valid = r < num_rows ? r : num_rows - 1;
-    w_row[r] = w_rows + valid * w_ld;
-    scale_row[r] = w.scales + (row + valid) * num_groups;
-  }
+  const TileRows rows = tile_rows<V>(w_rows, w_ld, w, row, num_rows, num_groups);
+  const uint8_t* const* w_row = rows.values;
+  const uint16_t* const* scale_row = rows.scales;
   // Decode passes each 4-row group once, so all its scales are gathered up front; tiles of many
   // tokens are called again per token tile, where converting per group measured faster.
   const float* scales = kTokens == 1 ? scales_of_4_rows<V>(scale_row, num_groups) : nullptr;
@@ -438,13 +454,9 @@ void int4_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t*
                    int64_t ldy) {
   const int64_t blocks_per_group = w.group_size / kQuantBlock;
   const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
-  const uint8_t* w_row[4];
-  const uint16_t* scale_row[4];
-  for (int r = 0; r < 4; ++r) {
-    const int64_t valid = r < num_rows ? r : num_rows - 1;
-    w_row[r] = w_rows + valid * w_ld;
-    scale_row[r] = w.scales + (row + valid) * qa.num_groups;
-  }
+  const TileRows rows = tile_rows<V>(w_rows, w_ld, w, row, num_rows, qa.num_groups);
+  const uint8_t* const* w_row = rows.values;
+  const uint16_t* const* scale_row = rows.scales;
   __m256 acc[kTokens];
   for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_ps();
   __m256 scale = _mm256_setzero_ps();
