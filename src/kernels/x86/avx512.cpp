@@ -156,8 +156,8 @@ struct Avx512 {
 // int8 weights in blocks of 32 (GGUF Q8_0) on AVX512_VNNI, two blocks per zmm. The generic
 // tile (quant_kernels.h) spends per 4 rows, token and block: 4 vpsignb + 4 vpdpbusd (ymm) +
 // 3 vphaddd (9 uops) + convert, multiply, FMA. Here, per 4 rows, token and *pair* of blocks:
-// 4 vpdpbusd (zmm) + 2 for the bias correction + a 9-uop transpose-fold + convert, multiply,
-// FMA, about 2.3x fewer uops per product.
+// 4 vpdpbusd (zmm) + 2 for the bias correction + a 9-uop transpose-fold + 2 to add the
+// halves + convert, multiply and an FMA per block: about half the uops per product.
 //
 // Bias instead of the sign trick: vpdpbusd wants one unsigned operand, so the weights get
 // +128 (an xor per row and pair, shared by the tile's tokens) and Σ(w+128)x = Σwx + 128Σx is
