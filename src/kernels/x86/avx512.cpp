@@ -640,6 +640,17 @@ struct Avx512Vnni : Avx512 {
     const int64_t num_blocks = qa.num_blocks, blocks_per_group = w.group_size / kBlock;
     const x86::TileRows rows =
         x86::tile_rows<Avx512>(w_rows, w_ld, w, row, num_rows, qa.num_groups);
+    // The min term, sum_g min_g * group_sums_g, group by group (as the panels add it). First,
+    // because the mins and the scales share scales_of_4_rows' scratch.
+    __m128 min_sum[kTokens];
+    const float* mins = x86::scales_of_4_rows<Avx512>(rows.mins, qa.num_groups);
+    for (int t = 0; t < kTokens; ++t) {
+      min_sum[t] = _mm_setzero_ps();
+      const float* sums = qa.group_sums + (token + t) * qa.num_groups;
+      for (int64_t g = 0; g < qa.num_groups; ++g) {
+        min_sum[t] = _mm_fmadd_ps(_mm_loadu_ps(mins + g * 4), _mm_set1_ps(sums[g]), min_sum[t]);
+      }
+    }
     const float* scales = x86::scales_of_4_rows<Avx512>(rows.scales, qa.num_groups);
     __m128 acc[kTokens];
     for (int t = 0; t < kTokens; ++t) acc[t] = _mm_setzero_ps();
@@ -655,16 +666,9 @@ struct Avx512Vnni : Avx512 {
       const __m512 s16 = scales_of_4_blocks(scales, 2 * pair, blocks_per_group, num_blocks);
       int4_quad_step<kTokens, false>(qa, token, rows.values, s16, pair, num_blocks - 2 * pair, acc);
     }
-    // The min term, sum_g min_g * group_sums_g, group by group (as the panels add it).
     for (int t = 0; t < kTokens; ++t) {
-      __m128 min_sum = _mm_setzero_ps();
-      const float* sums = qa.group_sums + (token + t) * qa.num_groups;
-      for (int64_t g = 0; g < qa.num_groups; ++g) {
-        min_sum =
-            _mm_fmadd_ps(x86::scales_4_rows<Avx512>(rows.mins, g), _mm_set1_ps(sums[g]), min_sum);
-      }
       alignas(16) float rows4[4];
-      _mm_store_ps(rows4, _mm_add_ps(acc[t], min_sum));
+      _mm_store_ps(rows4, _mm_add_ps(acc[t], min_sum[t]));
       for (int r = 0; r < num_rows; ++r) y[t * ldy + r] = rows4[r];
     }
   }
