@@ -121,26 +121,27 @@ void route_token(const MoeRouterConfig& c, const float* logits, const float* bia
 
 void MoeDispatcher::reserve(const MoeRouterConfig& c, int64_t hidden, int64_t inter,
                             int64_t shared_inter, int64_t max_tokens) {
-  hidden_ = hidden;
+  // Layers of one model may differ (a dense first layer's wider inter, V3's groups), so every
+  // buffer only ever grows to what the largest caller needs.
+  hidden_ = hidden;  // one model, one hidden size
   max_inter_ = std::max({max_inter_, inter, shared_inter});
-  if (max_tokens <= capacity_ &&
-      logits_.size() >= static_cast<size_t>(max_tokens * c.num_experts)) {
-    return;
-  }
   capacity_ = std::max(capacity_, max_tokens);
   const auto n = static_cast<size_t>(capacity_);
-  logits_.resize(n * c.num_experts);
-  route_scratch_.resize(n * (2 * c.num_experts + c.num_groups));
-  expert_ids_.resize(n * c.top_k);
-  route_weights_.resize(n * c.top_k);
-  expert_offsets_.resize(static_cast<size_t>(c.num_experts) + 1);
-  expert_cursor_.resize(static_cast<size_t>(c.num_experts));
-  expert_rows_.resize(n * c.top_k);
-  expert_row_weights_.resize(n * c.top_k);
-  gathered_.resize(n * hidden_);
-  gate_.resize(n * max_inter_);
-  up_.resize(n * max_inter_);
-  expert_out_.resize(n * hidden_);
+  const auto grow = [](auto& buffer, size_t size) {
+    if (buffer.size() < size) buffer.resize(size);
+  };
+  grow(logits_, n * c.num_experts);
+  grow(route_scratch_, n * (2 * c.num_experts + c.num_groups));
+  grow(expert_ids_, n * c.top_k);
+  grow(route_weights_, n * c.top_k);
+  grow(expert_offsets_, static_cast<size_t>(c.num_experts) + 1);
+  grow(expert_cursor_, static_cast<size_t>(c.num_experts));
+  grow(expert_rows_, n * c.top_k);
+  grow(expert_row_weights_, n * c.top_k);
+  grow(gathered_, n * hidden_);
+  grow(gate_, n * max_inter_);
+  grow(up_, n * max_inter_);
+  grow(expert_out_, n * hidden_);
 }
 
 void MoeDispatcher::forward(const MoeRouterConfig& c, const MoeWeights& w, const float* x,

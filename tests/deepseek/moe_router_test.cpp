@@ -156,34 +156,48 @@ std::vector<double> mlp_ref(const Mlp& m, const float* x, int64_t hidden, int64_
   return y;
 }
 
-TEST(MoeDispatcher, MatchesPerTokenScalarReferenceAndIsBatchInvariant) {
-  constexpr int64_t kHidden = 16, kInter = 8, kTokens = 9;
+// A small V3-style MoE layer (groups, bias, a shared expert) and a batch of inputs.
+struct MoeCase {
+  static constexpr int64_t kHidden = 16, kInter = 8, kTokens = 9;
   MoeRouterConfig c;
-  c.num_experts = 6;
-  c.top_k = 2;
-  c.num_groups = 3;
-  c.topk_groups = 2;
-  c.scoring = MoeScoring::kSigmoid;
-  c.method = MoeTopkMethod::kNoauxTc;
-  c.norm_topk_prob = true;
-  c.routed_scaling_factor = 2.5f;
-
-  std::mt19937 rng(7);
-  std::normal_distribution<float> n(0.0f, 1.0f);
   std::vector<Mlp> experts;
-  for (int e = 0; e < c.num_experts; ++e) experts.push_back(random_mlp(rng, kHidden, kInter));
-  const Mlp shared = random_mlp(rng, kHidden, 2 * kInter);
-  std::vector<float> router(static_cast<size_t>(c.num_experts * kHidden));
-  for (float& v : router) v = n(rng);
+  Mlp shared;
+  std::vector<float> router, x;
   MoeWeights w;
-  w.router = {router.data(), DType::kF32, c.num_experts, kHidden};
-  w.score_bias = {0.1f, 0.0f, 0.3f, 0.0f, 0.2f, 0.05f};
-  for (const Mlp& m : experts) w.experts.push_back(m.view(kHidden, kInter));
-  w.has_shared = true;
-  w.shared = shared.view(kHidden, 2 * kInter);
 
-  std::vector<float> x(static_cast<size_t>(kTokens * kHidden));
-  for (float& v : x) v = n(rng);
+  MoeCase() {
+    c.num_experts = 6;
+    c.top_k = 2;
+    c.num_groups = 3;
+    c.topk_groups = 2;
+    c.scoring = MoeScoring::kSigmoid;
+    c.method = MoeTopkMethod::kNoauxTc;
+    c.norm_topk_prob = true;
+    c.routed_scaling_factor = 2.5f;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    for (int e = 0; e < c.num_experts; ++e) experts.push_back(random_mlp(rng, kHidden, kInter));
+    shared = random_mlp(rng, kHidden, 2 * kInter);
+    router.resize(static_cast<size_t>(c.num_experts * kHidden));
+    for (float& v : router) v = n(rng);
+    w.router = {router.data(), DType::kF32, c.num_experts, kHidden};
+    w.score_bias = {0.1f, 0.0f, 0.3f, 0.0f, 0.2f, 0.05f};
+    for (const Mlp& m : experts) w.experts.push_back(m.view(kHidden, kInter));
+    w.has_shared = true;
+    w.shared = shared.view(kHidden, 2 * kInter);
+    x.resize(static_cast<size_t>(kTokens * kHidden));
+    for (float& v : x) v = n(rng);
+  }
+};
+
+TEST(MoeDispatcher, MatchesPerTokenScalarReferenceAndIsBatchInvariant) {
+  const MoeCase m;
+  const int64_t kHidden = MoeCase::kHidden, kInter = MoeCase::kInter, kTokens = MoeCase::kTokens;
+  const MoeRouterConfig& c = m.c;
+  const MoeWeights& w = m.w;
+  const std::vector<float>& x = m.x;
+  const std::vector<Mlp>& experts = m.experts;
+  const Mlp& shared = m.shared;
   MoeDispatcher moe;
   std::vector<float> out(x.size());
   moe.forward(c, w, x.data(), kTokens, out.data());
@@ -216,6 +230,19 @@ TEST(MoeDispatcher, MatchesPerTokenScalarReferenceAndIsBatchInvariant) {
   int num_used = 0;
   for (int u : uses) num_used += u > 0 ? 1 : 0;
   EXPECT_GE(num_used, 3) << "the batch should exercise several experts";
+}
+
+// A dispatcher reserved for narrower experts (and more tokens) than a later layer has must
+// grow its buffers for that layer, not keep the first sizes (ASan sees the overflow if not).
+TEST(MoeDispatcher, ReserveGrowsForWiderExperts) {
+  const MoeCase m;
+  std::vector<float> want(m.x.size()), got(m.x.size());
+  MoeDispatcher fresh;
+  fresh.forward(m.c, m.w, m.x.data(), MoeCase::kTokens, want.data());
+  MoeDispatcher reserved;
+  reserved.reserve(m.c, MoeCase::kHidden, /*inter=*/2, /*shared_inter=*/0, 4 * MoeCase::kTokens);
+  reserved.forward(m.c, m.w, m.x.data(), MoeCase::kTokens, got.data());
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace
