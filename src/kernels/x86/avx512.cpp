@@ -257,6 +257,25 @@ inline void group_biases(const int8_t* q, int64_t q_ld, int64_t num_tokens, int6
   }
 }
 
+// Rows [row, row + num_rows) (num_rows <= 16) of an fp16 [rows][num_groups] plane (scales or
+// mins) as fp32 [group][16 rows], missing rows zero: each row converted into scratch_rows
+// ([row][group]), then gathered per group.
+inline void plane_by_group(const uint16_t* plane, int64_t row, int64_t num_rows, int64_t num_groups,
+                           float* scratch_rows, float* out) {
+  for (int64_t r = 0; r < num_rows; ++r) {
+    x86::to_f32<Avx512>(plane + (row + r) * num_groups, DType::kF16, num_groups,
+                        scratch_rows + r * num_groups);
+  }
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i group_offsets =
+      _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(num_groups)));
+  const __mmask16 valid = Avx512::mask(static_cast<int>(num_rows));
+  for (int64_t g = 0; g < num_groups; ++g) {
+    _mm512_store_ps(out + g * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid,
+                                                           group_offsets, scratch_rows + g, 4));
+  }
+}
+
 // Rows [row, row + num_rows) (num_rows <= 16) into the panel layout; missing rows are zero.
 inline void pack_int8_panel(const WeightView& w, int64_t row, int64_t num_rows, uint8_t* packed,
                             float* scales, float* scale_rows) {
@@ -278,17 +297,7 @@ inline void pack_int8_panel(const WeightView& w, int64_t row, int64_t num_rows, 
         _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, row_offsets, values + q * 4, 1);
     _mm512_store_si512(packed + q * 64, _mm512_xor_si512(quads, bias));
   }
-  // Scales: each row's fp16 converted ([row][group] in scale_rows), then gathered per group.
-  for (int64_t r = 0; r < num_rows; ++r) {
-    x86::to_f32<Avx512>(w.scales + (row + r) * num_groups, DType::kF16, num_groups,
-                        scale_rows + r * num_groups);
-  }
-  const __m512i group_offsets =
-      _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(num_groups)));
-  for (int64_t g = 0; g < num_groups; ++g) {
-    _mm512_store_ps(scales + g * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid,
-                                                              group_offsets, scale_rows + g, 4));
-  }
+  plane_by_group(w.scales, row, num_rows, num_groups, scale_rows, scales);
 }
 
 template <int kTokens>
@@ -321,19 +330,6 @@ void int8_panel_tile(const PanelActivations& pa, int64_t token, const uint8_t* p
   for (int t = 0; t < kTokens; ++t) _mm512_mask_storeu_ps(y + t * ldy, valid, acc[t]);
 }
 
-template <int kTokens>
-void run_int8_panel_tile(int64_t tokens, const PanelActivations& pa, int64_t token,
-                         const uint8_t* packed, const float* scales, int64_t num_rows, float* y,
-                         int64_t ldy) {
-  if constexpr (kTokens > 1) {
-    if (tokens < kTokens) {
-      run_int8_panel_tile<kTokens - 1>(tokens, pa, token, packed, scales, num_rows, y, ldy);
-      return;
-    }
-  }
-  int8_panel_tile<kTokens>(pa, token, packed, scales, num_rows, y, ldy);
-}
-
 // The panel sweep over rows [row_begin, row_end): neg_bias is filled here.
 inline void int8_panel_matmul(PanelActivations pa, int32_t* neg_bias, int64_t num_tokens,
                               const WeightView& w, int64_t row_begin, int64_t row_end, float* y,
@@ -350,8 +346,9 @@ inline void int8_panel_matmul(PanelActivations pa, int32_t* neg_bias, int64_t nu
     const int64_t rows = x86::min_i64<Avx512>(x86::kPanelRows, row_end - r0);
     pack_int8_panel(w, r0, rows, packed, scales, scale_rows);
     for (int64_t t0 = 0; t0 < num_tokens; t0 += kPanelTileTokens) {
-      run_int8_panel_tile<kPanelTileTokens>(num_tokens - t0, pa, t0, packed, scales, rows,
-                                            y + t0 * ldy + r0, ldy);
+      x86::with_tile_shape<Avx512, 1, kPanelTileTokens>(1, num_tokens - t0, [&]<int R, int T>() {
+        int8_panel_tile<T>(pa, t0, packed, scales, rows, y + t0 * ldy + r0, ldy);
+      });
     }
   }
 }
@@ -394,20 +391,8 @@ inline void pack_int4_panel(const WeightView& w, int64_t row, int64_t num_rows, 
       _mm512_store_si512(out + 8 * 64, _mm512_and_si512(_mm512_srli_epi32(quads, 4), low_nibbles));
     }
   }
-  const __m512i group_offsets =
-      _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(num_groups)));
-  for (int plane = 0; plane < 2; ++plane) {
-    const uint16_t* src = plane == 0 ? w.scales : w.mins;
-    float* dst = plane == 0 ? scales : mins;
-    for (int64_t r = 0; r < num_rows; ++r) {
-      x86::to_f32<Avx512>(src + (row + r) * num_groups, DType::kF16, num_groups,
-                          scratch_rows + r * num_groups);
-    }
-    for (int64_t g = 0; g < num_groups; ++g) {
-      _mm512_store_ps(dst + g * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid,
-                                                             group_offsets, scratch_rows + g, 4));
-    }
-  }
+  plane_by_group(w.scales, row, num_rows, num_groups, scratch_rows, scales);
+  plane_by_group(w.mins, row, num_rows, num_groups, scratch_rows, mins);
 }
 
 // 16 rows x kTokens tokens over the int4 panel.
@@ -457,20 +442,6 @@ void int4_panel_tile(const x86::QuantizedActivations& qa, int64_t token, int64_t
     }
     _mm512_mask_storeu_ps(y + t * ldy, valid, _mm512_add_ps(acc[t], min_sum));
   }
-}
-
-template <int kTokens>
-void run_int4_panel_tile(int64_t tokens, const x86::QuantizedActivations& qa, int64_t token,
-                         int64_t blocks_per_group, const uint8_t* packed, const float* scales,
-                         const float* mins, int64_t num_rows, float* y, int64_t ldy) {
-  if constexpr (kTokens > 1) {
-    if (tokens < kTokens) {
-      run_int4_panel_tile<kTokens - 1>(tokens, qa, token, blocks_per_group, packed, scales, mins,
-                                       num_rows, y, ldy);
-      return;
-    }
-  }
-  int4_panel_tile<kTokens>(qa, token, blocks_per_group, packed, scales, mins, num_rows, y, ldy);
 }
 
 // int4 (blocks of 32, GGUF Q4_0 and Pagoda's int4): 64 packed bytes of a row hold blocks
@@ -626,8 +597,10 @@ struct Avx512Vnni : Avx512 {
       const int64_t rows = x86::min_i64<Avx512>(x86::kPanelRows, row_end - r0);
       pack_int4_panel(w, r0, rows, qa.num_pairs, packed, scales, mins, scratch_rows);
       for (int64_t t0 = 0; t0 < num_tokens; t0 += kPanelTileTokens) {
-        run_int4_panel_tile<kPanelTileTokens>(num_tokens - t0, qa, t0, blocks_per_group, packed,
-                                              scales, mins, rows, y + t0 * ldy + r0, ldy);
+        x86::with_tile_shape<Avx512, 1, kPanelTileTokens>(1, num_tokens - t0, [&]<int R, int T>() {
+          int4_panel_tile<T>(qa, t0, blocks_per_group, packed, scales, mins, rows,
+                             y + t0 * ldy + r0, ldy);
+        });
       }
     }
   }
@@ -722,18 +695,6 @@ void bf16_dot_tile(const uint16_t* xb, int64_t ldx, const uint16_t* w, int64_t c
   }
 }
 
-template <int kRows, int kTokens>
-void run_bf16_tile(int64_t tokens, const uint16_t* xb, int64_t ldx, const uint16_t* w, int64_t cols,
-                   float* y, int64_t ldy) {
-  if constexpr (kTokens > 1) {
-    if (tokens < kTokens) {
-      run_bf16_tile<kRows, kTokens - 1>(tokens, xb, ldx, w, cols, y, ldy);
-      return;
-    }
-  }
-  bf16_dot_tile<kRows, kTokens>(xb, ldx, w, cols, y, ldy);
-}
-
 void matmul_bf16_dot(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
                      int64_t row_end, float* y, int64_t ldy) {
   if (row_end <= row_begin || num_tokens <= 0) return;
@@ -760,20 +721,9 @@ void matmul_bf16_dot(const float* x, int64_t num_tokens, const WeightView& w, in
         const uint16_t* xt = xb + t0 * ldx;
         const uint16_t* wr = wb + r * cols;
         float* yt = y + t0 * ldy + r;
-        switch (panel_end - r >= 4 ? 4 : panel_end - r) {
-          case 4:
-            run_bf16_tile<4, kBf16TileTokens>(tokens, xt, ldx, wr, cols, yt, ldy);
-            break;
-          case 3:
-            run_bf16_tile<3, kBf16TileTokens>(tokens, xt, ldx, wr, cols, yt, ldy);
-            break;
-          case 2:
-            run_bf16_tile<2, kBf16TileTokens>(tokens, xt, ldx, wr, cols, yt, ldy);
-            break;
-          default:
-            run_bf16_tile<1, kBf16TileTokens>(tokens, xt, ldx, wr, cols, yt, ldy);
-            break;
-        }
+        x86::with_tile_shape<Avx512, 4, kBf16TileTokens>(
+            panel_end - r, tokens,
+            [&]<int R, int T>() { bf16_dot_tile<R, T>(xt, ldx, wr, cols, yt, ldy); });
       }
     }
   }

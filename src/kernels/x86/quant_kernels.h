@@ -519,17 +519,10 @@ void int4_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t*
   store_4_rows<V, kTokens>(acc, qa, token, w, row, num_rows, y, ldy);
 }
 
+// The block tile for kType on this ISA (the zmm tiles where V has them).
 template <class V, DType kType, int kTokens>
-void run_int_tile(int64_t tokens, const QuantizedActivations& qa, int64_t token,
-                  const uint8_t* w_rows, int64_t w_ld, const WeightView& w, int64_t row,
-                  int64_t num_rows, float* y, int64_t ldy) {
-  if constexpr (kTokens > 1) {
-    if (tokens < kTokens) {
-      run_int_tile<V, kType, kTokens - 1>(tokens, qa, token, w_rows, w_ld, w, row, num_rows, y,
-                                          ldy);
-      return;
-    }
-  }
+void int_tile(const QuantizedActivations& qa, int64_t token, const uint8_t* w_rows, int64_t w_ld,
+              const WeightView& w, int64_t row, int64_t num_rows, float* y, int64_t ldy) {
   if constexpr (kType == DType::kI8 && V::kZmmBlockTiles) {
     V::template int8_zmm_tile<kTokens>(qa, token, w_rows, w_ld, w, row, num_rows, y, ldy);
   } else if constexpr (kType == DType::kI8) {
@@ -567,8 +560,8 @@ void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightVie
     for (int64_t r = row_begin; r < row_end; r += 4) {
       const int64_t rows = min_i64<V>(4, row_end - r);
       for (int64_t t = 0; t < num_tokens; ++t) {
-        run_int_tile<V, kType, 1>(1, qa, t, data + r * row_bytes, row_bytes, w, r, rows,
-                                  y + t * ldy + r, ldy);
+        int_tile<V, kType, 1>(qa, t, data + r * row_bytes, row_bytes, w, r, rows, y + t * ldy + r,
+                              ldy);
       }
     }
     return;
@@ -579,8 +572,10 @@ void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightVie
     for (int64_t t0 = 0; t0 < num_tokens; t0 += kT) {
       const int64_t tile_tokens = min_i64<V>(kT, num_tokens - t0);
       for (int64_t r = r0; r < r0 + panel_rows; r += 4) {
-        run_int_tile<V, kType, kT>(tile_tokens, qa, t0, data + r * row_bytes, row_bytes, w, r,
-                                   min_i64<V>(4, r0 + panel_rows - r), y + t0 * ldy + r, ldy);
+        with_tile_shape<V, 1, kT>(1, tile_tokens, [&]<int R, int T>() {
+          int_tile<V, kType, T>(qa, t0, data + r * row_bytes, row_bytes, w, r,
+                                min_i64<V>(4, r0 + panel_rows - r), y + t0 * ldy + r, ldy);
+        });
       }
     }
   }
