@@ -19,6 +19,7 @@
 #include "kernels/bandwidth.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
+#include "kernels/quantize.h"
 #include "util/half.h"
 
 namespace {
@@ -36,12 +37,15 @@ const Shape kShapes[] = {{"2048x2048", 2048, 2048},
                          {"2048x5504", 2048, 5504},
                          {"32256x2048", 32256, 2048}};
 
-// The weight layouts compared: dtype, group size (0: per output channel), int8 activations.
+// The weight layouts compared: dtype, group size (0: per output channel), int8 activations,
+// and for int4 whether each min is -8 * its scale (Q4_0: the mins plane is never read, so its
+// bytes do not count).
 struct Variant {
   const char* name;
   DType dtype;
   int64_t group_size;
   bool int8_activations;
+  bool symmetric_int4 = false;
 };
 
 const Variant kVariants[] = {
@@ -51,6 +55,7 @@ const Variant kVariants[] = {
     {"int8 g32 W8A8 (Q8_0)", DType::kI8, 32, true},
     {"int4 g32 weight-only", DType::kI4, 32, false},
     {"int4 g32 W4A8", DType::kI4, 32, true},
+    {"int4 g32 W4A8 (Q4_0)", DType::kI4, 32, true, true},
     {"int4 g128 W4A8", DType::kI4, 128, true},
 };
 
@@ -93,12 +98,16 @@ OwnedWeight make_weight(const Variant& v, const Shape& s, uint64_t seed) {
     w.view.scales = w.scales.data();
     w.bytes += num_scales * 2;
     if (v.dtype == DType::kI4) {
-      w.mins.assign(static_cast<size_t>(num_scales), pagoda::f32_to_f16(-0.08f));
+      const float scale = pagoda::f16_to_f32(pagoda::f32_to_f16(0.01f));
+      w.mins.assign(static_cast<size_t>(num_scales),
+                    pagoda::f32_to_f16(v.symmetric_int4 ? -8.0f * scale : -0.08f));
       w.view.mins = w.mins.data();
-      w.bytes += num_scales * 2;
+      w.view.symmetric_int4 = v.symmetric_int4;
+      if (!v.symmetric_int4) w.bytes += num_scales * 2;
     }
     w.view.group_size = group;
     w.view.int8_activations = v.int8_activations;
+    if (v.symmetric_int4 && !pagoda::symmetric_int4_mins(w.view)) std::abort();
   }
   return w;
 }

@@ -1,6 +1,7 @@
 #include "kernels/quantize.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -226,6 +227,21 @@ QuantizedMatrix quantize_matrix(const WeightView& src, DType to, int64_t group_s
   m.view.group_size = group_size;
   m.size_bytes = value_bytes + rows * groups * 2 * (to == DType::kI4 ? 2 : 1);
   return m;
+}
+
+bool symmetric_int4_mins(const WeightView& w) {
+  if (w.dtype != DType::kI4 || w.scales == nullptr || w.mins == nullptr || w.group_size <= 0) {
+    return false;
+  }
+  const int64_t n = w.rows * (w.cols / w.group_size);
+  for (int64_t i = 0; i < n; ++i) {
+    // Bits, not ==: +0 and -0 differ in what the kernels would add (and NaN never matches).
+    if (std::bit_cast<uint32_t>(f16_to_f32(w.mins[i])) !=
+        std::bit_cast<uint32_t>(-8.0f * f16_to_f32(w.scales[i]))) {
+      return false;
+    }
+  }
+  return true;
 }
 
 int64_t weight_bytes(const WeightView& w) {

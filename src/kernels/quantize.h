@@ -40,6 +40,10 @@ struct QuantizedMatrix {
 // of the group size, or the group size of 32.
 QuantizedMatrix quantize_matrix(const WeightView& src, DType to, int64_t group_size);
 
+// True when w is kI4 and each min equals -8 * its scale as the kernels compute it (fp32, the
+// same bits), so WeightView::symmetric_int4 may be set. Reads both planes once.
+bool symmetric_int4_mins(const WeightView& w);
+
 // Bytes a weight occupies in memory, scale planes included.
 int64_t weight_bytes(const WeightView& w);
 

@@ -45,6 +45,7 @@ WeightView WeightLoader::view_of(const std::string& name, int64_t rows, int64_t 
   w.mins = t.mins;
   w.group_size = t.group_size;
   w.int8_activations = is_quantized(t.dtype) && options_.int8_activations;
+  w.symmetric_int4 = symmetric_int4_mins(w);
   return w;
 }
 

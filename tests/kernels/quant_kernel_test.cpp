@@ -7,6 +7,7 @@
 //    all-zero activation blocks); bit-exact batch invariance and thread splits.
 #include <omp.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -224,6 +225,37 @@ TEST_P(QuantKernelTest, MatmulIsBatchInvariant) {
   }
 }
 
+TEST_P(QuantKernelTest, SymmetricInt4NeverReadsTheMinsAndGivesTheSameBits) {
+  // Q4_0-style weights (each min -8 * its scale): with symmetric_int4 the W4A8 paths take the
+  // min term from the scales. Poisoning the mins plane (NaN) proves it is not read; the result
+  // must equal, bit for bit, the same weights computed from their real mins.
+  const int64_t kRows = 37, kLdy = kRows;
+  for (const Layout& layout : kLayouts) {
+    QuantWeights w = random_quant_weights(rng_, DType::kI4, kRows, layout.cols, layout.group_size);
+    for (size_t i = 0; i < w.mins.size(); ++i) {
+      w.mins[i] = f32_to_f16(-8.0f * f16_to_f32(w.scales[i]));
+    }
+    w.view.int8_activations = true;
+    ASSERT_TRUE(symmetric_int4_mins(w.view));
+    const std::vector<uint16_t> poison(w.mins.size(), 0x7e00);  // fp16 NaN
+    WeightView symmetric = w.view;
+    symmetric.symmetric_int4 = true;
+    symmetric.mins = poison.data();
+    for (int64_t num_tokens : {1, 2, 3, 4, 5, 9, 17, 40}) {
+      if (layout.cols == 2048 && num_tokens > 5) continue;  // time
+      const std::vector<float> x = activations(rng_, num_tokens, layout.cols);
+      std::vector<float> expected(num_tokens * kLdy), actual(num_tokens * kLdy);
+      table_->matmul(x.data(), num_tokens, w.view, 0, kRows, expected.data(), kLdy);
+      table_->matmul(x.data(), num_tokens, symmetric, 0, kRows, actual.data(), kLdy);
+      for (size_t i = 0; i < actual.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(actual[i]), std::bit_cast<uint32_t>(expected[i]))
+            << GetParam().name << " cols=" << layout.cols << " group=" << layout.group_size
+            << " tokens=" << num_tokens << " i=" << i;
+      }
+    }
+  }
+}
+
 TEST_P(QuantKernelTest, DequantizeRowMatchesReferenceExactly) {
   for (DType dtype : {DType::kI8, DType::kI4}) {
     for (const Layout& layout : kLayouts) {
@@ -254,6 +286,25 @@ INSTANTIATE_TEST_SUITE_P(AllTables, QuantKernelTest, ::testing::ValuesIn(table_c
 
 // ---------------------------------------------------------------------------------------------
 // The scalar table against plain definitions.
+
+TEST(SymmetricInt4Mins, HoldsOnlyWhenEveryMinIsMinus8TimesItsScale) {
+  std::mt19937 rng(3);
+  QuantWeights w = random_quant_weights(rng, DType::kI4, 4, 64, 32);
+  EXPECT_FALSE(symmetric_int4_mins(w.view)) << "random mins";
+  for (size_t i = 0; i < w.mins.size(); ++i) {
+    w.mins[i] = f32_to_f16(-8.0f * f16_to_f32(w.scales[i]));
+  }
+  EXPECT_TRUE(symmetric_int4_mins(w.view));
+  w.scales[5] = 0;  // +0: the min must be -0 to match, not +0
+  w.mins[5] = 0;
+  EXPECT_FALSE(symmetric_int4_mins(w.view));
+  w.mins[5] = 0x8000;
+  EXPECT_TRUE(symmetric_int4_mins(w.view));
+  w.mins[6] = static_cast<uint16_t>(w.mins[6] + 1);  // one ulp off
+  EXPECT_FALSE(symmetric_int4_mins(w.view));
+  const QuantWeights w8 = random_quant_weights(rng, DType::kI8, 4, 64, 32);
+  EXPECT_FALSE(symmetric_int4_mins(w8.view));
+}
 
 TEST(ScalarQuantKernels, WeightOnlyEqualsFloatMatmulOnDequantizedRows) {
   std::mt19937 rng(7);

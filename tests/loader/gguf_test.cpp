@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/quantize.h"
 #include "loader/gguf.h"
 #include "loader/gguf_builder.h"
 #include "loader/gguf_repack.h"
@@ -401,6 +402,10 @@ TEST_P(GgufRepack, MatchesScalarDequantization) {
   EXPECT_EQ(t.dtype, requantized || bt.type == ggml_type::kQ8_0 || bt.type == ggml_type::kQ5_0
                          ? DType::kI8
                          : DType::kI4);
+  if (t.dtype == DType::kI4) {  // Q4_0 is w = d (q - 8): the kernels may skip its mins
+    const WeightView v{t.data, t.dtype, rows, cols, t.scales, t.mins, t.group_size};
+    EXPECT_EQ(symmetric_int4_mins(v), bt.type == ggml_type::kQ4_0);
+  }
   const int64_t row_bytes = info.size_bytes / rows;
   double max_rel_step = 0;
   for (int64_t row = 0; row < rows; ++row) {

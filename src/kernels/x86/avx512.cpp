@@ -392,7 +392,14 @@ inline void pack_int4_panel(const WeightView& w, int64_t row, int64_t num_rows, 
     }
   }
   plane_by_group(w.scales, row, num_rows, num_groups, scratch_rows, scales);
-  plane_by_group(w.mins, row, num_rows, num_groups, scratch_rows, mins);
+  if (w.symmetric_int4) {  // the same values as the mins plane holds, without reading it
+    const __m512 factor = _mm512_set1_ps(-8.0f);
+    for (int64_t i = 0; i < num_groups * 16; i += 16) {
+      _mm512_store_ps(mins + i, _mm512_mul_ps(_mm512_load_ps(scales + i), factor));
+    }
+  } else {
+    plane_by_group(w.mins, row, num_rows, num_groups, scratch_rows, mins);
+  }
 }
 
 // 16 rows x kTokens tokens over the int4 panel.
@@ -613,18 +620,25 @@ struct Avx512Vnni : Avx512 {
     const int64_t num_blocks = qa.num_blocks, blocks_per_group = w.group_size / kBlock;
     const x86::TileRows rows =
         x86::tile_rows<Avx512>(w_rows, w_ld, w, row, num_rows, qa.num_groups);
-    // The min term, sum_g min_g * group_sums_g, group by group (as the panels add it). First,
-    // because the mins and the scales share scales_of_4_rows' scratch.
+    // The min term, sum_g min_g * group_sums_g, group by group (as the panels add it), from
+    // the mins as [group][r0..r3] times `factor` (see int4_panels). The mins and the scales
+    // share scales_of_4_rows' scratch, so the mins are used before the scales are fetched.
     __m128 min_sum[kTokens];
-    const float* mins = x86::scales_of_4_rows<Avx512>(rows.mins, qa.num_groups);
-    for (int t = 0; t < kTokens; ++t) {
-      min_sum[t] = _mm_setzero_ps();
-      const float* sums = qa.group_sums + (token + t) * qa.num_groups;
-      for (int64_t g = 0; g < qa.num_groups; ++g) {
-        min_sum[t] = _mm_fmadd_ps(_mm_loadu_ps(mins + g * 4), _mm_set1_ps(sums[g]), min_sum[t]);
+    const auto add_min_terms = [&](const float* mins, float factor) {
+      const __m128 f = _mm_set1_ps(factor);
+      for (int t = 0; t < kTokens; ++t) {
+        min_sum[t] = _mm_setzero_ps();
+        const float* sums = qa.group_sums + (token + t) * qa.num_groups;
+        for (int64_t g = 0; g < qa.num_groups; ++g) {
+          min_sum[t] = _mm_fmadd_ps(_mm_mul_ps(_mm_loadu_ps(mins + g * 4), f), _mm_set1_ps(sums[g]),
+                                    min_sum[t]);
+        }
       }
-    }
+    };
+    if (!w.symmetric_int4)
+      add_min_terms(x86::scales_of_4_rows<Avx512>(rows.mins, qa.num_groups), 1.0f);
     const float* scales = x86::scales_of_4_rows<Avx512>(rows.scales, qa.num_groups);
+    if (w.symmetric_int4) add_min_terms(scales, -8.0f);
     __m128 acc[kTokens];
     for (int t = 0; t < kTokens; ++t) acc[t] = _mm_setzero_ps();
     int64_t pair = 0;

@@ -304,17 +304,21 @@ QuantizedActivations quantize_activations(const float* x, int64_t num_tokens, in
   return qa;
 }
 
-// Σ_g min_g * group_sums_g: the int4 min term of one (row, token).
+// Σ_g min_g * group_sums_g: the int4 min term of one (row, token), min_g = factor * plane_g:
+// the mins plane (factor 1) or, for symmetric int4, the scales (factor -8; the same values,
+// see WeightView::symmetric_int4, without streaming the mins).
 template <class V>
-float min_term(const uint16_t* mins, const float* group_sums, int64_t num_groups) {
+float min_term(const uint16_t* plane, float factor, const float* group_sums, int64_t num_groups) {
+  const __m256 f = _mm256_set1_ps(factor);
   __m256 acc = _mm256_setzero_ps();
   int64_t g = 0;
   for (; g + 8 <= num_groups; g += 8) {
-    const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + g)));
+    const __m256 m = _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(plane + g))), f);
     acc = _mm256_fmadd_ps(m, _mm256_loadu_ps(group_sums + g), acc);
   }
   float sum = reduce_add_256<V>(acc);
-  for (; g < num_groups; ++g) sum += half_to_float<V>(mins[g]) * group_sums[g];
+  for (; g < num_groups; ++g) sum += half_to_float<V>(plane[g]) * factor * group_sums[g];
   return sum;
 }
 
@@ -370,7 +374,8 @@ void store_4_rows(const __m256 acc[kTokens], const QuantizedActivations& qa, int
     for (int r = 0; r < num_rows; ++r) {
       float v = rows4[r];
       if (w.dtype == DType::kI4) {
-        v += min_term<V>(w.mins + (row + r) * qa.num_groups,
+        const uint16_t* plane = w.symmetric_int4 ? w.scales : w.mins;
+        v += min_term<V>(plane + (row + r) * qa.num_groups, w.symmetric_int4 ? -8.0f : 1.0f,
                          qa.group_sums + (token + t) * qa.num_groups, qa.num_groups);
       }
       y[t * ldy + r] = v;
