@@ -192,12 +192,19 @@ TEST(Quantize, CheckpointPlanesFoldIntoOneTensor) {
         }
       },
       Error);
+  std::vector<uint16_t> symmetric_mins(8);
+  for (size_t i = 0; i < symmetric_mins.size(); ++i) {
+    symmetric_mins[i] = f32_to_f16(-8.0f * f16_to_f32(q4.view.scales[i]));
+  }
   write_safetensors(dir.file("model.safetensors"),
                     {{{"a.weight", "I8", {4, 64}}, bytes(q8.view.data, 256)},
                      {{"a.weight_scale", "F16", {4, 2}}, bytes(q8.view.scales, 16)},
                      {{"b.weight", "U8", {4, 32}}, bytes(q4.view.data, 128)},
                      {{"b.weight_scale", "F16", {4, 2}}, bytes(q4.view.scales, 16)},
-                     {{"b.weight_min", "F16", {4, 2}}, bytes(q4.view.mins, 16)}});
+                     {{"b.weight_min", "F16", {4, 2}}, bytes(q4.view.mins, 16)},
+                     {{"s.weight", "U8", {4, 32}}, bytes(q4.view.data, 128)},
+                     {{"s.weight_scale", "F16", {4, 2}}, bytes(q4.view.scales, 16)},
+                     {{"s.weight_min", "F16", {4, 2}}, bytes(symmetric_mins.data(), 16)}});
   const TensorStore store = TensorStore::open(dir.str());
   const Tensor& a = store.get("a.weight", {4, 64});
   const Tensor& b = store.get("b.weight", {4, 64});
@@ -207,6 +214,9 @@ TEST(Quantize, CheckpointPlanesFoldIntoOneTensor) {
   EXPECT_EQ(b.group_size, 32);
   WeightLoader loader(store, WeightOptions{});
   const WeightView wb = loader.matrix("b.weight", 4, 64);
+  // The loader marks int4 whose mins are all -8 * the scales (Q4_0-like) for the kernels.
+  EXPECT_FALSE(wb.symmetric_int4);
+  EXPECT_TRUE(loader.matrix("s.weight", 4, 64).symmetric_int4);
   std::vector<float> x(64), y(64);
   for (int64_t r = 0; r < 4; ++r) {
     dequantize_row_reference(wb, r, x.data());
