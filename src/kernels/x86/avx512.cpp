@@ -276,26 +276,72 @@ inline void plane_by_group(const uint16_t* plane, int64_t row, int64_t num_rows,
   }
 }
 
+// 64 bytes (16 quads) of each of 16 rows, row r at base + r * ld (rows from num_rows on read
+// as zero), transposed: quads[k] holds quad k of rows 0..15. Four rounds of 16 shuffles where a
+// gather costs one per quad at best; each row's line two ahead is prefetched by hand (16 rows
+// are 16 streams, too many for the hardware prefetcher, and with few tokens they come from DRAM).
+inline void load_16_rows_by_quad(const uint8_t* base, int64_t ld, int64_t num_rows,
+                                 __m512i quads[16]) {
+  __m512i r[16], t[16];
+  for (int i = 0; i < 16; ++i) {
+    if (i < num_rows) {
+      _mm_prefetch(reinterpret_cast<const char*>(base + i * ld + 128), _MM_HINT_T0);
+      r[i] = _mm512_loadu_si512(base + i * ld);
+    } else {
+      r[i] = _mm512_setzero_si512();
+    }
+  }
+  // In each 128-bit lane L: t[2i], t[2i+1] = quads 4L, 4L+1 / 4L+2, 4L+3 of rows 2i, 2i+1 ...
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // ... then r[4i + j], lane L = quad 4L + j of rows 4i..4i+3 ...
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  // ... and a 4 x 4 transpose of 128-bit lanes puts rows 4i..4i+3 of quad 4L + j in lane i.
+  for (int j = 0; j < 4; ++j) {
+    const __m512i ab_low = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x44);
+    const __m512i ab_high = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xee);
+    const __m512i cd_low = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x44);
+    const __m512i cd_high = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xee);
+    quads[j] = _mm512_shuffle_i32x4(ab_low, cd_low, 0x88);
+    quads[4 + j] = _mm512_shuffle_i32x4(ab_low, cd_low, 0xdd);
+    quads[8 + j] = _mm512_shuffle_i32x4(ab_high, cd_high, 0x88);
+    quads[12 + j] = _mm512_shuffle_i32x4(ab_high, cd_high, 0xdd);
+  }
+}
+
+// Quad k of 16 rows (row r at base + r * ld), rows from num_rows on zero: the odd quads
+// past the last whole 64 bytes.
+inline __m512i gather_quad(const uint8_t* base, int64_t ld, int64_t num_rows) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i row_offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(ld)));
+  return _mm512_mask_i32gather_epi32(
+      _mm512_setzero_si512(), Avx512::mask(static_cast<int>(num_rows)), row_offsets, base, 1);
+}
+
 // Rows [row, row + num_rows) (num_rows <= 16) into the panel layout; missing rows are zero.
 inline void pack_int8_panel(const WeightView& w, int64_t row, int64_t num_rows, uint8_t* packed,
                             float* scales, float* scale_rows) {
-  const int64_t cols = w.cols, num_groups = cols / w.group_size;
+  const int64_t cols = w.cols, num_groups = cols / w.group_size, num_quads = cols / 4;
   const auto* values = static_cast<const uint8_t*>(w.data) + row * cols;
-  const __mmask16 valid = Avx512::mask(static_cast<int>(num_rows));
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i row_offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(cols)));
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (int64_t q = 0; q < cols / 4; ++q) {
-    // 16 rows are 16 streams, too many for the hardware prefetcher: each row's line two
-    // lines ahead is fetched by hand (with few tokens the weights come from DRAM).
-    if (q % 16 == 0) {
-      for (int64_t r = 0; r < num_rows; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(values + r * cols + q * 4 + 128), _MM_HINT_T0);
-      }
+  int64_t q = 0;
+  for (; q + 16 <= num_quads; q += 16) {
+    __m512i quads[16];
+    load_16_rows_by_quad(values + q * 4, cols, num_rows, quads);
+    for (int k = 0; k < 16; ++k) {
+      _mm512_store_si512(packed + (q + k) * 64, _mm512_xor_si512(quads[k], bias));
     }
-    const __m512i quads =
-        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, row_offsets, values + q * 4, 1);
-    _mm512_store_si512(packed + q * 64, _mm512_xor_si512(quads, bias));
+  }
+  for (; q < num_quads; ++q) {
+    _mm512_store_si512(packed + q * 64,
+                       _mm512_xor_si512(gather_quad(values + q * 4, cols, num_rows), bias));
   }
   plane_by_group(w.scales, row, num_rows, num_groups, scale_rows, scales);
 }
@@ -368,27 +414,26 @@ inline void pack_int4_panel(const WeightView& w, int64_t row, int64_t num_rows, 
   const int64_t cols = w.cols, row_bytes = cols / 2, num_blocks = cols / kBlock;
   const int64_t num_groups = cols / w.group_size;
   const auto* values = static_cast<const uint8_t*>(w.data) + row * row_bytes;
-  const __mmask16 valid = Avx512::mask(static_cast<int>(num_rows));
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i row_offsets =
-      _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(row_bytes)));
   const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
-  for (int64_t pair = 0; pair < num_pairs; ++pair) {
-    if (pair % 2 == 0) {  // see pack_int8_panel: one line per row, two lines ahead
-      for (int64_t r = 0; r < num_rows; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(values + r * row_bytes + pair * 32 + 128),
-                     _MM_HINT_T0);
-      }
-    }
+  // Packed quad m (m < 8) of a pair holds the low nibbles for activation quad m and the high
+  // nibbles for quad m + 8.
+  const auto store_quad = [&](int64_t pair, int64_t m, __m512i quads) {
+    uint8_t* out = packed + (pair * 16 + m) * 64;
+    _mm512_store_si512(out, _mm512_and_si512(quads, low_nibbles));
+    _mm512_store_si512(out + 8 * 64, _mm512_and_si512(_mm512_srli_epi32(quads, 4), low_nibbles));
+  };
+  int64_t pair = 0;
+  for (; pair + 2 <= num_pairs && 2 * pair + 4 <= num_blocks; pair += 2) {  // 64 bytes: 2 pairs
+    __m512i quads[16];
+    load_16_rows_by_quad(values + pair * 32, row_bytes, num_rows, quads);
+    for (int k = 0; k < 16; ++k) store_quad(pair + k / 8, k % 8, quads[k]);
+  }
+  for (; pair < num_pairs; ++pair) {  // the rest, the missing half of an odd last pair zero
     const int64_t packed_valid = 2 * pair + 1 < num_blocks ? 32 : 16;
     for (int64_t m = 0; m < 8; ++m) {
-      const __m512i quads = 4 * m < packed_valid ? _mm512_mask_i32gather_epi32(
-                                                       _mm512_setzero_si512(), valid, row_offsets,
-                                                       values + pair * 32 + 4 * m, 1)
-                                                 : _mm512_setzero_si512();
-      uint8_t* out = packed + (pair * 16 + m) * 64;
-      _mm512_store_si512(out, _mm512_and_si512(quads, low_nibbles));
-      _mm512_store_si512(out + 8 * 64, _mm512_and_si512(_mm512_srli_epi32(quads, 4), low_nibbles));
+      store_quad(pair, m,
+                 4 * m < packed_valid ? gather_quad(values + pair * 32 + 4 * m, row_bytes, num_rows)
+                                      : _mm512_setzero_si512());
     }
   }
   plane_by_group(w.scales, row, num_rows, num_groups, scratch_rows, scales);
