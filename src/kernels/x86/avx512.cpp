@@ -687,16 +687,19 @@ struct Avx512Vnni : Avx512 {
     __m128 acc[kTokens];
     for (int t = 0; t < kTokens; ++t) acc[t] = _mm_setzero_ps();
     int64_t pair = 0;
-    for (; pair + 2 <= qa.num_pairs; pair += 2) {
+    // Whole steps need 4 whole blocks: a 64-byte load past an odd last block would read 16
+    // bytes beyond the row (beyond the matrix, for its last row).
+    for (; 2 * pair + 4 <= num_blocks; pair += 2) {
       if constexpr (kTokens == 1) {  // decode: see prefetch_linear
         x86::prefetch_stream<Avx512>(w_rows, 4 * w_ld, pair * 4 * kBlock, 4 * 2 * kBlock);
       }
       const __m512 s16 = scales_of_4_blocks(scales, 2 * pair, blocks_per_group, num_blocks);
       int4_quad_step<kTokens, true>(qa, token, rows.values, s16, pair, 4, acc);
     }
-    if (pair < qa.num_pairs) {
+    for (; pair < qa.num_pairs; ++pair) {  // the last 1-3 blocks, a pair (or one block) a step
       const __m512 s16 = scales_of_4_blocks(scales, 2 * pair, blocks_per_group, num_blocks);
-      int4_quad_step<kTokens, false>(qa, token, rows.values, s16, pair, num_blocks - 2 * pair, acc);
+      const int64_t blocks = num_blocks - 2 * pair < 2 ? num_blocks - 2 * pair : 2;
+      int4_quad_step<kTokens, false>(qa, token, rows.values, s16, pair, blocks, acc);
     }
     for (int t = 0; t < kTokens; ++t) {
       alignas(16) float rows4[4];
