@@ -209,12 +209,12 @@ int main(int argc, char** argv) {
     std::printf(
         "\nKV cache per token and layer: latent %lld values (%lld B) vs expanded K/V %lld "
         "values (%lld B): %.1fx smaller\n",
-        static_cast<long long>(spec.floats_per_token_per_layer()),
-        static_cast<long long>(spec.floats_per_token_per_layer() * 4),
+        static_cast<long long>(spec.values_per_token_per_layer()),
+        static_cast<long long>(spec.values_per_token_per_layer() * 4),
         static_cast<long long>(expanded_values), static_cast<long long>(expanded_values * 4),
-        static_cast<double>(expanded_values) / spec.floats_per_token_per_layer());
+        static_cast<double>(expanded_values) / spec.values_per_token_per_layer());
     std::printf("  full V2-Lite (27 layers): %lld B vs %lld B per token\n",
-                static_cast<long long>(spec.floats_per_token_per_layer() * 4 * 27),
+                static_cast<long long>(spec.values_per_token_per_layer() * 4 * 27),
                 static_cast<long long>(expanded_values * 4 * 27));
 
     const int32_t max_len = context + steps + 1;

@@ -190,14 +190,16 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
          config_.max_position_embeddings, config_.config_path);
   }
 
-  const KvCacheSpec spec = model_->kv_cache_spec();
+  KvCacheSpec spec = model_->kv_cache_spec();
+  spec.dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
   const KvCachePlan plan = plan_kv_cache(spec, args.block_size, max_model_len_, args.max_num_seqs,
                                          args.kv_cache_space_bytes);
   kv_memory_ = HugeBuffer::allocate(static_cast<size_t>(plan.num_bytes));
   kv_cache_ = std::make_unique<KvCache>(spec, plan.num_blocks, args.block_size, kv_memory_.data());
-  spdlog::info("KV cache: {} blocks of {} tokens ({}, {} per token), {}", plan.num_blocks,
+  spdlog::info("KV cache: {} blocks of {} tokens ({}, {} per token, {}), {}", plan.num_blocks,
                args.block_size, format_bytes(static_cast<uint64_t>(plan.num_bytes)),
-               format_bytes(static_cast<uint64_t>(spec.bytes_per_token())), kv_memory_.kind_name());
+               format_bytes(static_cast<uint64_t>(spec.bytes_per_token())), dtype_name(spec.dtype),
+               kv_memory_.kind_name());
 
   SchedulerConfig sc;
   sc.max_num_seqs = args.max_num_seqs;

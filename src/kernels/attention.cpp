@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -22,6 +23,14 @@ struct AttentionScratch {
   std::vector<float> max;     // [tokens * group] running max score
   std::vector<float> sum;     // [tokens * group] running sum of exp(score - max)
 };
+
+// Asks for `bytes` from `p` on to be brought into the cache: the next block's rows while this
+// block is worked on, so that the first lines of each block do not wait on DRAM (the hardware
+// prefetcher only picks a stream up after its first misses).
+void prefetch_bytes(const char* p, int64_t bytes) {
+  constexpr int64_t kLine = 64;
+  for (int64_t b = 0; b < bytes; b += kLine) __builtin_prefetch(p + b);
+}
 
 // Consecutive new tokens of one sequence that one work item attends together: each cache block
 // is then read from L2 once per tile instead of once per token, and reused from L1.
@@ -40,8 +49,6 @@ void attend_tokens(const KernelTable& kt, const float* q, int32_t num_heads,
   const int32_t group = num_heads / cache.num_kv_heads;
   const int32_t dk = cache.k_head_dim, dv = cache.v_head_dim, bs = cache.block_size;
   const int32_t first_position = seq.context_len - seq.num_tokens + first_token;
-  const int64_t k_slot_stride = int64_t{cache.num_kv_heads} * dk;
-  const int64_t v_slot_stride = int64_t{cache.num_kv_heads} * dv;
   const int32_t num_states = num_tokens * group;  // state i: token i / group, head i % group
 
   s.scores.resize(size_t(bs));
@@ -50,10 +57,22 @@ void attend_tokens(const KernelTable& kt, const float* q, int32_t num_heads,
   s.sum.assign(num_states, 0.0f);
 
   const int32_t last_num_positions = first_position + num_tokens;
-  for (int32_t block_start = 0; block_start < last_num_positions; block_start += bs) {
+  const int64_t value_bytes = dtype_size(cache.dtype);
+  // This kv head's first k and v row in the block holding position block_start; its rows of
+  // the block follow contiguously.
+  const auto block_of = [&](int32_t block_start) {
     const int64_t first_slot = int64_t{seq.block_table[block_start / bs]} * bs;
-    const float* k_block = cache.k + first_slot * k_slot_stride + int64_t{kv_head} * dk;
-    const float* v_block = cache.v + first_slot * v_slot_stride + int64_t{kv_head} * dv;
+    return std::pair<const char*, const char*>{cache.k_at(cache.k_index(first_slot, kv_head)),
+                                               cache.v_at(cache.v_index(first_slot, kv_head))};
+  };
+  for (int32_t block_start = 0; block_start < last_num_positions; block_start += bs) {
+    const auto [k_block, v_block] = block_of(block_start);
+    if (block_start + bs < last_num_positions) {
+      const auto [k_next, v_next] = block_of(block_start + bs);
+      const int64_t next_rows = std::min(bs, last_num_positions - block_start - bs);
+      prefetch_bytes(k_next, next_rows * dk * value_bytes);
+      prefetch_bytes(v_next, next_rows * dv * value_bytes);
+    }
     for (int32_t i = 0; i < num_states; ++i) {
       const int32_t token = first_token + i / group;
       const int32_t num_positions = first_position + i / group + 1;  // causal: itself included
@@ -63,7 +82,7 @@ void attend_tokens(const KernelTable& kt, const float* q, int32_t num_heads,
                              int64_t{kv_head} * group + i % group) *
                                 dk;
       float* scores = s.scores.data();
-      kt.dot_rows(qh, k_block, k_slot_stride, block_len, dk, scores);
+      kt.dot_rows(qh, k_block, cache.dtype, dk, block_len, dk, scores);
       float block_max = -std::numeric_limits<float>::infinity();
       for (int32_t j = 0; j < block_len; ++j) {
         scores[j] *= scale;
@@ -78,7 +97,7 @@ void attend_tokens(const KernelTable& kt, const float* q, int32_t num_heads,
       }
       s.max[i] = new_max;
       s.sum[i] += kt.exp_shifted(scores, new_max, block_len);
-      kt.axpy_rows(scores, v_block, v_slot_stride, block_len, dv, acc);
+      kt.axpy_rows(scores, v_block, cache.dtype, dv, block_len, dv, acc);
     }
   }
   for (int32_t i = 0; i < num_states; ++i) {
@@ -94,13 +113,16 @@ void attend_tokens(const KernelTable& kt, const float* q, int32_t num_heads,
 
 void write_kv(const PagedKvLayer& cache, const float* k, const float* v,
               const int64_t* slot_mapping, int64_t num_tokens) {
-  const int64_t k_row = int64_t{cache.num_kv_heads} * cache.k_head_dim;
-  const int64_t v_row = int64_t{cache.num_kv_heads} * cache.v_head_dim;
+  const KernelTable& kt = kernels();
+  const int64_t dk = cache.k_head_dim, dv = cache.v_head_dim;
   for (int64_t i = 0; i < num_tokens; ++i) {
     const int64_t slot = slot_mapping[i];
     if (slot < 0) continue;
-    std::memcpy(cache.k + slot * k_row, k + i * k_row, k_row * sizeof(float));
-    std::memcpy(cache.v + slot * v_row, v + i * v_row, v_row * sizeof(float));
+    for (int64_t h = 0; h < cache.num_kv_heads; ++h) {
+      const int64_t head = i * cache.num_kv_heads + h;
+      kt.from_f32(k + head * dk, cache.dtype, dk, cache.k_at(cache.k_index(slot, h)));
+      kt.from_f32(v + head * dv, cache.dtype, dv, cache.v_at(cache.v_index(slot, h)));
+    }
   }
 }
 
@@ -108,13 +130,15 @@ void write_kv_rope(const PagedKvLayer& cache, const RopeRows& rope, float* q, in
                    const float* k, const float* v, const int64_t* slot_mapping,
                    int64_t num_tokens) {
   const KernelTable& kt = kernels();
-  const int64_t dk = cache.k_head_dim;
-  const int64_t k_row = int64_t{cache.num_kv_heads} * dk;
-  const int64_t v_row = int64_t{cache.num_kv_heads} * cache.v_head_dim;
+  const int64_t dk = cache.k_head_dim, dv = cache.v_head_dim;
   const int64_t half = rope.rotary_dim / 2;
   const auto tail_bytes = static_cast<size_t>(dk - rope.rotary_dim) * sizeof(float);
+  // An fp32 cache takes the rotated k straight into its row; a 16-bit one gets it through a
+  // per-thread fp32 row, then narrowed.
+  const bool in_place = cache.dtype == DType::kF32;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < num_tokens; ++i) {
+    static thread_local std::vector<float> rotated;
     const float* cos = rope.cos + i * half;
     const float* sin = rope.sin + i * half;
     float* q_row = q + i * num_q_heads * dk;
@@ -123,13 +147,17 @@ void write_kv_rope(const PagedKvLayer& cache, const RopeRows& rope, float* q, in
     }
     const int64_t slot = slot_mapping[i];
     if (slot < 0) continue;
-    float* k_slot = cache.k + slot * k_row;
+    if (!in_place) rotated.resize(static_cast<size_t>(dk));
     for (int64_t h = 0; h < cache.num_kv_heads; ++h) {
-      const float* k_head = k + i * k_row + h * dk;
-      kt.rope(k_head, cos, sin, rope.rotary_dim, rope.neox, k_slot + h * dk);
-      std::memcpy(k_slot + h * dk + rope.rotary_dim, k_head + rope.rotary_dim, tail_bytes);
+      const int64_t head = i * cache.num_kv_heads + h;
+      const float* k_head = k + head * dk;
+      char* k_row = cache.k_at(cache.k_index(slot, h));
+      float* k_out = in_place ? reinterpret_cast<float*>(k_row) : rotated.data();
+      kt.rope(k_head, cos, sin, rope.rotary_dim, rope.neox, k_out);
+      std::memcpy(k_out + rope.rotary_dim, k_head + rope.rotary_dim, tail_bytes);
+      if (!in_place) kt.from_f32(k_out, cache.dtype, dk, k_row);
+      kt.from_f32(v + head * dv, cache.dtype, dv, cache.v_at(cache.v_index(slot, h)));
     }
-    std::memcpy(cache.v + slot * v_row, v + i * v_row, v_row * sizeof(float));
   }
 }
 

@@ -6,22 +6,42 @@
 
 #include <cstdint>
 
+#include "util/dtype.h"
+
 namespace pagoda {
 
-// One layer of the paged KV cache. Layout of k and v: [num_blocks, block_size, num_kv_heads,
-// head_dim] (v uses v_head_dim). Token slot s lives at block s / block_size, offset
-// s % block_size; since blocks are contiguous, slot s starts at k + s * num_kv_heads * k_head_dim.
+// One layer of the paged KV cache. Layout of k and v: [num_blocks, num_kv_heads, block_size,
+// head_dim] (v uses v_head_dim), elements of `dtype`: kF32, or kF16 / kBF16 (half the bytes
+// to store and to stream per step; values are rounded once, when written, and widened
+// exactly when read). Token slot s lives at block s / block_size, offset s % block_size.
+// Heads are outside the slots (vLLM's CPU layout is head-major within a block too), so one
+// head's rows of a block are one contiguous run that attention streams in order, where slots
+// outside heads would scatter them a whole slot apart, a page apart at DeepSeek's sizes.
 struct PagedKvLayer {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
   int32_t block_size = 0;
   int32_t num_kv_heads = 0;
   int32_t k_head_dim = 0;
   int32_t v_head_dim = 0;
+  DType dtype = DType::kF32;
+
+  // Element index of the row of (slot, kv head) in k (k_index) or v (v_index).
+  int64_t k_index(int64_t slot, int64_t head) const { return row_index(slot, head) * k_head_dim; }
+  int64_t v_index(int64_t slot, int64_t head) const { return row_index(slot, head) * v_head_dim; }
+  // Element `index` of k or v, as a byte address.
+  char* k_at(int64_t index) const { return static_cast<char*>(k) + index * dtype_size(dtype); }
+  char* v_at(int64_t index) const { return static_cast<char*>(v) + index * dtype_size(dtype); }
+
+ private:
+  int64_t row_index(int64_t slot, int64_t head) const {
+    return (slot / block_size * num_kv_heads + head) * block_size + slot % block_size;
+  }
 };
 
 // Writes the new tokens' k [num_tokens, num_kv_heads, k_head_dim] and v [num_tokens,
-// num_kv_heads, v_head_dim] into their slots. A negative slot (padding) is skipped.
+// num_kv_heads, v_head_dim] into their slots, narrowed to the cache dtype. A negative slot
+// (padding) is skipped.
 void write_kv(const PagedKvLayer& cache, const float* k, const float* v,
               const int64_t* slot_mapping, int64_t num_tokens);
 
@@ -37,8 +57,9 @@ struct RopeRows {
 // Rope fused into the cache write, one pass over each token: every k head is rotated straight
 // into its slot instead of being rotated in place and then copied, v is copied as write_kv
 // does, and q [num_tokens, num_q_heads, k_head_dim] is rotated in place while the token's
-// cos/sin are hot. Bit-identical to KernelTable::rope on every q and k head, then write_kv.
-// A negative slot (padding) gets nothing written, but its q is still rotated.
+// cos/sin are hot. A 16-bit cache gets the rotated row rounded, as write_kv would round it.
+// Bit-identical to KernelTable::rope on every q and k head, then write_kv. A negative slot
+// (padding) gets nothing written, but its q is still rotated.
 void write_kv_rope(const PagedKvLayer& cache, const RopeRows& rope, float* q, int32_t num_q_heads,
                    const float* k, const float* v, const int64_t* slot_mapping, int64_t num_tokens);
 

@@ -62,14 +62,15 @@ struct KernelTable {
   float (*dot)(const float* a, const float* b, int64_t n) = nullptr;
   // y += a * x
   void (*axpy)(float a, const float* x, int64_t n, float* y) = nullptr;
-  // Attention over a block of cached rows (row j at rows + j * row_stride), bit for bit what
-  // the one-row calls give, but with each row loaded once for all the work on it:
-  // out[j] = dot(a, row j, n) for j < num_rows; and y += coeffs[j] * row j for j = 0, 1, ...
-  // in that order (axpy per row, with y held in registers across the rows).
-  void (*dot_rows)(const float* a, const float* rows, int64_t row_stride, int64_t num_rows,
-                   int64_t n, float* out) = nullptr;
-  void (*axpy_rows)(const float* coeffs, const float* rows, int64_t row_stride, int64_t num_rows,
-                    int64_t n, float* y) = nullptr;
+  // Attention over a block of cached rows (row j at element j * row_stride of rows, stored as
+  // rows_dtype: kF32, kF16 or kBF16, the KV cache dtypes, widened exactly to fp32), bit for bit
+  // what the one-row calls give on the widened rows, but with each row loaded once for all the
+  // work on it: out[j] = dot(a, row j, n) for j < num_rows; and y += coeffs[j] * row j for
+  // j = 0, 1, ... in that order (axpy per row, with y held in registers across the rows).
+  void (*dot_rows)(const float* a, const void* rows, DType rows_dtype, int64_t row_stride,
+                   int64_t num_rows, int64_t n, float* out) = nullptr;
+  void (*axpy_rows)(const float* coeffs, const void* rows, DType rows_dtype, int64_t row_stride,
+                    int64_t num_rows, int64_t n, float* y) = nullptr;
   // Rotary embedding of one head vector's leading rotary_dim dims, written to out; out may be
   // x (in place) but must not overlap it otherwise, and out's dims past rotary_dim are left
   // alone. Out of place so a rotated k can go straight into its cache slot (write_kv_rope).
@@ -79,6 +80,9 @@ struct KernelTable {
                float* out) = nullptr;
   // Widen one row of a stored float tensor to fp32 (embedding lookup, norm weights).
   void (*to_f32)(const void* src, DType dtype, int64_t n, float* dst) = nullptr;
+  // Narrow n fp32 values to kF32 (a copy), kF16 or kBF16, rounding to nearest even, as
+  // util/half.h does (the KV cache write). Other dtypes are not written.
+  void (*from_f32)(const float* src, DType dtype, int64_t n, void* dst) = nullptr;
   // Row `row` of any weight (quantized included) as fp32 (embedding lookup of a quantized table).
   void (*dequantize_row)(const WeightView& w, int64_t row, float* dst) = nullptr;
   // x[i] = exp(x[i] - shift) in place; returns the sum of the results (online softmax in

@@ -52,10 +52,10 @@ void attend_group(const KernelTable& kt, const float* q, const PagedKvLayer& cac
 
   for (int32_t block_start = 0; block_start < num_positions; block_start += bs) {
     const int32_t block_len = std::min(bs, num_positions - block_start);
-    const float* block = cache.k + int64_t{seq.block_table[block_start / bs]} * bs * dl;
+    const char* block = cache.k_at(int64_t{seq.block_table[block_start / bs]} * bs * dl);
     for (int32_t g = 0; g < num_group; ++g) {
       float* scores = &s.scores[static_cast<size_t>(g) * bs];
-      kt.dot_rows(q_group + int64_t{g} * dl, block, dl, block_len, dl, scores);
+      kt.dot_rows(q_group + int64_t{g} * dl, block, cache.dtype, dl, block_len, dl, scores);
       float block_max = kMinusInf;
       for (int32_t j = 0; j < block_len; ++j) {
         scores[j] *= shape.scale;
@@ -75,7 +75,7 @@ void attend_group(const KernelTable& kt, const float* q, const PagedKvLayer& cac
       }
     }
     for (int32_t g = 0; g < num_group; ++g) {
-      kt.axpy_rows(&s.scores[static_cast<size_t>(g) * bs], block, dl, block_len, dr,
+      kt.axpy_rows(&s.scores[static_cast<size_t>(g) * bs], block, cache.dtype, dl, block_len, dr,
                    &s.acc[static_cast<size_t>(g) * dr]);
     }
   }
@@ -91,11 +91,12 @@ void attend_group(const KernelTable& kt, const float* q, const PagedKvLayer& cac
 
 void write_latent(const PagedKvLayer& cache, const float* latent, const int64_t* slot_mapping,
                   int64_t num_tokens) {
+  const KernelTable& kt = kernels();
   const int64_t row = int64_t{cache.num_kv_heads} * cache.k_head_dim;
   for (int64_t i = 0; i < num_tokens; ++i) {
     const int64_t slot = slot_mapping[i];
     if (slot < 0) continue;
-    std::memcpy(cache.k + slot * row, latent + i * row, static_cast<size_t>(row) * sizeof(float));
+    kt.from_f32(latent + i * row, cache.dtype, row, cache.k_at(slot * row));
   }
 }
 

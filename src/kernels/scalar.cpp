@@ -159,14 +159,26 @@ void axpy(float a, const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-void dot_rows(const float* a, const float* rows, int64_t row_stride, int64_t num_rows, int64_t n,
-              float* out) {
-  for (int64_t j = 0; j < num_rows; ++j) out[j] = dot(a, rows + j * row_stride, n);
+// Rows stored as a KV cache dtype (kF32, kF16, kBF16), widened exactly.
+float cached_at(const void* rows, DType dtype, int64_t index) {
+  return weight_at(WeightView{rows, dtype, 1, index + 1}, index);
 }
 
-void axpy_rows(const float* coeffs, const float* rows, int64_t row_stride, int64_t num_rows,
-               int64_t n, float* y) {
-  for (int64_t j = 0; j < num_rows; ++j) axpy(coeffs[j], rows + j * row_stride, n, y);
+void dot_rows(const float* a, const void* rows, DType rows_dtype, int64_t row_stride,
+              int64_t num_rows, int64_t n, float* out) {
+  for (int64_t j = 0; j < num_rows; ++j) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n; ++i) acc += a[i] * cached_at(rows, rows_dtype, j * row_stride + i);
+    out[j] = acc;
+  }
+}
+
+void axpy_rows(const float* coeffs, const void* rows, DType rows_dtype, int64_t row_stride,
+               int64_t num_rows, int64_t n, float* y) {
+  for (int64_t j = 0; j < num_rows; ++j) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] += coeffs[j] * cached_at(rows, rows_dtype, j * row_stride + i);
+  }
 }
 
 void rope(const float* x, const float* cos, const float* sin, int64_t rotary_dim, bool neox,
@@ -187,6 +199,14 @@ void rope(const float* x, const float* cos, const float* sin, int64_t rotary_dim
 void to_f32(const void* src, DType dtype, int64_t n, float* dst) {
   const WeightView view{src, dtype, 1, n};
   for (int64_t i = 0; i < n; ++i) dst[i] = weight_at(view, i);
+}
+
+void from_f32(const float* src, DType dtype, int64_t n, void* dst) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == DType::kF32) static_cast<float*>(dst)[i] = src[i];
+    if (dtype == DType::kF16) static_cast<f16_t*>(dst)[i] = f32_to_f16(src[i]);
+    if (dtype == DType::kBF16) static_cast<bf16_t*>(dst)[i] = f32_to_bf16(src[i]);
+  }
 }
 
 float exp_shifted(float* x, float shift, int64_t n) {
@@ -215,6 +235,7 @@ const KernelTable& scalar_table() {
     t.axpy_rows = axpy_rows;
     t.rope = rope;
     t.to_f32 = to_f32;
+    t.from_f32 = from_f32;
     t.dequantize_row = dequantize_row_reference;
     t.exp_shifted = exp_shifted;
     return t;

@@ -1,13 +1,16 @@
 // The paged KV cache tensors: for each layer, K and V as
-// [num_blocks, block_size, num_kv_heads, head_dim] fp32, carved out of one allocation.
+// [num_blocks, block_size, num_kv_heads, head_dim] in the cache dtype (fp32, or fp16 / bf16 with
+// --kv-cache-dtype), carved out of one allocation.
 // Which request owns which block is the KV cache manager's business, not this file's.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "util/dtype.h"
 
 namespace pagoda {
 
@@ -18,13 +21,23 @@ struct KvCacheSpec {
   int32_t k_head_dim = 0;
   int32_t v_head_dim = 0;  // 0 for caches that hold one latent vector per token (MLA)
 
-  int64_t floats_per_token_per_layer() const {
+  // Element type of every layer's K and V: kF32, kF16 or kBF16. The model leaves it at kF32;
+  // the engine sets it from --kv-cache-dtype.
+  DType dtype = DType::kF32;
+
+  int64_t values_per_token_per_layer() const {
     return static_cast<int64_t>(num_kv_heads) * (k_head_dim + v_head_dim);
   }
   int64_t bytes_per_token() const {
-    return floats_per_token_per_layer() * num_layers * static_cast<int64_t>(sizeof(float));
+    return values_per_token_per_layer() * num_layers * dtype_size(dtype);
   }
 };
+
+// The KV cache dtype a --kv-cache-dtype value names: "auto" and "fp32"/"float32" give kF32,
+// "fp16"/"float16"/"half" kF16, "bf16"/"bfloat16" kBF16. Throws pagoda::Error otherwise.
+DType parse_kv_cache_dtype(const std::string& name);
+// Every name parse_kv_cache_dtype accepts, for command-line checks.
+std::vector<std::string> kv_cache_dtype_names();
 
 class KvCache {
  public:

@@ -12,12 +12,14 @@ namespace {
 constexpr int32_t kBlockSize = 16;
 
 // Logits [tokens.size(), vocab] of every position, from one prefill into a private cache.
-std::vector<float> all_position_logits(Model& model, std::span<const int32_t> tokens) {
+std::vector<float> all_position_logits(Model& model, std::span<const int32_t> tokens,
+                                       DType kv_dtype) {
   const auto n = static_cast<int32_t>(tokens.size());
   const int32_t num_blocks = (n + kBlockSize - 1) / kBlockSize;
-  const KvCacheSpec spec = model.kv_cache_spec();
+  KvCacheSpec spec = model.kv_cache_spec();
+  spec.dtype = kv_dtype;
   std::vector<float> memory(
-      static_cast<size_t>(KvCache::bytes_needed(spec, num_blocks, kBlockSize) / 4));
+      static_cast<size_t>((KvCache::bytes_needed(spec, num_blocks, kBlockSize) + 3) / 4));
   KvCache cache(spec, num_blocks, kBlockSize, memory.data());
   std::vector<int32_t> block_table(static_cast<size_t>(num_blocks));
   for (int32_t b = 0; b < num_blocks; ++b) block_table[static_cast<size_t>(b)] = b;
@@ -53,15 +55,16 @@ void log_softmax(const float* x, int64_t n, std::vector<double>& out) {
 }  // namespace
 
 LogitDivergence compare_next_token_distributions(Model& reference, Model& candidate,
-                                                 std::span<const int32_t> tokens) {
+                                                 std::span<const int32_t> tokens,
+                                                 DType candidate_kv_dtype) {
   if (reference.vocab_size() != candidate.vocab_size()) {
     fail("cannot compare models with vocabularies of {} and {} tokens", reference.vocab_size(),
          candidate.vocab_size());
   }
   if (tokens.size() < 2) fail("need at least 2 tokens to compare next-token distributions");
   const int64_t vocab = reference.vocab_size();
-  const std::vector<float> ref = all_position_logits(reference, tokens);
-  const std::vector<float> cand = all_position_logits(candidate, tokens);
+  const std::vector<float> ref = all_position_logits(reference, tokens, DType::kF32);
+  const std::vector<float> cand = all_position_logits(candidate, tokens, candidate_kv_dtype);
 
   LogitDivergence d;
   d.num_positions = static_cast<int64_t>(tokens.size());

@@ -1,4 +1,5 @@
-// How far a quantized model's next-token distributions drift from the float model's: both
+// How far a quantized model's (or a 16-bit KV cache's) next-token distributions drift from
+// the float model's: both
 // models read the same text, and at every position the KL divergence KL(P_ref || P_quant) of
 // their softmax distributions is taken (the measure llama.cpp's perplexity tool reports as
 // "KLD"). `pagoda bench quality` and the quantization tests use it.
@@ -20,8 +21,11 @@ struct LogitDivergence {
 };
 
 // Runs `tokens` through both models in one prefill each (all rows' logits) and compares.
-// The models must share a vocabulary; `tokens` needs at least 2 entries.
+// The reference runs on an fp32 KV cache, the candidate on one of `candidate_kv_dtype`
+// (kF32, kF16 or kBF16: what --kv-cache-dtype costs; the prefill's attention reads the cache).
+// The models must share a vocabulary (they may be the same model); `tokens` needs at least 2.
 LogitDivergence compare_next_token_distributions(Model& reference, Model& candidate,
-                                                 std::span<const int32_t> tokens);
+                                                 std::span<const int32_t> tokens,
+                                                 DType candidate_kv_dtype = DType::kF32);
 
 }  // namespace pagoda

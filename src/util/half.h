@@ -53,19 +53,20 @@ inline float f16_to_f32(f16_t h) {
   return f;
 }
 
-// Round to nearest even; overflow goes to infinity.
+// Round to nearest even; overflow goes to infinity; a NaN stays a NaN, made quiet, with the top
+// of its payload (what x86's vcvtps2ph gives, so the SIMD KV cache write matches bit for bit).
 inline f16_t f32_to_f16(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof bits);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<f16_t>(sign | 0x7e00u);   // NaN
+  if (abs > 0x7f800000u) return static_cast<f16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
   if (abs >= 0x477ff000u) return static_cast<f16_t>(sign | 0x7c00u);  // overflow -> inf
   if (abs < 0x38800000u) {                                            // subnormal or zero
     float a;
     std::memcpy(&a, &abs, sizeof a);
-    // 2^-24 is the smallest subnormal; adding 0.5 and truncating rounds to nearest even
-    // closely enough for reference use.
+    // 2^-24 is the smallest subnormal. Scaling by 2^24 is exact, and so is the fraction
+    // left after truncation, so this rounds to nearest even exactly.
     const float scaled = a * 16777216.0f;  // a / 2^-24
     uint32_t m = static_cast<uint32_t>(scaled);
     const float rest = scaled - static_cast<float>(m);

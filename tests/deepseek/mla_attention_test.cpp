@@ -1,20 +1,36 @@
 // The MLA kernel: the paged, blocked, threaded version against the contiguous scalar
-// reference (mixed decode + prefill chunk over a shuffled block table), and the absorbed form
-// against the expanded per-head attention it replaces.
+// reference (mixed decode + prefill chunk over a shuffled block table; fp32, fp16 and bf16
+// caches), and the absorbed form against the expanded per-head attention it replaces.
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "kernels/mla_attention.h"
+#include "util/half.h"
 
 namespace pagoda {
 namespace {
 
 constexpr int32_t kHeads = 5, kRank = 24, kRope = 8, kLatent = kRank + kRope, kBlock = 4;
 
-TEST(MlaAttention, PagedMatchesContiguousReference) {
+// The latent rows as a cache of `dtype` holds them: rounded once, widened exactly.
+std::vector<float> as_cached(DType dtype, std::vector<float> rows) {
+  for (float& f : rows) {
+    if (dtype == DType::kF16) f = f16_to_f32(f32_to_f16(f));
+    if (dtype == DType::kBF16) f = bf16_to_f32(f32_to_bf16(f));
+  }
+  return rows;
+}
+
+class MlaCacheDtypeTest : public ::testing::TestWithParam<DType> {};
+
+// In every cache dtype (--kv-cache-dtype): a 16-bit cache must match the reference on the
+// rounded latents as closely as the fp32 cache matches it on the exact ones.
+TEST_P(MlaCacheDtypeTest, PagedMatchesContiguousReference) {
+  const DType dtype = GetParam();
   std::mt19937 rng(3);
   std::normal_distribution<float> n(0.0f, 1.0f);
   // Two sequences: A decodes its 19th token, B prefills a chunk of 6 after 7 cached tokens.
@@ -24,8 +40,9 @@ TEST(MlaAttention, PagedMatchesContiguousReference) {
   };
   std::vector<Seq> seqs = {{19, 1, {9, 2, 7, 0, 5}}, {13, 6, {3, 8, 1, 6}}};
   const int32_t num_blocks = 10;
-  std::vector<float> storage(static_cast<size_t>(num_blocks * kBlock * kLatent), 0.0f);
-  PagedKvLayer cache{storage.data(), nullptr, kBlock, 1, kLatent, 0};
+  std::vector<uint8_t> storage(static_cast<size_t>(num_blocks * kBlock * kLatent) *
+                               static_cast<size_t>(dtype_size(dtype)));
+  PagedKvLayer cache{storage.data(), nullptr, kBlock, 1, kLatent, 0, dtype};
 
   std::vector<std::vector<float>> contiguous;
   std::vector<AttentionSequence> attn;
@@ -37,7 +54,7 @@ TEST(MlaAttention, PagedMatchesContiguousReference) {
     for (int32_t p = 0; p < s.context_len; ++p)
       slots.push_back(int64_t{s.blocks[static_cast<size_t>(p / kBlock)]} * kBlock + p % kBlock);
     write_latent(cache, rows.data(), slots.data(), s.context_len);
-    contiguous.push_back(rows);
+    contiguous.push_back(as_cached(dtype, rows));
     attn.push_back({total, s.num_tokens, s.context_len, s.blocks.data()});
     total += s.num_tokens;
   }
@@ -55,10 +72,16 @@ TEST(MlaAttention, PagedMatchesContiguousReference) {
                             want.data());
     for (size_t j = 0; j < want.size(); ++j) {
       ASSERT_NEAR(out[static_cast<size_t>(a.token_begin * kHeads * kRank) + j], want[j], 1e-5)
-          << "sequence " << i << " value " << j;
+          << dtype_name(dtype) << " sequence " << i << " value " << j;
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(CacheDtypes, MlaCacheDtypeTest,
+                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
 
 // One head, written out the long way: k_j = [W_uk c_j | k_pe_j], v_j = W_uv c_j,
 // o = sum_j softmax(q.k_j * scale) v_j; versus absorbing W_uk into q and W_uv after.

@@ -167,6 +167,45 @@ TEST(Engine, HugePageWeightsAndPinnedThreadsGiveTheSameOutputs) {
   }
 }
 
+// A 16-bit KV cache (--kv-cache-dtype) halves the cache's bytes per token and keeps what the
+// engine promises: a request's output does not depend on its batch, on prefix caching or on
+// chunked prefill (each value is rounded once, when written, whichever step writes it).
+TEST(Engine, SixteenBitKvCacheHalvesTheCacheAndKeepsBatchInvariance) {
+  const auto prompts = make_prompts();
+  EngineArgs fp32 = small_engine(false, false);
+  const int64_t fp32_bytes = Engine(fp32).stats().kv_cache_total_bytes;
+  for (const char* dtype : {"fp16", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    EngineArgs alone_args = small_engine(false, false);
+    alone_args.kv_cache_dtype = dtype;
+    std::vector<std::vector<int32_t>> alone;
+    for (size_t i = 0; i < prompts.size(); i += 3) {
+      alone.push_back(run_alone(alone_args, prompts[i], params_for(static_cast<int>(i))));
+    }
+    EngineArgs args = small_engine(true, true);
+    args.kv_cache_dtype = dtype;
+    Engine engine(args);
+    // Sized by need (max_num_seqs full-length requests), so exactly half the fp32 pool.
+    EXPECT_EQ(engine.stats().kv_cache_total_bytes * 2, fp32_bytes);
+    const auto batch = run_batch(engine, prompts);
+    for (size_t i = 0; i < prompts.size(); i += 3) {
+      EXPECT_EQ(batch.at(std::to_string(i)), alone[i / 3]) << "request " << i;
+    }
+    EXPECT_GT(engine.stats().prefix_cache_hits, 0);
+  }
+  EngineArgs bad = small_engine(true, true);
+  bad.kv_cache_dtype = "fp8";
+  try {
+    Engine engine(bad);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-cache-dtype must be auto, fp32, fp16 or bf16, got "
+                                         "'fp8'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Engine, PreemptionUnderMemoryPressureKeepsOutputs) {
   const auto prompts = make_prompts();
   // A pool of 48 blocks of 4 tokens: far less than 32 requests need, so the scheduler preempts.

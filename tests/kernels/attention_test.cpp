@@ -1,7 +1,8 @@
 // Paged attention against the contiguous reference: random block tables, block sizes 1, 5 and
 // 16, decodes mixed with fresh and continuing prefill chunks in one flattened batch, MHA, GQA
 // and MQA head layouts, k and v head sizes that differ (as in MLA), on every ISA this CPU has;
-// and the cache write with rope fused in against rope followed by the plain write.
+// and the cache write with rope fused in against rope followed by the plain write; fp16 and bf16
+// caches against an fp32 cache of the same rounded values.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/kernels.h"
+#include "util/half.h"
 
 namespace pagoda {
 namespace {
@@ -30,10 +32,37 @@ std::vector<float> random_floats(std::mt19937& rng, size_t n) {
   return v;
 }
 
+// x as a cache of `dtype` holds it: rounded once (round to nearest even), widened exactly.
+std::vector<float> as_cached(DType dtype, std::vector<float> x) {
+  for (float& f : x) {
+    if (dtype == DType::kF16) f = f16_to_f32(f32_to_f16(f));
+    if (dtype == DType::kBF16) f = bf16_to_f32(f32_to_bf16(f));
+  }
+  return x;
+}
+
+// A cache pool of n elements of `dtype`, each set to `fill` (rounded to the dtype).
+std::vector<uint8_t> filled_pool(DType dtype, size_t n, float fill) {
+  std::vector<uint8_t> pool(n * size_t(dtype_size(dtype)));
+  for (size_t i = 0; i < n; ++i) {
+    kernels_for(Isa::kScalar)->from_f32(&fill, dtype, 1, pool.data() + i * dtype_size(dtype));
+  }
+  return pool;
+}
+
+// Which cache a batch runs on: its element type, and the type its random k/v values are rounded
+// to before they are written (so an fp32 cache can hold exactly what a 16-bit one holds).
+struct CacheTypes {
+  DType cache = DType::kF32;
+  DType values = DType::kF32;
+};
+
 // Runs one flattened batch through paged_attention on the current table and checks every
-// sequence against paged_attention_reference on its contiguous k/v.
+// sequence against paged_attention_reference on its contiguous k/v (as the cache holds them).
+// The output goes to *result where given, for bit comparisons between cache types.
 void check_batch(const std::vector<SeqSpec>& specs, int32_t num_heads, int32_t num_kv_heads,
-                 int32_t k_head_dim, int32_t v_head_dim, int32_t block_size, uint32_t seed) {
+                 int32_t k_head_dim, int32_t v_head_dim, int32_t block_size, uint32_t seed,
+                 CacheTypes types = {}, std::vector<float>* result = nullptr) {
   std::mt19937 rng(seed);
   int32_t total_blocks = 0, total_tokens = 0;
   for (const SeqSpec& s : specs) {
@@ -42,10 +71,12 @@ void check_batch(const std::vector<SeqSpec>& specs, int32_t num_heads, int32_t n
   }
   total_blocks += 3;  // unused blocks, so a wrong block id reads the wrong data
   // The pool starts as NaN: reading a slot nobody wrote poisons the output.
-  std::vector<float> k_pool(size_t(total_blocks) * block_size * num_kv_heads * k_head_dim, NAN);
-  std::vector<float> v_pool(size_t(total_blocks) * block_size * num_kv_heads * v_head_dim, NAN);
-  PagedKvLayer cache{k_pool.data(), v_pool.data(), block_size,
-                     num_kv_heads,  k_head_dim,    v_head_dim};
+  std::vector<uint8_t> k_pool =
+      filled_pool(types.cache, size_t(total_blocks) * block_size * num_kv_heads * k_head_dim, NAN);
+  std::vector<uint8_t> v_pool =
+      filled_pool(types.cache, size_t(total_blocks) * block_size * num_kv_heads * v_head_dim, NAN);
+  PagedKvLayer cache{k_pool.data(), v_pool.data(), block_size, num_kv_heads,
+                     k_head_dim,    v_head_dim,    types.cache};
 
   std::vector<int32_t> free_blocks(total_blocks);
   std::iota(free_blocks.begin(), free_blocks.end(), 0);
@@ -64,8 +95,10 @@ void check_batch(const std::vector<SeqSpec>& specs, int32_t num_heads, int32_t n
       tables[i].push_back(free_blocks.back());
       free_blocks.pop_back();
     }
-    ks[i] = random_floats(rng, size_t(s.context_len) * num_kv_heads * k_head_dim);
-    vs[i] = random_floats(rng, size_t(s.context_len) * num_kv_heads * v_head_dim);
+    ks[i] = as_cached(types.values,
+                      random_floats(rng, size_t(s.context_len) * num_kv_heads * k_head_dim));
+    vs[i] = as_cached(types.values,
+                      random_floats(rng, size_t(s.context_len) * num_kv_heads * v_head_dim));
     // The cached prefix and then the new tokens, as two write_kv calls like two engine steps.
     std::vector<int64_t> slots(s.context_len);
     for (int32_t p = 0; p < s.context_len; ++p) {
@@ -83,20 +116,25 @@ void check_batch(const std::vector<SeqSpec>& specs, int32_t num_heads, int32_t n
   std::vector<float> out(size_t(total_tokens) * num_heads * v_head_dim, NAN);
   paged_attention(q.data(), num_heads, cache, seqs.data(), static_cast<int32_t>(seqs.size()), scale,
                   out.data());
+  if (result != nullptr) *result = out;
 
   for (size_t i = 0; i < specs.size(); ++i) {
     const AttentionSequence& s = seqs[i];
     std::vector<float> expected(size_t(s.num_tokens) * num_heads * v_head_dim);
+    const std::vector<float> k_cached = as_cached(types.cache, ks[i]);
+    const std::vector<float> v_cached = as_cached(types.cache, vs[i]);
     paged_attention_reference(q.data() + size_t(s.token_begin) * num_heads * k_head_dim,
-                              s.num_tokens, num_heads, ks[i].data(), vs[i].data(), s.context_len,
-                              num_kv_heads, k_head_dim, v_head_dim, scale, expected.data());
+                              s.num_tokens, num_heads, k_cached.data(), v_cached.data(),
+                              s.context_len, num_kv_heads, k_head_dim, v_head_dim, scale,
+                              expected.data());
     for (size_t j = 0; j < expected.size(); ++j) {
       const float got = out[size_t(s.token_begin) * num_heads * v_head_dim + j];
       // |v| <= 1 and the weights sum to 1, so outputs are O(1); fp32 sums over <= 100 positions
       // (block-wise rescaled) and the vector exp (~2e-7 relative) stay well inside 2e-5.
       ASSERT_NEAR(got, expected[j], 2e-5)
           << "seq " << i << " element " << j << " (heads " << num_heads << "/" << num_kv_heads
-          << ", block_size " << block_size << ", isa " << isa_name(kernels().isa) << ")";
+          << ", block_size " << block_size << ", cache " << dtype_name(types.cache) << ", isa "
+          << isa_name(kernels().isa) << ")";
     }
   }
 }
@@ -136,6 +174,23 @@ TEST_P(AttentionIsaTest, LongContextManyBlocks) {
   check_batch({{1, 300}, {9, 300}}, 4, 2, 128, 128, 16, 21);
 }
 
+TEST_P(AttentionIsaTest, SixteenBitCacheGivesTheFp32CacheResultOnItsRoundedValues) {
+  // A 16-bit cache rounds each k/v value once, when written, and widens it exactly when read,
+  // so it must give the very bits an fp32 cache holding the rounded values gives; and both
+  // match the reference on those values (inside check_batch).
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    for (int32_t block_size : {5, 16}) {
+      std::vector<float> narrow, wide;
+      check_batch(kMixedBatch, 8, 2, 40, 17, block_size, 41, CacheTypes{dtype, DType::kF32},
+                  &narrow);
+      check_batch(kMixedBatch, 8, 2, 40, 17, block_size, 41, CacheTypes{DType::kF32, dtype}, &wide);
+      ASSERT_EQ(narrow, wide) << dtype_name(dtype) << " block_size " << block_size;
+    }
+  }
+  check_batch({{1, 300}, {9, 300}}, 4, 2, 128, 128, 16, 43, CacheTypes{DType::kF16});
+  check_batch({{1, 300}, {9, 300}}, 4, 2, 128, 128, 16, 44, CacheTypes{DType::kBF16});
+}
+
 INSTANTIATE_TEST_SUITE_P(AllIsas, AttentionIsaTest,
                          ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
                          [](const ::testing::TestParamInfo<Isa>& info) {
@@ -151,10 +206,12 @@ TEST(WriteKv, SlotsLandAtBlockAndOffsetAndNegativeSlotsAreSkipped) {
   std::iota(new_v.begin(), new_v.end(), 101.0f);
   const int64_t slots[] = {9, -1};  // block 2, offset 1; the second token is padding
   write_kv(cache, new_k.data(), new_v.data(), slots, 2);
-  // Slot 9 = block 2 * 4 + offset 1: k element index ((2 * 4 + 1) * 2 + head) * 3 + d.
+  // Slot 9 = block 2, offset 1; blocks are [head][offset][dim], so head h's row starts at
+  // element ((2 * 2 + h) * 4 + 1) * head_dim.
   for (int head = 0; head < 2; ++head) {
-    for (int d = 0; d < 3; ++d) EXPECT_EQ(k[(9 * 2 + head) * 3 + d], 1.0f + head * 3 + d);
-    for (int d = 0; d < 2; ++d) EXPECT_EQ(v[(9 * 2 + head) * 2 + d], 101.0f + head * 2 + d);
+    const int row = (2 * 2 + head) * 4 + 1;
+    for (int d = 0; d < 3; ++d) EXPECT_EQ(k[row * 3 + d], 1.0f + head * 3 + d);
+    for (int d = 0; d < 2; ++d) EXPECT_EQ(v[row * 2 + d], 101.0f + head * 2 + d);
   }
   const float k_written = std::accumulate(k.begin(), k.end(), 0.0f);
   EXPECT_EQ(k_written, 21.0f);  // 1 + ... + 6: only the first token was written
@@ -163,7 +220,8 @@ TEST(WriteKv, SlotsLandAtBlockAndOffsetAndNegativeSlotsAreSkipped) {
 // write_kv_rope must leave exactly what the unfused steps leave: KernelTable::rope in place on
 // every q and k head, then write_kv. Bit for bit, on the table the model would use.
 void check_write_kv_rope(int32_t num_q_heads, int32_t num_kv_heads, int32_t k_head_dim,
-                         int32_t v_head_dim, int32_t rotary_dim, bool neox, uint32_t seed) {
+                         int32_t v_head_dim, int32_t rotary_dim, bool neox, uint32_t seed,
+                         DType cache_dtype = DType::kF32) {
   std::mt19937 rng(seed);
   const int32_t block_size = 4, num_blocks = 4;
   // Padding (-1) first, in the middle and last; the others in scattered blocks.
@@ -187,7 +245,8 @@ void check_write_kv_rope(int32_t num_q_heads, int32_t num_kv_heads, int32_t k_he
 
   // Unfused: rope in place on copies of q and k, then the plain cache write.
   std::vector<float> q_expected = q, k_rotated = k;
-  std::vector<float> k_expected(k_pool, -7.0f), v_expected(v_pool, -7.0f);
+  std::vector<uint8_t> k_expected = filled_pool(cache_dtype, k_pool, -7.0f);
+  std::vector<uint8_t> v_expected = filled_pool(cache_dtype, v_pool, -7.0f);
   const KernelTable& kt = kernels();
   for (int64_t t = 0; t < T; ++t) {
     for (int32_t h = 0; h < num_q_heads; ++h) {
@@ -199,25 +258,33 @@ void check_write_kv_rope(int32_t num_q_heads, int32_t num_kv_heads, int32_t k_he
       kt.rope(head, &cos[size_t(t * half)], &sin[size_t(t * half)], rotary_dim, neox, head);
     }
   }
-  const PagedKvLayer expected_cache{k_expected.data(), v_expected.data(), block_size,
-                                    num_kv_heads,      k_head_dim,        v_head_dim};
+  const PagedKvLayer expected_cache{k_expected.data(), v_expected.data(), block_size, num_kv_heads,
+                                    k_head_dim,        v_head_dim,        cache_dtype};
   write_kv(expected_cache, k_rotated.data(), v.data(), slots.data(), T);
 
   // Fused. The pools start with the same sentinel, so a write to a padding slot shows.
-  std::vector<float> q_actual = q, k_actual(k_pool, -7.0f), v_actual(v_pool, -7.0f);
-  const PagedKvLayer actual_cache{k_actual.data(), v_actual.data(), block_size,
-                                  num_kv_heads,    k_head_dim,      v_head_dim};
+  std::vector<float> q_actual = q;
+  std::vector<uint8_t> k_actual = filled_pool(cache_dtype, k_pool, -7.0f);
+  std::vector<uint8_t> v_actual = filled_pool(cache_dtype, v_pool, -7.0f);
+  const PagedKvLayer actual_cache{k_actual.data(), v_actual.data(), block_size, num_kv_heads,
+                                  k_head_dim,      v_head_dim,      cache_dtype};
   write_kv_rope(actual_cache, RopeRows{cos.data(), sin.data(), rotary_dim, neox}, q_actual.data(),
                 num_q_heads, k.data(), v.data(), slots.data(), T);
 
   const std::string where = std::string(neox ? "neox" : "interleaved") + " rotary_dim " +
                             std::to_string(rotary_dim) + " of " + std::to_string(k_head_dim) +
-                            ", isa " + isa_name(kernels().isa);
+                            ", cache " + dtype_name(cache_dtype) + ", isa " +
+                            isa_name(kernels().isa);
   // Bit equality (not a tolerance): the fused path must not change a single result.
   EXPECT_EQ(q_actual, q_expected) << where;
   EXPECT_EQ(k_actual, k_expected) << where;
   EXPECT_EQ(v_actual, v_expected) << where;
-  const auto untouched = std::count(k_actual.begin(), k_actual.end(), -7.0f);
+  const std::vector<uint8_t> sentinel = filled_pool(cache_dtype, 1, -7.0f);
+  std::ptrdiff_t untouched = 0;
+  for (size_t i = 0; i < k_pool; ++i) {
+    untouched += std::equal(sentinel.begin(), sentinel.end(),
+                            k_actual.begin() + std::ptrdiff_t(i * sentinel.size()));
+  }
   EXPECT_EQ(untouched, static_cast<std::ptrdiff_t>(k_pool) - 4 * num_kv_heads * k_head_dim)
       << "only the 4 real slots are written; " << where;
 }
@@ -227,6 +294,10 @@ TEST_P(AttentionIsaTest, WriteKvRopeMatchesRopeThenWriteKv) {
     check_write_kv_rope(8, 2, 64, 64, 64, neox, 31);     // GQA, whole head rotated (Llama)
     check_write_kv_rope(4, 4, 128, 128, 128, neox, 32);  // MHA, DeepSeek-Coder's 128-wide heads
     check_write_kv_rope(3, 1, 22, 9, 18, neox, 33);      // partial rotary; half 9: a vector tail
+    for (DType dtype : {DType::kF16, DType::kBF16}) {  // the rotated row rounded as write_kv would
+      check_write_kv_rope(4, 4, 128, 128, 128, neox, 34, dtype);
+      check_write_kv_rope(3, 1, 22, 9, 18, neox, 35, dtype);
+    }
   }
 }
 

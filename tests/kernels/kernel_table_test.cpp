@@ -3,6 +3,7 @@
 // register blocking, 1..37 tokens), plus hand-checked values for the scalar table itself.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -241,24 +242,29 @@ TEST_P(KernelIsaTest, DotAndAxpy) {
 }
 
 TEST_P(KernelIsaTest, DotRowsAndAxpyRowsEqualTheOneRowCalls) {
-  // Bit for bit what dot / axpy give row by row (attention relies on it for batch
-  // invariance), for row counts around the 4-row groups and lengths around the 8-vector chunks.
-  for (int64_t n : {1, 7, 16, 64, 129, 512, 576}) {
-    for (int64_t num_rows : {1, 3, 4, 9, 16}) {
-      const int64_t stride = n + 5;  // rows of a paged cache are interleaved with other heads
-      const std::vector<float> a = random_floats(rng_, n);
-      const std::vector<float> rows = random_floats(rng_, num_rows * stride);
-      const std::vector<float> coeffs = random_floats(rng_, num_rows);
-      std::vector<float> out(num_rows);
-      table_->dot_rows(a.data(), rows.data(), stride, num_rows, n, out.data());
-      std::vector<float> y = random_floats(rng_, n), y_rows = y;
-      table_->axpy_rows(coeffs.data(), rows.data(), stride, num_rows, n, y_rows.data());
-      for (int64_t j = 0; j < num_rows; ++j) {
-        ASSERT_EQ(out[j], table_->dot(a.data(), rows.data() + j * stride, n))
-            << "n=" << n << " rows=" << num_rows << " j=" << j;
-        table_->axpy(coeffs[j], rows.data() + j * stride, n, y.data());
+  // Bit for bit what dot / axpy give row by row on the rows widened to fp32 (attention relies on
+  // it for batch invariance, and a 16-bit KV cache on the widening being exact), for row counts
+  // around the 4-row groups and lengths around the 8-vector chunks, in every cache dtype.
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int64_t n : {1, 7, 16, 64, 129, 512, 576}) {
+      for (int64_t num_rows : {1, 3, 4, 9, 16}) {
+        const int64_t stride = n + 5;  // rows of a paged cache are interleaved with other heads
+        const std::vector<float> a = random_floats(rng_, n);
+        const TestWeights rows = make_weights(rng_, dtype, num_rows, stride);
+        const std::vector<float> coeffs = random_floats(rng_, num_rows);
+        std::vector<float> out(num_rows);
+        table_->dot_rows(a.data(), rows.view.data, dtype, stride, num_rows, n, out.data());
+        std::vector<float> y = random_floats(rng_, n), y_rows = y;
+        table_->axpy_rows(coeffs.data(), rows.view.data, dtype, stride, num_rows, n, y_rows.data());
+        const std::string where = std::string(dtype_name(dtype)) + " n=" + std::to_string(n) +
+                                  " rows=" + std::to_string(num_rows);
+        for (int64_t j = 0; j < num_rows; ++j) {
+          ASSERT_EQ(out[j], table_->dot(a.data(), rows.f32.data() + j * stride, n))
+              << where << " j=" << j;
+          table_->axpy(coeffs[j], rows.f32.data() + j * stride, n, y.data());
+        }
+        ASSERT_EQ(y_rows, y) << where;
       }
-      ASSERT_EQ(y_rows, y) << "n=" << n << " rows=" << num_rows;
     }
   }
 }
@@ -316,6 +322,53 @@ TEST_P(KernelIsaTest, ToF32IsExactForEveryBitPattern) {
   std::vector<float> out(21);
   table_->to_f32(f.data(), DType::kF32, 21, out.data());
   EXPECT_EQ(out, f);
+}
+
+// Bits of the fp32 values a 16-bit conversion must get right: every 16-bit value widened (so
+// exact values and, with the neighbours, ties and near-ties on both sides), the overflow edge,
+// subnormals of both formats, infinities, NaNs with payloads, and random bit patterns.
+std::vector<uint32_t> narrowing_cases(std::mt19937& rng) {
+  std::vector<uint32_t> bits;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    for (DType dtype : {DType::kF16, DType::kBF16}) {
+      const float f = dtype == DType::kF16 ? f16_to_f32(static_cast<uint16_t>(h))
+                                           : bf16_to_f32(static_cast<uint16_t>(h));
+      uint32_t u;
+      std::memcpy(&u, &f, sizeof u);
+      for (uint32_t step : {0u, 1u, 0xfffu, 0x1000u, 0x1001u, 0x7fffu, 0x8000u, 0x8001u}) {
+        bits.push_back(u + step);
+        bits.push_back(u - step);
+      }
+    }
+  }
+  for (uint32_t u : {0x477fefffu, 0x477ff000u, 0x477fffffu, 0x7f7fffffu, 0x7f800000u, 0xff800000u,
+                     0x7f800001u, 0xffc12345u, 0x7fbfffffu, 0x00000001u, 0x807fffffu, 0x33000000u,
+                     0x33000001u, 0x33800000u, 0xb3400000u}) {
+    bits.push_back(u);
+  }
+  std::uniform_int_distribution<uint32_t> any;
+  for (int i = 0; i < 100000; ++i) bits.push_back(any(rng));
+  bits.resize(bits.size() - bits.size() % 64 + 13);  // a tail shorter than a vector
+  return bits;
+}
+
+TEST_P(KernelIsaTest, FromF32RoundsLikeTheScalarConversionsBitForBit) {
+  const std::vector<uint32_t> bits = narrowing_cases(rng_);
+  std::vector<float> src(bits.size());
+  std::memcpy(src.data(), bits.data(), bits.size() * sizeof(float));
+  const auto n = static_cast<int64_t>(src.size());
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    std::vector<uint16_t> actual(src.size());
+    table_->from_f32(src.data(), dtype, n, actual.data());
+    for (size_t i = 0; i < src.size(); ++i) {
+      const uint16_t expected = dtype == DType::kF16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
+      ASSERT_EQ(actual[i], expected)
+          << dtype_name(dtype) << " of fp32 bits 0x" << std::hex << bits[i];
+    }
+  }
+  std::vector<float> copy(src.size());
+  table_->from_f32(src.data(), DType::kF32, n, copy.data());
+  EXPECT_EQ(std::memcmp(copy.data(), src.data(), src.size() * sizeof(float)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsaTest,

@@ -1,7 +1,8 @@
 // `pagoda bench quality`: what quantization costs in accuracy. The float model and its
-// quantized twin (quantized at load, or a `pagoda quantize` checkpoint given as --candidate)
-// read the same text; at every position the KL divergence of their next-token distributions
-// is taken (llama.cpp's perplexity tool calls it KLD), with top-1 agreement alongside.
+// quantized twin (quantized at load, or a `pagoda quantize` checkpoint given as --candidate),
+// or the same model on a 16-bit KV cache (--kv-cache-dtype), read the same text; at every position
+// the KL divergence of their next-token distributions is taken (llama.cpp's perplexity tool calls
+// it KLD), with top-1 agreement alongside.
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loader/safetensors.h"
+#include "model/kv_cache.h"
 #include "model/logit_divergence.h"
 #include "model/model_config.h"
 #include "model/model_registry.h"
@@ -45,6 +47,7 @@ struct QualityFlags {
   std::string quantization;
   int64_t group_size = 0;
   bool weight_only = false;
+  std::string kv_cache_dtype = "fp32";
   std::string text_file;
   int64_t max_tokens = 512;
   bool json = false;
@@ -59,8 +62,12 @@ std::string read_text(const std::string& path) {
 }
 
 int run_quality(const QualityFlags& f) {
-  if (f.candidate.empty() == f.quantization.empty()) {
-    fail("give exactly one of --quantization (quantize --model at load) or --candidate DIR");
+  const DType kv_dtype = parse_kv_cache_dtype(f.kv_cache_dtype);
+  if (!f.candidate.empty() && !f.quantization.empty()) {
+    fail("give at most one of --quantization (quantize --model at load) or --candidate DIR");
+  }
+  if (f.candidate.empty() && f.quantization.empty() && kv_dtype == DType::kF32) {
+    fail("nothing to compare: give --quantization, --candidate DIR or --kv-cache-dtype fp16|bf16");
   }
   const ModelConfig config = ModelConfig::from_dir(f.model);
   const TensorStore store = TensorStore::open(f.model);
@@ -81,7 +88,7 @@ int run_quality(const QualityFlags& f) {
     cand_store = std::make_unique<TensorStore>(TensorStore::open(f.candidate));
     candidate = create_model(ModelConfig::from_dir(f.candidate), *cand_store, cand_options);
     label = f.candidate;
-  } else {
+  } else if (!f.quantization.empty()) {
     cand_options.weights.quantize_to = parse_quantization(f.quantization);
     cand_options.weights.group_size = f.group_size;
     cand_options.weights.int8_activations = !f.weight_only;
@@ -89,8 +96,12 @@ int run_quality(const QualityFlags& f) {
     label = fmt::format("{}{}{}", f.quantization,
                         f.group_size > 0 ? fmt::format(" g{}", f.group_size) : "",
                         f.weight_only ? " weight-only" : " (int8 activations)");
+  } else {
+    label = "the same weights";
   }
-  const LogitDivergence d = compare_next_token_distributions(*reference, *candidate, tokens);
+  Model& cand = candidate ? *candidate : *reference;
+  if (kv_dtype != DType::kF32) label += fmt::format(", {} KV cache", dtype_name(kv_dtype));
+  const LogitDivergence d = compare_next_token_distributions(*reference, cand, tokens, kv_dtype);
   if (f.json) {
     const nlohmann::json out = {{"model", f.model},
                                 {"candidate", label},
@@ -100,7 +111,7 @@ int run_quality(const QualityFlags& f) {
                                 {"top1_agreement", d.top1_agreement},
                                 {"mean_abs_logit_diff", d.mean_abs_logit_diff},
                                 {"reference_weight_bytes", reference->weight_bytes()},
-                                {"candidate_weight_bytes", candidate->weight_bytes()}};
+                                {"candidate_weight_bytes", cand.weight_bytes()}};
     std::printf("%s\n", out.dump(2).c_str());
   } else {
     fmt::print("model:            {}\n", f.model);
@@ -110,8 +121,8 @@ int run_quality(const QualityFlags& f) {
     fmt::print("top-1 agreement:  {:.2f}%\n", 100.0 * d.top1_agreement);
     fmt::print("mean |dlogit|:    {:.5f}\n", d.mean_abs_logit_diff);
     fmt::print("weight bytes:     {} -> {} ({:.2f}x smaller)\n", reference->weight_bytes(),
-               candidate->weight_bytes(),
-               static_cast<double>(reference->weight_bytes()) / candidate->weight_bytes());
+               cand.weight_bytes(),
+               static_cast<double>(reference->weight_bytes()) / cand.weight_bytes());
   }
   return 0;
 }
@@ -128,6 +139,10 @@ Command register_bench_quality(CLI::App& app) {
   sub->add_option("--group-size", f->group_size, "Values per scale (multiple of 32)");
   sub->add_flag("--weight-only", f->weight_only, "Keep fp32 activations (no int8 activations)");
   sub->add_option("--candidate", f->candidate, "A quantized checkpoint directory instead");
+  sub->add_option("--kv-cache-dtype", f->kv_cache_dtype,
+                  "KV cache of the candidate: fp32, fp16 or bf16 (the reference keeps fp32)")
+      ->check(CLI::IsMember(kv_cache_dtype_names()))
+      ->capture_default_str();
   sub->add_option("--text", f->text_file, "Text file to read (default: a built-in passage)");
   sub->add_option("--max-tokens", f->max_tokens, "Positions compared")->capture_default_str();
   sub->add_flag("--json", f->json, "Print JSON");

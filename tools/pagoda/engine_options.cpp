@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "model/kv_cache.h"
 #include "util/error.h"
 #include "util/units.h"
 
@@ -29,6 +30,11 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
       "--kv-cache-space", f.kv_cache_space,
       "KV cache pool size, e.g. 4GiB (default: a quarter of available memory, at most what "
       "max-num-seqs full-length requests need)");
+  app->add_option("--kv-cache-dtype", a.kv_cache_dtype,
+                  "KV cache element type: auto (fp32), fp32, fp16 or bf16 (half the memory and "
+                  "attention traffic)")
+      ->check(CLI::IsMember(kv_cache_dtype_names()))
+      ->capture_default_str();
   app->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a.enable_prefix_caching,
                 "Reuse KV blocks of identical prompt prefixes (default on)");
   app->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", a.enable_chunked_prefill,

@@ -82,6 +82,35 @@ struct Avx2 {
     return load_f16(block);
   }
 
+  // fp32 narrowed to 16 bits, rounding to nearest even as util/half.h does (the KV cache
+  // write): f16 by vcvtps2ph; bf16 by adding 0x7fff plus the lowest kept bit, except that a
+  // NaN keeps its top bits with the quiet bit set. The 32-bit results are below 2^16, so the
+  // unsigned-saturating pack is exact.
+  static __m128i narrow_f16(F v) { return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT); }
+  static __m128i narrow_bf16(F v) {
+    const __m256i bits = _mm256_castps_si256(v);
+    const __m256i lowest_kept = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lowest_kept)), 16);
+    const __m256i quiet_nan = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+    const __m256i h = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(rounded),
+                                                           _mm256_castsi256_ps(quiet_nan),
+                                                           _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    return _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+  }
+  static void store_16(uint16_t* p, __m128i h) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
+  }
+  static void store_16_n(uint16_t* p, __m128i h, int n) {
+    alignas(16) uint16_t block[8];
+    store_16(block, h);
+    for (int i = 0; i < n; ++i) p[i] = block[i];
+  }
+  static void store_f16(uint16_t* p, F v) { store_16(p, narrow_f16(v)); }
+  static void store_bf16(uint16_t* p, F v) { store_16(p, narrow_bf16(v)); }
+  static void store_f16_n(uint16_t* p, F v, int n) { store_16_n(p, narrow_f16(v), n); }
+  static void store_bf16_n(uint16_t* p, F v, int n) { store_16_n(p, narrow_bf16(v), n); }
+
   // 16 bf16 values as fp32: lane j of even = p[2j], of odd = p[2j + 1] (see simd_kernels.h).
   static void load_bf16_even_odd(const uint16_t* p, F& even, F& odd) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));

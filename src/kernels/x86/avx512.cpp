@@ -69,6 +69,33 @@ struct Avx512 {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask(n), p));
   }
 
+  // fp32 narrowed to 16 bits as Avx2 does (see there); vpmovdw truncates the 32-bit results,
+  // which are below 2^16.
+  static __m256i narrow_f16(F v) {
+    return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static __m256i narrow_bf16(F v) {
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i lowest_kept = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lowest_kept)), 16);
+    const __m512i quiet_nan = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet_nan));
+  }
+  static void store_f16(uint16_t* p, F v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow_f16(v));
+  }
+  static void store_bf16(uint16_t* p, F v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow_bf16(v));
+  }
+  static void store_f16_n(uint16_t* p, F v, int n) {
+    _mm256_mask_storeu_epi16(p, mask(n), narrow_f16(v));
+  }
+  static void store_bf16_n(uint16_t* p, F v, int n) {
+    _mm256_mask_storeu_epi16(p, mask(n), narrow_bf16(v));
+  }
+
   // 32 bf16 values as fp32: lane j of even = p[2j], of odd = p[2j + 1] (see simd_kernels.h).
   static void split_bf16_pairs(__m512i v, F& even, F& odd) {
     even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));

@@ -9,7 +9,8 @@
 // vector path with partial loads instead of scalar conversions.
 //
 // V provides: F (vector), kLanes, the tile sizes (kTile*, kSweep*), zero/set1/load/store,
-// load_n/store_n (first n lanes, rest zero), load_bf16/load_f16 (+_n), add/sub/mul/div/max and
+// load_n/store_n (first n lanes, rest zero), load_bf16/load_f16 and store_bf16/store_f16 (+_n;
+// the stores round to nearest even as util/half.h does), add/sub/mul/div/max and
 // fma(a, b, c) = a * b + c, load_bf16_even_odd(_n) (bf16 pairs, see below), reduce_add,
 // reduce_max and exp; for the quantized matmul (quant_kernels.h) load_i8 / load_u4 (kLanes int8
 // / 4-bit values as fp32), dot_u8s8 (one 32-byte block: 8 int32 sums of 4 u8 x s8 products)
@@ -569,20 +570,26 @@ void softmax(float* x, int64_t n) {
   }
 }
 
-template <class V>
-float dot(const float* a, const float* b, int64_t n) {
+// dot(a, b) with b stored as kType from element `index` of `base` (a KV cache row).
+template <class V, DType kType>
+float dot_stored(const float* a, const void* base, int64_t index, int64_t n) {
   constexpr int kL = V::kLanes;
   typename V::F acc0 = V::zero(), acc1 = V::zero();
   int64_t i = 0;
   for (; i + 2 * kL <= n; i += 2 * kL) {
-    acc0 = V::fma(V::load(a + i), V::load(b + i), acc0);
-    acc1 = V::fma(V::load(a + i + kL), V::load(b + i + kL), acc1);
+    acc0 = V::fma(V::load(a + i), load_weights<V, kType>(base, index + i), acc0);
+    acc1 = V::fma(V::load(a + i + kL), load_weights<V, kType>(base, index + i + kL), acc1);
   }
   for (; i < n; i += kL) {
     const int m = static_cast<int>(min_i64<V>(kL, n - i));
-    acc0 = V::fma(V::load_n(a + i, m), V::load_n(b + i, m), acc0);
+    acc0 = V::fma(V::load_n(a + i, m), load_weights_n<V, kType>(base, index + i, m), acc0);
   }
   return V::reduce_add(V::add(acc0, acc1));
+}
+
+template <class V>
+float dot(const float* a, const float* b, int64_t n) {
+  return dot_stored<V, DType::kF32>(a, b, 0, n);
 }
 
 template <class V>
@@ -599,43 +606,44 @@ void axpy(float a, const float* x, int64_t n, float* y) {
 
 // dot over kRowsAtOnce rows at a time: the same two accumulators, loop and reduction per row
 // as dot (so the same bits), but the rows' independent FMA chains interleave instead of one
-// row's 8-deep chain waiting on FMA latency.
-template <class V>
-void dot_rows(const float* a, const float* rows, int64_t row_stride, int64_t num_rows, int64_t n,
-              float* out) {
+// row's 8-deep chain waiting on FMA latency. Rows are stored as kType (the KV cache dtype).
+template <class V, DType kType>
+void dot_rows_typed(const float* a, const void* rows, int64_t row_stride, int64_t num_rows,
+                    int64_t n, float* out) {
   using F = typename V::F;
   constexpr int kL = V::kLanes, kRowsAtOnce = 4;
   int64_t j = 0;
   for (; j + kRowsAtOnce <= num_rows; j += kRowsAtOnce) {
-    const float* r = rows + j * row_stride;
+    const int64_t r = j * row_stride;  // element index of row j
     F acc0[kRowsAtOnce], acc1[kRowsAtOnce];
     for (int k = 0; k < kRowsAtOnce; ++k) acc0[k] = acc1[k] = V::zero();
     int64_t i = 0;
     for (; i + 2 * kL <= n; i += 2 * kL) {
       const F a0 = V::load(a + i), a1 = V::load(a + i + kL);
       for (int k = 0; k < kRowsAtOnce; ++k) {
-        acc0[k] = V::fma(a0, V::load(r + k * row_stride + i), acc0[k]);
-        acc1[k] = V::fma(a1, V::load(r + k * row_stride + i + kL), acc1[k]);
+        const int64_t at = r + k * row_stride + i;
+        acc0[k] = V::fma(a0, load_weights<V, kType>(rows, at), acc0[k]);
+        acc1[k] = V::fma(a1, load_weights<V, kType>(rows, at + kL), acc1[k]);
       }
     }
     for (; i < n; i += kL) {
       const int m = static_cast<int>(min_i64<V>(kL, n - i));
       const F a0 = V::load_n(a + i, m);
       for (int k = 0; k < kRowsAtOnce; ++k) {
-        acc0[k] = V::fma(a0, V::load_n(r + k * row_stride + i, m), acc0[k]);
+        acc0[k] = V::fma(a0, load_weights_n<V, kType>(rows, r + k * row_stride + i, m), acc0[k]);
       }
     }
     for (int k = 0; k < kRowsAtOnce; ++k) out[j + k] = V::reduce_add(V::add(acc0[k], acc1[k]));
   }
-  for (; j < num_rows; ++j) out[j] = dot<V>(a, rows + j * row_stride, n);
+  for (; j < num_rows; ++j) out[j] = dot_stored<V, kType>(a, rows, j * row_stride, n);
 }
 
 // axpy per row, in row order, with kChunk vectors of y held in registers across all rows
 // instead of loaded and stored for each row: each y element sees the same FMAs in the same
 // order as num_rows axpy calls.
-template <class V>
-void axpy_rows(const float* coeffs, const float* rows, int64_t row_stride, int64_t num_rows,
-               int64_t n, float* y) {
+template <class V, DType kType>
+void axpy_rows_typed(const float* coeffs, const void* rows, int64_t row_stride, int64_t num_rows,
+                     int64_t n, float* y) {
   using F = typename V::F;
   constexpr int kL = V::kLanes, kChunk = 8;
   int64_t i = 0;
@@ -644,8 +652,10 @@ void axpy_rows(const float* coeffs, const float* rows, int64_t row_stride, int64
     for (int v = 0; v < kChunk; ++v) acc[v] = V::load(y + i + v * kL);
     for (int64_t j = 0; j < num_rows; ++j) {
       const F c = V::set1(coeffs[j]);
-      const float* r = rows + j * row_stride + i;
-      for (int v = 0; v < kChunk; ++v) acc[v] = V::fma(c, V::load(r + v * kL), acc[v]);
+      const int64_t at = j * row_stride + i;
+      for (int v = 0; v < kChunk; ++v) {
+        acc[v] = V::fma(c, load_weights<V, kType>(rows, at + v * kL), acc[v]);
+      }
     }
     for (int v = 0; v < kChunk; ++v) V::store(y + i + v * kL, acc[v]);
   }
@@ -653,10 +663,42 @@ void axpy_rows(const float* coeffs, const float* rows, int64_t row_stride, int64
     const int m = static_cast<int>(min_i64<V>(kL, n - i));
     F acc = V::load_n(y + i, m);
     for (int64_t j = 0; j < num_rows; ++j) {
-      acc = V::fma(V::set1(coeffs[j]), V::load_n(rows + j * row_stride + i, m), acc);
+      acc = V::fma(V::set1(coeffs[j]), load_weights_n<V, kType>(rows, j * row_stride + i, m), acc);
     }
     V::store_n(y + i, acc, m);
   }
+}
+
+// Calls body.template operator()<kType>() for a KV cache dtype (kF32, kF16, kBF16).
+template <class V, class Body>
+inline void with_cache_dtype(DType dtype, Body&& body) {
+  switch (dtype) {
+    case DType::kF16:
+      body.template operator()<DType::kF16>();
+      break;
+    case DType::kBF16:
+      body.template operator()<DType::kBF16>();
+      break;
+    default:
+      body.template operator()<DType::kF32>();
+      break;
+  }
+}
+
+template <class V>
+void dot_rows(const float* a, const void* rows, DType rows_dtype, int64_t row_stride,
+              int64_t num_rows, int64_t n, float* out) {
+  with_cache_dtype<V>(rows_dtype, [&]<DType kType>() {
+    dot_rows_typed<V, kType>(a, rows, row_stride, num_rows, n, out);
+  });
+}
+
+template <class V>
+void axpy_rows(const float* coeffs, const void* rows, DType rows_dtype, int64_t row_stride,
+               int64_t num_rows, int64_t n, float* y) {
+  with_cache_dtype<V>(rows_dtype, [&]<DType kType>() {
+    axpy_rows_typed<V, kType>(coeffs, rows, row_stride, num_rows, n, y);
+  });
 }
 
 template <class V>
@@ -701,6 +743,43 @@ void to_f32(const void* src, DType dtype, int64_t n, float* dst) {
   }
 }
 
+// n values stored as kType from fp32: the KV cache write.
+template <class V, DType kType>
+inline void store_as(void* base, int64_t index, typename V::F v) {
+  if constexpr (kType == DType::kF32) {
+    V::store(static_cast<float*>(base) + index, v);
+  } else if constexpr (kType == DType::kBF16) {
+    V::store_bf16(static_cast<uint16_t*>(base) + index, v);
+  } else {
+    V::store_f16(static_cast<uint16_t*>(base) + index, v);
+  }
+}
+
+template <class V, DType kType>
+inline void store_as_n(void* base, int64_t index, typename V::F v, int n) {
+  if constexpr (kType == DType::kF32) {
+    V::store_n(static_cast<float*>(base) + index, v, n);
+  } else if constexpr (kType == DType::kBF16) {
+    V::store_bf16_n(static_cast<uint16_t*>(base) + index, v, n);
+  } else {
+    V::store_f16_n(static_cast<uint16_t*>(base) + index, v, n);
+  }
+}
+
+template <class V>
+void from_f32(const float* src, DType dtype, int64_t n, void* dst) {
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) return;
+  with_cache_dtype<V>(dtype, [&]<DType kType>() {
+    constexpr int kL = V::kLanes;
+    int64_t i = 0;
+    for (; i + kL <= n; i += kL) store_as<V, kType>(dst, i, V::load(src + i));
+    if (i < n) {
+      const int m = static_cast<int>(n - i);
+      store_as_n<V, kType>(dst, i, V::load_n(src + i, m), m);
+    }
+  });
+}
+
 template <class V>
 float exp_shifted(float* x, float shift, int64_t n) {
   constexpr int kL = V::kLanes;
@@ -731,6 +810,7 @@ KernelTable make_table(Isa isa) {
   t.axpy_rows = axpy_rows<V>;
   t.rope = rope<V>;
   t.to_f32 = to_f32<V>;
+  t.from_f32 = from_f32<V>;
   t.dequantize_row = dequantize_row<V>;
   t.exp_shifted = exp_shifted<V>;
   return t;
