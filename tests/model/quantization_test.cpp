@@ -255,29 +255,41 @@ TEST(Quantize, KlDivergenceOnGeneratedModel) {
   }
 }
 
-TEST(Quantize, KlDivergenceOnStories260K) {
-  const std::filesystem::path path =
-      std::filesystem::path(PAGODA_TESTDATA_DIR) / "models" / "stories260K-hf";
-  if (!std::filesystem::exists(path / "config.json")) {
-    GTEST_SKIP() << path << " is absent (../shared/testdata); skipping the real-model check";
+// stories260K (../shared/testdata), loaded, and a passage of real text in the model's own
+// domain (TinyStories) in its tokens, so the distributions compared are peaked.
+struct Stories260K {
+  static std::filesystem::path dir() {
+    return std::filesystem::path(PAGODA_TESTDATA_DIR) / "models" / "stories260K-hf";
   }
-  const ModelConfig config = ModelConfig::from_dir(path.string());
-  const TensorStore store = TensorStore::open(path.string());
-  const auto reference = create_model(config, store, ModelOptions{});
-  // Real text in the model's own domain (TinyStories), so the distributions are peaked.
-  const Tokenizer tokenizer = Tokenizer::from_directory(path.string());
-  const auto tokens = tokenizer.encode(
-      "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
-      "park with her dog, Max. One day, Lily saw a big red ball under a tree. She ran to get it, "
-      "but Max got there first. Lily laughed and said, \"Max, you are so fast!\" They played "
-      "with the ball all day. When the sun went down, Lily and Max went home. Her mom made them "
-      "a warm dinner, and Lily was very happy.",
-      true);
+  static bool present() { return std::filesystem::exists(dir() / "config.json"); }
+  ModelConfig config = ModelConfig::from_dir(dir().string());
+  TensorStore store = TensorStore::open(dir().string());
+  std::vector<int32_t> tokens = Tokenizer::from_directory(dir().string())
+                                    .encode(
+                                        "Once upon a time, there was a little girl named Lily. "
+                                        "She loved to play outside in the park with her dog, Max. "
+                                        "One day, Lily saw a big red ball under a tree. She ran to "
+                                        "get it, but Max got there first. Lily laughed and said, "
+                                        "\"Max, you are so fast!\" They played with the ball all "
+                                        "day. When the sun went down, Lily and Max went home. Her "
+                                        "mom made them a warm dinner, and Lily was very happy.",
+                                        true);
+};
+
+TEST(Quantize, KlDivergenceOnStories260K) {
+  if (!Stories260K::present()) {
+    GTEST_SKIP() << Stories260K::dir()
+                 << " is absent (../shared/testdata); skipping the real-model "
+                    "check";
+  }
+  const Stories260K stories;
+  const auto reference = create_model(stories.config, stories.store, ModelOptions{});
   for (DType to : {DType::kI8, DType::kI4}) {
     ModelOptions options;
     options.weights.quantize_to = to;
-    const auto candidate = create_model(config, store, options);
-    const LogitDivergence d = compare_next_token_distributions(*reference, *candidate, tokens);
+    const auto candidate = create_model(stories.config, stories.store, options);
+    const LogitDivergence d =
+        compare_next_token_distributions(*reference, *candidate, stories.tokens);
     std::printf("[ stories260K %s ] mean KL %.3g, max %.3g, top-1 agreement %.3f\n", dtype_name(to),
                 d.mean_kl, d.max_kl, d.top1_agreement);
     // Measured: int8 7.6e-4 nats with 99% top-1 agreement (5.6e-4 when activations had a
@@ -312,26 +324,20 @@ TEST(KvCacheDtype, KlDivergenceOnGeneratedModel) {
 }
 
 TEST(KvCacheDtype, KlDivergenceOnStories260K) {
-  const std::filesystem::path path =
-      std::filesystem::path(PAGODA_TESTDATA_DIR) / "models" / "stories260K-hf";
-  if (!std::filesystem::exists(path / "config.json")) {
-    GTEST_SKIP() << path << " is absent (../shared/testdata); skipping the real-model check";
+  if (!Stories260K::present()) {
+    GTEST_SKIP() << Stories260K::dir()
+                 << " is absent (../shared/testdata); skipping the real-model "
+                    "check";
   }
-  const ModelConfig config = ModelConfig::from_dir(path.string());
-  const TensorStore store = TensorStore::open(path.string());
-  const auto model = create_model(config, store, ModelOptions{});
-  const Tokenizer tokenizer = Tokenizer::from_directory(path.string());
-  const auto tokens = tokenizer.encode(
-      "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
-      "park with her dog, Max. One day, Lily saw a big red ball under a tree. She ran to get it, "
-      "but Max got there first.",
-      true);
+  const Stories260K stories;
+  const auto model = create_model(stories.config, stories.store, ModelOptions{});
   for (DType dtype : {DType::kF16, DType::kBF16}) {
-    const LogitDivergence d = compare_next_token_distributions(*model, *model, tokens, dtype);
+    const LogitDivergence d =
+        compare_next_token_distributions(*model, *model, stories.tokens, dtype);
     std::printf("[ stories260K %s KV cache ] mean KL %.3g, max %.3g, top-1 agreement %.3f\n",
                 dtype_name(dtype), d.mean_kl, d.max_kl, d.top1_agreement);
-    // Measured: fp16 3.6e-7 nats, bf16 3.1e-5, both with 100% top-1 agreement.
-    EXPECT_LT(d.mean_kl, dtype == DType::kF16 ? 1.2e-6 : 1e-4) << dtype_name(dtype);
+    // Measured: fp16 6.2e-7 nats (100% top-1 agreement), bf16 4.4e-5 (99.4%).
+    EXPECT_LT(d.mean_kl, dtype == DType::kF16 ? 2e-6 : 1.5e-4) << dtype_name(dtype);
     EXPECT_GT(d.top1_agreement, 0.95) << dtype_name(dtype);
   }
 }
