@@ -255,17 +255,22 @@ inline void int8_pair_step(const x86::QuantizedActivations& qa, int64_t token,
 // quad broadcast from memory. A group's int32 sums start at -128 * sum(x) (per token and
 // group, computed once per call) and the group is finished as fma(float(sum), d * s, acc),
 // groups in order. Groups of 32 (Q8_0) finish exactly as int8_pair_step does, longer groups
-// (per channel) as int8_wide_tile does, so every path gives the same bits.
+// (per channel) as int8_wide_tile does, so every path gives the same bits. int4 uses the same
+// panels and tile (below).
 
-constexpr int kPanelTileTokens = 8;
-
-// One call's int8 activations as the panels read them: q [num_tokens][q_ld], d and neg_bias
-// (-128 * the sum of the group's q) [num_tokens][num_groups].
+// One call's int8 activations as the panel tile reads them. A segment is the run of quads
+// whose int32 sums are finished together: an int8 group, or an int4 block (32 values).
+//   q [num_tokens][q_ld]; d [num_tokens][num_segments]; quads_per_segment (int8 only: int4
+//   blocks are 8 quads in the pair order); segments_per_scale: segments sharing a scale;
+//   int8: neg_bias [num_tokens][num_segments], -128 * the sum of the segment's q;
+//   int4: group_sums [num_tokens][num_groups] for the min term.
 struct PanelActivations {
   const int8_t* q = nullptr;
   const float* d = nullptr;
   const int32_t* neg_bias = nullptr;
-  int64_t q_ld = 0, num_groups = 0, blocks_per_group = 0;
+  const float* group_sums = nullptr;
+  int64_t q_ld = 0, num_segments = 0, quads_per_segment = 0, segments_per_scale = 1;
+  int64_t num_groups = 0;
 };
 
 // neg_bias for every token and group of int8 activations q.
@@ -373,59 +378,6 @@ inline void pack_int8_panel(const WeightView& w, int64_t row, int64_t num_rows, 
   plane_by_group(w.scales, row, num_rows, num_groups, scale_rows, scales);
 }
 
-template <int kTokens>
-void int8_panel_tile(const PanelActivations& pa, int64_t token, const uint8_t* packed,
-                     const float* scales, int64_t num_rows, float* y, int64_t ldy) {
-  __m512 acc[kTokens];
-  for (int t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
-  const int8_t* x = pa.q + token * pa.q_ld;
-  for (int64_t g = 0; g < pa.num_groups; ++g) {
-    __m512i sums[kTokens];
-    for (int t = 0; t < kTokens; ++t) {
-      sums[t] = _mm512_set1_epi32(pa.neg_bias[(token + t) * pa.num_groups + g]);
-    }
-    for (int64_t q = g * pa.blocks_per_group * (kBlock / 4);
-         q < (g + 1) * pa.blocks_per_group * (kBlock / 4); ++q) {
-      const __m512i wv = _mm512_load_si512(packed + q * 64);
-      for (int t = 0; t < kTokens; ++t) {
-        int32_t quad;
-        __builtin_memcpy(&quad, x + t * pa.q_ld + q * 4, 4);
-        sums[t] = _mm512_dpbusd_epi32(sums[t], wv, _mm512_set1_epi32(quad));
-      }
-    }
-    const __m512 s = _mm512_load_ps(scales + g * 16);
-    for (int t = 0; t < kTokens; ++t) {
-      const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(pa.d[(token + t) * pa.num_groups + g]), s);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), ds, acc[t]);
-    }
-  }
-  const __mmask16 valid = Avx512::mask(static_cast<int>(num_rows));
-  for (int t = 0; t < kTokens; ++t) _mm512_mask_storeu_ps(y + t * ldy, valid, acc[t]);
-}
-
-// The panel sweep over rows [row_begin, row_end): neg_bias is filled here.
-inline void int8_panel_matmul(PanelActivations pa, int32_t* neg_bias, int64_t num_tokens,
-                              const WeightView& w, int64_t row_begin, int64_t row_end, float* y,
-                              int64_t ldy) {
-  static thread_local x86::Scratch<Avx512> panel_scratch;
-  group_biases(pa.q, pa.q_ld, num_tokens, pa.num_groups, w.group_size, neg_bias);
-  pa.neg_bias = neg_bias;
-  const int64_t packed_bytes = x86::kPanelRows * w.cols;
-  auto* packed = static_cast<uint8_t*>(panel_scratch.get(
-      static_cast<size_t>(packed_bytes + 2 * x86::kPanelRows * pa.num_groups * 4)));
-  auto* scales = reinterpret_cast<float*>(packed + packed_bytes);
-  float* scale_rows = scales + x86::kPanelRows * pa.num_groups;
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += x86::kPanelRows) {
-    const int64_t rows = x86::min_i64<Avx512>(x86::kPanelRows, row_end - r0);
-    pack_int8_panel(w, r0, rows, packed, scales, scale_rows);
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += kPanelTileTokens) {
-      x86::with_tile_shape<Avx512, 1, kPanelTileTokens>(1, num_tokens - t0, [&]<int R, int T>() {
-        int8_panel_tile<T>(pa, t0, packed, scales, rows, y + t0 * ldy + r0, ldy);
-      });
-    }
-  }
-}
-
 // int4 on the same panels: the nibbles unpacked to bytes (0..15, unsigned, so no bias) and
 // laid out in the activations' pair order (quant_kernels.h): quad k of pair P (activation
 // bytes 64P + 4k) holds values of block 2P (k in 0..3, 8..11) or 2P + 1 (4..7, 12..15), the
@@ -474,52 +426,143 @@ inline void pack_int4_panel(const WeightView& w, int64_t row, int64_t num_rows, 
   }
 }
 
-// 16 rows x kTokens tokens over the int4 panel.
-template <int kTokens>
-void int4_panel_tile(const x86::QuantizedActivations& qa, int64_t token, int64_t blocks_per_group,
-                     const uint8_t* packed, const float* scales, const float* mins,
-                     int64_t num_rows, float* y, int64_t ldy) {
-  const int64_t num_blocks = qa.num_blocks;
-  __m512 acc[kTokens];
-  for (int t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
-  const int8_t* x = qa.q + token * qa.q_ld;
-  for (int64_t pair = 0; pair < qa.num_pairs; ++pair) {
-    __m512i even[kTokens], odd[kTokens];
-    for (int t = 0; t < kTokens; ++t) even[t] = odd[t] = _mm512_setzero_si512();
-    // Quads k0..k0+3 into one block's sums (each call names its array, so that the compiler
-    // keeps both in registers).
-    const auto add_quads = [&](__m512i(&sums)[kTokens], int k0) {
-      for (int k = k0; k < k0 + 4; ++k) {
-        const __m512i wv = _mm512_load_si512(packed + (pair * 16 + k) * 64);
-        for (int t = 0; t < kTokens; ++t) {
-          int32_t quad;
-          __builtin_memcpy(&quad, x + t * qa.q_ld + pair * 64 + k * 4, 4);
-          sums[t] = _mm512_dpbusd_epi32(sums[t], wv, _mm512_set1_epi32(quad));
-        }
-      }
-    };
-    add_quads(even, 0);
-    add_quads(odd, 4);
-    add_quads(even, 8);
-    add_quads(odd, 12);
-    for (int half = 0; half < 2; ++half) {
-      const int64_t b = 2 * pair + half;
-      if (b >= num_blocks) break;
-      const __m512 s = _mm512_load_ps(scales + b / blocks_per_group * 16);
-      for (int t = 0; t < kTokens; ++t) {
-        const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(qa.d[(token + t) * num_blocks + b]), s);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(half == 0 ? even[t] : odd[t]), ds, acc[t]);
-      }
+// acc + the byte products of a (unsigned) and b (signed). With the intrinsic GCC copied each
+// accumulator to another register and back around every vpdpbusd (the tile ran at a sixth of
+// the unit's rate); the "+v" operand updates it in place. Taken and returned by value: a
+// reference into the tile's array of sums made GCC keep that array on the stack.
+inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+
+// kPanels panels of 16 rows (panel p at packed + p * panel_bytes, its scales and mins at
+// + p * scales_ld) x kTokens tokens, int8 or int4 panels. Two panels share each token's
+// broadcast quad, so one load feeds two vpdpbusd (one panel per load ran at a quarter of the
+// unit's rate); 2 x 6 int32 sums + 2 x 6 fp32 accumulators + 2 weight vectors + the broadcast
+// fill 27 of the 32 registers.
+constexpr int kPanelTileTokens = 6;
+
+// sums[p][t] += quads [0, count) of panel p (at w + p * panel_bytes) times token t's (at
+// x + t * x_ld). Inlined with the sums as a named array argument: written as a loop in the
+// tile, GCC kept them on the stack.
+template <int kPanels, int kTokens>
+[[gnu::always_inline]] inline void add_quads(__m512i (&sums)[kPanels][kTokens], const uint8_t* w,
+                                             int64_t panel_bytes, const int8_t* x, int64_t x_ld,
+                                             int64_t count) {
+  for (int64_t q = 0; q < count; ++q, w += 64, x += 4) {
+    __m512i wv[kPanels];
+    for (int p = 0; p < kPanels; ++p) wv[p] = _mm512_load_si512(w + p * panel_bytes);
+    for (int t = 0; t < kTokens; ++t) {
+      int32_t quad;
+      __builtin_memcpy(&quad, x + t * x_ld, 4);
+      const __m512i xv = _mm512_set1_epi32(quad);
+      for (int p = 0; p < kPanels; ++p) sums[p][t] = dpbusd(sums[p][t], wv[p], xv);
     }
   }
-  const __mmask16 valid = Avx512::mask(static_cast<int>(num_rows));
-  for (int t = 0; t < kTokens; ++t) {
-    __m512 min_sum = _mm512_setzero_ps();
-    const float* sums = qa.group_sums + (token + t) * qa.num_groups;
-    for (int64_t g = 0; g < qa.num_groups; ++g) {
-      min_sum = _mm512_fmadd_ps(_mm512_load_ps(mins + g * 16), _mm512_set1_ps(sums[g]), min_sum);
+}
+
+template <bool kInt4, int kPanels, int kTokens>
+void panel_tile(const PanelActivations& pa, int64_t token, const uint8_t* packed,
+                int64_t panel_bytes, const float* scales, const float* mins, int64_t scales_ld,
+                int64_t num_rows, float* y, int64_t ldy) {
+  __m512 acc[kPanels][kTokens];
+  for (int p = 0; p < kPanels; ++p) {
+    for (int t = 0; t < kTokens; ++t) acc[p][t] = _mm512_setzero_ps();
+  }
+  const int8_t* x = pa.q + token * pa.q_ld;
+  // Counted rather than divided: a division per segment cost ~10% of the int4 tile.
+  int64_t scale_group = 0, segment_in_group = 0;
+  for (int64_t seg = 0; seg < pa.num_segments; ++seg) {
+    __m512i sums[kPanels][kTokens];
+    for (int t = 0; t < kTokens; ++t) {
+      __m512i start = _mm512_setzero_si512();
+      if constexpr (!kInt4)
+        start = _mm512_set1_epi32(pa.neg_bias[(token + t) * pa.num_segments + seg]);
+      for (int p = 0; p < kPanels; ++p) sums[p][t] = start;
     }
-    _mm512_mask_storeu_ps(y + t * ldy, valid, _mm512_add_ps(acc[t], min_sum));
+    // int8: one run of quads; int4 block 2P + h: quads 4h..4h+3 and 8+4h..11+4h of pair P.
+    if constexpr (kInt4) {
+      const int64_t first = seg / 2 * 16 + seg % 2 * 4;
+      add_quads<kPanels, kTokens>(sums, packed + first * 64, panel_bytes, x + first * 4, pa.q_ld,
+                                  4);
+      add_quads<kPanels, kTokens>(sums, packed + (first + 8) * 64, panel_bytes, x + (first + 8) * 4,
+                                  pa.q_ld, 4);
+    } else {
+      const int64_t first = seg * pa.quads_per_segment;
+      add_quads<kPanels, kTokens>(sums, packed + first * 64, panel_bytes, x + first * 4, pa.q_ld,
+                                  pa.quads_per_segment);
+    }
+    for (int p = 0; p < kPanels; ++p) {
+      const __m512 s = _mm512_load_ps(scales + p * scales_ld + scale_group * 16);
+      for (int t = 0; t < kTokens; ++t) {
+        const __m512 ds =
+            _mm512_mul_ps(_mm512_set1_ps(pa.d[(token + t) * pa.num_segments + seg]), s);
+        acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[p][t]), ds, acc[p][t]);
+      }
+    }
+    if (++segment_in_group == pa.segments_per_scale) {
+      segment_in_group = 0;
+      ++scale_group;
+    }
+  }
+  if constexpr (kInt4) {
+    // The min term, sum_g min_g * group_sums_g, then added to acc (as the int4 decode tile
+    // does); the tokens side by side, since one token's FMAs over the groups form a chain.
+    for (int p = 0; p < kPanels; ++p) {
+      __m512 min_sum[kTokens];
+      for (int t = 0; t < kTokens; ++t) min_sum[t] = _mm512_setzero_ps();
+      const float* group_sums = pa.group_sums + token * pa.num_groups;
+      for (int64_t g = 0; g < pa.num_groups; ++g) {
+        const __m512 m = _mm512_load_ps(mins + p * scales_ld + g * 16);
+        for (int t = 0; t < kTokens; ++t) {
+          min_sum[t] =
+              _mm512_fmadd_ps(m, _mm512_set1_ps(group_sums[t * pa.num_groups + g]), min_sum[t]);
+        }
+      }
+      for (int t = 0; t < kTokens; ++t) acc[p][t] = _mm512_add_ps(acc[p][t], min_sum[t]);
+    }
+  }
+  for (int p = 0; p < kPanels; ++p) {
+    const __mmask16 valid = Avx512::mask(static_cast<int>(num_rows - 16 * p));
+    for (int t = 0; t < kTokens; ++t) _mm512_mask_storeu_ps(y + t * ldy + 16 * p, valid, acc[p][t]);
+  }
+}
+
+// The panel sweep over rows [row_begin, row_end), two panels (32 rows) at a time, each packed
+// once per call.
+template <bool kInt4>
+void panel_matmul(const PanelActivations& pa, int64_t num_tokens, const WeightView& w,
+                  int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
+  static thread_local x86::Scratch<Avx512> panel_scratch;
+  constexpr int64_t kRows = x86::kPanelRows;
+  const int64_t num_pairs = (w.cols / kBlock + 1) / 2;  // int4: a pair of blocks is 16 quads
+  const int64_t panel_bytes = kInt4 ? num_pairs * 16 * 64 : kRows * w.cols;
+  const int64_t scales_ld = kRows * (w.cols / w.group_size);
+  auto* packed = static_cast<uint8_t*>(
+      panel_scratch.get(static_cast<size_t>(2 * panel_bytes + 5 * scales_ld * 4)));
+  auto* scales = reinterpret_cast<float*>(packed + 2 * panel_bytes);
+  float* mins = scales + 2 * scales_ld;
+  float* scratch_rows = mins + 2 * scales_ld;
+  const auto pack = [&](int64_t row, int64_t num_rows, int p) {
+    if constexpr (kInt4) {
+      pack_int4_panel(w, row, num_rows, num_pairs, packed + p * panel_bytes, scales + p * scales_ld,
+                      mins + p * scales_ld, scratch_rows);
+    } else {
+      pack_int8_panel(w, row, num_rows, packed + p * panel_bytes, scales + p * scales_ld,
+                      scratch_rows);
+    }
+  };
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += 2 * kRows) {
+    const int64_t rows = x86::min_i64<Avx512>(2 * kRows, row_end - r0);
+    pack(r0, x86::min_i64<Avx512>(kRows, rows), 0);
+    if (rows > kRows) pack(r0 + kRows, rows - kRows, 1);
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += kPanelTileTokens) {
+      x86::with_tile_shape<Avx512, 2, kPanelTileTokens>(
+          rows > kRows ? 2 : 1, num_tokens - t0, [&]<int P, int T>() {
+            panel_tile<kInt4, P, T>(pa, t0, packed, panel_bytes, scales, mins, scales_ld, rows,
+                                    y + t0 * ldy + r0, ldy);
+          });
+    }
   }
 }
 
@@ -626,15 +669,17 @@ struct Avx512Vnni : Avx512 {
                           const WeightView& w, int64_t row_begin, int64_t row_end, float* y,
                           int64_t ldy) {
     static thread_local x86::Scratch<Avx512> bias_scratch;
+    auto* neg_bias = static_cast<int32_t*>(
+        bias_scratch.get(static_cast<size_t>(num_tokens * qa.num_blocks) * sizeof(int32_t)));
+    group_biases(qa.q, qa.q_ld, num_tokens, qa.num_blocks, kBlock, neg_bias);
     PanelActivations pa;
     pa.q = qa.q;
     pa.q_ld = qa.q_ld;
     pa.d = qa.d;
-    pa.num_groups = qa.num_blocks;
-    pa.blocks_per_group = 1;
-    auto* neg_bias = static_cast<int32_t*>(
-        bias_scratch.get(static_cast<size_t>(num_tokens * pa.num_groups) * sizeof(int32_t)));
-    int8_panel_matmul(pa, neg_bias, num_tokens, w, row_begin, row_end, y, ldy);
+    pa.neg_bias = neg_bias;
+    pa.num_segments = qa.num_blocks;
+    pa.quads_per_segment = kBlock / 4;
+    panel_matmul<false>(pa, num_tokens, w, row_begin, row_end, y, ldy);
   }
   // Longer groups (per channel above all): the long-block path's int16 activations (values
   // within +-127) narrowed to int8 once per call.
@@ -650,38 +695,31 @@ struct Avx512Vnni : Avx512 {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i),
                           _mm512_cvtepi16_epi8(_mm512_loadu_si512(qa.q + i)));
     }
+    auto* neg_bias = reinterpret_cast<int32_t*>(base + q_bytes);
+    group_biases(q, cols, num_tokens, qa.num_groups, w.group_size, neg_bias);
     PanelActivations pa;
     pa.q = q;
     pa.q_ld = cols;
     pa.d = qa.d;
-    pa.num_groups = qa.num_groups;
-    pa.blocks_per_group = w.group_size / kBlock;
-    int8_panel_matmul(pa, reinterpret_cast<int32_t*>(base + q_bytes), num_tokens, w, row_begin,
-                      row_end, y, ldy);
+    pa.neg_bias = neg_bias;
+    pa.num_segments = qa.num_groups;
+    pa.quads_per_segment = w.group_size / 4;
+    panel_matmul<false>(pa, num_tokens, w, row_begin, row_end, y, ldy);
   }
 
   // int4 for many tokens (quant_kernels.h calls it instead of its panel sweep).
   static void int4_panels(const x86::QuantizedActivations& qa, int64_t num_tokens,
                           const WeightView& w, int64_t row_begin, int64_t row_end, float* y,
                           int64_t ldy) {
-    static thread_local x86::Scratch<Avx512> panel_scratch;
-    const int64_t packed_bytes = qa.num_pairs * 16 * 64, plane = x86::kPanelRows * qa.num_groups;
-    auto* packed =
-        static_cast<uint8_t*>(panel_scratch.get(static_cast<size_t>(packed_bytes + 3 * plane * 4)));
-    auto* scales = reinterpret_cast<float*>(packed + packed_bytes);
-    float* mins = scales + plane;
-    float* scratch_rows = mins + plane;
-    const int64_t blocks_per_group = w.group_size / kBlock;
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += x86::kPanelRows) {
-      const int64_t rows = x86::min_i64<Avx512>(x86::kPanelRows, row_end - r0);
-      pack_int4_panel(w, r0, rows, qa.num_pairs, packed, scales, mins, scratch_rows);
-      for (int64_t t0 = 0; t0 < num_tokens; t0 += kPanelTileTokens) {
-        x86::with_tile_shape<Avx512, 1, kPanelTileTokens>(1, num_tokens - t0, [&]<int R, int T>() {
-          int4_panel_tile<T>(qa, t0, blocks_per_group, packed, scales, mins, rows,
-                             y + t0 * ldy + r0, ldy);
-        });
-      }
-    }
+    PanelActivations pa;
+    pa.q = qa.q;
+    pa.q_ld = qa.q_ld;
+    pa.d = qa.d;
+    pa.group_sums = qa.group_sums;
+    pa.num_segments = qa.num_blocks;
+    pa.segments_per_scale = w.group_size / kBlock;
+    pa.num_groups = qa.num_groups;
+    panel_matmul<true>(pa, num_tokens, w, row_begin, row_end, y, ldy);
   }
 
   // The int4 tile of quant_kernels.h (same arguments and contract), four blocks per step.
