@@ -556,12 +556,17 @@ void panel_matmul(const PanelActivations& pa, int64_t num_tokens, const WeightVi
     const int64_t rows = x86::min_i64<Avx512>(2 * kRows, row_end - r0);
     pack(r0, x86::min_i64<Avx512>(kRows, rows), 0);
     if (rows > kRows) pack(r0 + kRows, rows - kRows, 1);
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += kPanelTileTokens) {
+    // Tiles of near-equal size (32 tokens: 5 5 5 5 6 6, not 6 6 6 6 6 2): a small tile loads
+    // the panel's weights for few products.
+    const int64_t num_tiles = (num_tokens + kPanelTileTokens - 1) / kPanelTileTokens;
+    for (int64_t tile = 0, t0 = 0; tile < num_tiles; ++tile) {
+      const int64_t tokens = (num_tokens - t0) / (num_tiles - tile);
       x86::with_tile_shape<Avx512, 2, kPanelTileTokens>(
-          rows > kRows ? 2 : 1, num_tokens - t0, [&]<int P, int T>() {
+          rows > kRows ? 2 : 1, tokens, [&]<int P, int T>() {
             panel_tile<kInt4, P, T>(pa, t0, packed, panel_bytes, scales, mins, scales_ld, rows,
                                     y + t0 * ldy + r0, ldy);
           });
+      t0 += tokens;
     }
   }
 }
