@@ -16,7 +16,8 @@ namespace pagoda {
 // exactly when read). Token slot s lives at block s / block_size, offset s % block_size.
 // Heads are outside the slots (vLLM's CPU layout is head-major within a block too), so one
 // head's rows of a block are one contiguous run that attention streams in order, where slots
-// outside heads would scatter them a whole slot apart, a page apart at DeepSeek's sizes.
+// outside heads would scatter them a whole slot apart (8 KiB, two pages, at DeepSeek-Coder's
+// 16 heads x 128 in fp32).
 struct PagedKvLayer {
   void* k = nullptr;
   void* v = nullptr;

@@ -52,7 +52,9 @@ void attend_group(const KernelTable& kt, const float* q, const PagedKvLayer& cac
 
   for (int32_t block_start = 0; block_start < num_positions; block_start += bs) {
     const int32_t block_len = std::min(bs, num_positions - block_start);
-    const char* block = cache.k_at(int64_t{seq.block_table[block_start / bs]} * bs * dl);
+    // The block's first slot; its rows are contiguous (one kv head).
+    const char* block =
+        cache.k_at(cache.k_index(int64_t{seq.block_table[block_start / bs]} * bs, 0));
     for (int32_t g = 0; g < num_group; ++g) {
       float* scores = &s.scores[static_cast<size_t>(g) * bs];
       kt.dot_rows(q_group + int64_t{g} * dl, block, cache.dtype, dl, block_len, dl, scores);
@@ -96,7 +98,7 @@ void write_latent(const PagedKvLayer& cache, const float* latent, const int64_t*
   for (int64_t i = 0; i < num_tokens; ++i) {
     const int64_t slot = slot_mapping[i];
     if (slot < 0) continue;
-    kt.from_f32(latent + i * row, cache.dtype, row, cache.k_at(slot * row));
+    kt.from_f32(latent + i * row, cache.dtype, row, cache.k_at(cache.k_index(slot, 0)));
   }
 }
 

@@ -10,15 +10,31 @@ int64_t KvCache::bytes_needed(const KvCacheSpec& spec, int32_t num_blocks, int32
   return spec.bytes_per_token() * num_blocks * block_size;
 }
 
+namespace {
+
+// Every name --kv-cache-dtype accepts (vLLM's and the long forms), and what it stores.
+struct KvCacheDtypeName {
+  const char* name;
+  DType dtype;
+};
+constexpr KvCacheDtypeName kKvCacheDtypeNames[] = {
+    {"auto", DType::kF32},  {"fp32", DType::kF32},     {"float32", DType::kF32},
+    {"fp16", DType::kF16},  {"float16", DType::kF16},  {"half", DType::kF16},
+    {"bf16", DType::kBF16}, {"bfloat16", DType::kBF16}};
+
+}  // namespace
+
 DType parse_kv_cache_dtype(const std::string& name) {
-  if (name == "auto" || name == "fp32" || name == "float32") return DType::kF32;
-  if (name == "fp16" || name == "float16" || name == "half") return DType::kF16;
-  if (name == "bf16" || name == "bfloat16") return DType::kBF16;
+  for (const KvCacheDtypeName& entry : kKvCacheDtypeNames) {
+    if (name == entry.name) return entry.dtype;
+  }
   fail("--kv-cache-dtype must be auto, fp32, fp16 or bf16, got '{}'", name);
 }
 
 std::vector<std::string> kv_cache_dtype_names() {
-  return {"auto", "fp32", "float32", "fp16", "float16", "half", "bf16", "bfloat16"};
+  std::vector<std::string> names;
+  for (const KvCacheDtypeName& entry : kKvCacheDtypeNames) names.emplace_back(entry.name);
+  return names;
 }
 
 KvCache::KvCache(const KvCacheSpec& spec, int32_t num_blocks, int32_t block_size, void* memory)

@@ -289,6 +289,11 @@ inline void group_biases(const int8_t* q, int64_t q_ld, int64_t num_tokens, int6
   }
 }
 
+// 0, 1, ..., 15 in the 16 int32 lanes: multiplied by a row stride, one gather offset per row.
+inline __m512i lane_indices() {
+  return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
 // Rows [row, row + num_rows) (num_rows <= 16) of an fp16 [rows][num_groups] plane (scales or
 // mins) as fp32 [group][16 rows], missing rows zero: each row converted into scratch_rows
 // ([row][group]), then gathered per group.
@@ -298,7 +303,7 @@ inline void plane_by_group(const uint16_t* plane, int64_t row, int64_t num_rows,
     x86::to_f32<Avx512>(plane + (row + r) * num_groups, DType::kF16, num_groups,
                         scratch_rows + r * num_groups);
   }
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i lane = lane_indices();
   const __m512i group_offsets =
       _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(num_groups)));
   const __mmask16 valid = Avx512::mask(static_cast<int>(num_rows));
@@ -351,7 +356,7 @@ inline void load_16_rows_by_quad(const uint8_t* base, int64_t ld, int64_t num_ro
 // Quad k of 16 rows (row r at base + r * ld), rows from num_rows on zero: the odd quads
 // past the last whole 64 bytes.
 inline __m512i gather_quad(const uint8_t* base, int64_t ld, int64_t num_rows) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i lane = lane_indices();
   const __m512i row_offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(ld)));
   return _mm512_mask_i32gather_epi32(
       _mm512_setzero_si512(), Avx512::mask(static_cast<int>(num_rows)), row_offsets, base, 1);
@@ -402,7 +407,7 @@ inline void pack_int4_panel(const WeightView& w, int64_t row, int64_t num_rows, 
     _mm512_store_si512(out + 8 * 64, _mm512_and_si512(_mm512_srli_epi32(quads, 4), low_nibbles));
   };
   int64_t pair = 0;
-  for (; pair + 2 <= num_pairs && 2 * pair + 4 <= num_blocks; pair += 2) {  // 64 bytes: 2 pairs
+  for (; 2 * pair + 4 <= num_blocks; pair += 2) {  // 64 bytes: 2 pairs
     __m512i quads[16];
     load_16_rows_by_quad(values + pair * 32, row_bytes, num_rows, quads);
     for (int k = 0; k < 16; ++k) store_quad(pair + k / 8, k % 8, quads[k]);
