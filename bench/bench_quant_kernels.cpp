@@ -4,6 +4,8 @@
 //    read (values + scales + mins) and that as a fraction of the read-bandwidth probe;
 //  - prefill at 512 tokens (and batched decode at 32): GOP/s (2 * tokens * rows * cols / time)
 //    of each weight type next to the bf16 matmul.
+//  - the machine's int8 multiply-add and fp32 FMA peaks (bench/compute_peak.h), so that each
+//    prefill figure is also a fraction of the peak of the instructions it runs on.
 // Threads: OMP_NUM_THREADS (default: every core). Usage: bench_quant_kernels [repeats]
 // Every figure is also given per CPU-second of this process (see bench_kernels.cpp: on a
 // machine shared with other work that is the ratio to trust; run with OMP_WAIT_POLICY=passive).
@@ -16,6 +18,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "compute_peak.h"
 #include "kernels/bandwidth.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
@@ -159,8 +162,12 @@ int main(int argc, char** argv) {
   probe.num_threads = threads;
   double probe_per_cpu = 0.0;
   const double probe_gbps = pagoda::measure_read_bandwidth_gbps(probe, &probe_per_cpu);
-  std::printf("memory read bandwidth (probe, %d threads): %.2f GB/s, %.2f GB/s per CPU-s\n\n",
+  std::printf("memory read bandwidth (probe, %d threads): %.2f GB/s, %.2f GB/s per CPU-s\n",
               threads, probe_gbps, probe_per_cpu);
+  const pagoda::bench::ComputePeak peak = pagoda::bench::measure_compute_peak(threads);
+  std::printf(
+      "int8 multiply-add peak (probe, %s): %.1f GOP/s; fp32 FMA peak (%s): %.1f GFLOP/s\n\n",
+      peak.int8_instructions, peak.int8_gops, peak.fp32_instructions, peak.fp32_gflops);
 
   std::printf("decode, 1 token (GB/s = weight bytes incl. scales / time):\n");
   std::printf("  %-22s %-11s %9s %8s %7s %12s %9s\n", "weights", "shape", "ms/matrix", "GB/s",
@@ -193,8 +200,11 @@ int main(int argc, char** argv) {
                 gbps, 100.0 * gbps / probe_gbps, per_cpu, 100.0 * per_cpu / probe_per_cpu);
   }
 
+  // %peak: W8A8 / W4A8 against the int8 peak, the float paths (fp32 FMAs on widened weights)
+  // against the fp32 FMA peak (bf16 on AVX512_BF16 runs vdpbf16ps, up to twice that).
   std::printf("prefill / batched decode (GOP/s = 2 * tokens * rows * cols / time):\n");
-  std::printf("  %-22s %-11s %6s %9s %12s\n", "weights", "shape", "tokens", "GOP/s", "GOP/s/CPU-s");
+  std::printf("  %-22s %-11s %6s %9s %7s %12s\n", "weights", "shape", "tokens", "GOP/s", "%peak",
+              "GOP/s/CPU-s");
   for (int64_t tokens : {int64_t{512}, int64_t{32}}) {
     for (const Shape& s : {kShapes[0], kShapes[1]}) {
       const std::vector<float> x = random_f32(tokens * s.cols, 5);
@@ -205,8 +215,11 @@ int main(int argc, char** argv) {
         const Timing t =
             best_of(reps, [&] { pagoda::ops::matmul(x.data(), tokens, w.view, y.data()); });
         const double ops = 2.0 * static_cast<double>(tokens * s.rows * s.cols);
-        std::printf("  %-22s %-11s %6lld %9.1f %12.1f\n", v.name, s.name,
-                    static_cast<long long>(tokens), ops / t.wall_s / 1e9, ops / t.cpu_s / 1e9);
+        const double gops = ops / t.wall_s / 1e9;
+        const double peak_gops = v.int8_activations ? peak.int8_gops : peak.fp32_gflops;
+        std::printf("  %-22s %-11s %6lld %9.1f %6.1f%% %12.1f\n", v.name, s.name,
+                    static_cast<long long>(tokens), gops,
+                    peak_gops > 0.0 ? 100.0 * gops / peak_gops : 0.0, ops / t.cpu_s / 1e9);
       }
     }
   }
