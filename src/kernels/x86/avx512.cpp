@@ -442,9 +442,9 @@ inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
 
 // kPanels panels of 16 rows (panel p at packed + p * panel_bytes, its scales and mins at
 // + p * scales_ld) x kTokens tokens, int8 or int4 panels. Two panels share each token's
-// broadcast quad, so one load feeds two vpdpbusd (one panel per load ran at a quarter of the
-// unit's rate); 2 x 6 int32 sums + 2 x 6 fp32 accumulators + 2 weight vectors + the broadcast
-// fill 27 of the 32 registers.
+// broadcast quad, so one load feeds two vpdpbusd and the loads (two per cycle) stay below what
+// the two 512-bit multiply ports take; 2 x 6 int32 sums + 2 x 6 fp32 accumulators + 2 weight
+// vectors + the broadcast fill 27 of the 32 registers.
 constexpr int kPanelTileTokens = 6;
 
 // sums[p][t] += quads [0, count) of panel p (at w + p * panel_bytes) times token t's (at
