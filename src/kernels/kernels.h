@@ -29,8 +29,9 @@ struct WeightView {
   // fly, integer dot products: W8A8 / W4A8) instead of widening the weights to fp32.
   bool int8_activations = false;
   // kI4 only: every min is exactly -8 * its scale in fp32 (GGUF Q4_0, symmetric GPTQ: w =
-  // scale * (q - 8)), so the W4A8 kernels form the min term from the scales and never read
-  // the mins plane: an eighth less to stream at group 32 (weight-only paths still read it).
+  // scale * (q - 8)), so the W4A8 kernels subtract 8 * sum(q_x) inside each block's integer
+  // sum instead of adding a float min term, and never read the mins plane: an eighth less to
+  // stream at group 32 (weight-only paths still read it).
   // Set where symmetric_int4_mins() (kernels/quantize.h) holds.
   bool symmetric_int4 = false;
 };

@@ -87,11 +87,11 @@ void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightVie
           sum_q += q[c];
         }
         const int64_t group = r * num_groups + b * block_size / w.group_size;
+        // Symmetric int4 (w = s (q - 8)) keeps the -8 in the integer sum, as the SIMD tiles do.
+        if (w.dtype == DType::kI4 && w.symmetric_int4) dot -= 8 * sum_q;
         float block = f16_to_f32(w.scales[group]) * static_cast<float>(dot);
-        if (w.dtype == DType::kI4) {  // symmetric: the same min, from the scale
-          const float min =
-              w.symmetric_int4 ? -8.0f * f16_to_f32(w.scales[group]) : f16_to_f32(w.mins[group]);
-          block += min * static_cast<float>(sum_q);
+        if (w.dtype == DType::kI4 && !w.symmetric_int4) {
+          block += f16_to_f32(w.mins[group]) * static_cast<float>(sum_q);
         }
         acc += d[b] * block;
       }

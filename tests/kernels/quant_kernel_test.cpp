@@ -66,6 +66,30 @@ QuantWeights random_quant_weights(std::mt19937& rng, DType dtype, int64_t rows, 
   return w;
 }
 
+// Q4_0-style: every min exactly -8 * its scale, flagged so (the W4A8 kernels then keep the -8
+// inside the integer sums and must not read the mins plane).
+void make_symmetric(QuantWeights& w) {
+  for (size_t i = 0; i < w.mins.size(); ++i)
+    w.mins[i] = f32_to_f16(-8.0f * f16_to_f32(w.scales[i]));
+  w.view.symmetric_int4 = true;
+}
+
+// The weight kinds the matmul tests run: int8, int4 with zero points, symmetric int4.
+struct WeightKind {
+  DType dtype;
+  bool symmetric;
+  const char* name;
+};
+const WeightKind kWeightKinds[] = {
+    {DType::kI8, false, "i8"}, {DType::kI4, false, "i4"}, {DType::kI4, true, "i4 symmetric"}};
+
+QuantWeights random_weights_of_kind(std::mt19937& rng, const WeightKind& kind, int64_t rows,
+                                    int64_t cols, int64_t group_size) {
+  QuantWeights w = random_quant_weights(rng, kind.dtype, rows, cols, group_size);
+  if (kind.symmetric) make_symmetric(w);
+  return w;
+}
+
 std::vector<float> dequantized(const WeightView& w) {
   std::vector<float> out(static_cast<size_t>(w.rows * w.cols));
   for (int64_t r = 0; r < w.rows; ++r) dequantize_row_reference(w, r, out.data() + r * w.cols);
@@ -153,9 +177,9 @@ const int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13, 17, 24, 33, 
 TEST_P(QuantKernelTest, MatmulMatchesScalar) {
   const int64_t kRows = 37, kLdy = kRows + 3;
   const int64_t row_begin = 3, row_end = 36;  // unaligned, like a thread's share
-  for (DType dtype : {DType::kI8, DType::kI4}) {
+  for (const WeightKind& kind : kWeightKinds) {
     for (const Layout& layout : kLayouts) {
-      QuantWeights w = random_quant_weights(rng_, dtype, kRows, layout.cols, layout.group_size);
+      QuantWeights w = random_weights_of_kind(rng_, kind, kRows, layout.cols, layout.group_size);
       const std::vector<float> wf = dequantized(w.view);
       for (bool int8_activations : {false, true}) {
         w.view.int8_activations = int8_activations;
@@ -185,7 +209,7 @@ TEST_P(QuantKernelTest, MatmulMatchesScalar) {
               // The activation error adds at most ~Σ|w| d/2 ~ mag / 127 to W8A8 sums, so the
               // magnitude bound holds for them too, with 2x slack.
               const double tol = rel * 2.0 * mag[t * kRows + r] + 1e-6;
-              ASSERT_NEAR(a, e, tol) << GetParam().name << " " << dtype_name(dtype)
+              ASSERT_NEAR(a, e, tol) << GetParam().name << " " << kind.name
                                      << (int8_activations ? " W8A8" : " weight-only")
                                      << " cols=" << layout.cols << " group=" << layout.group_size
                                      << " tokens=" << num_tokens << " t=" << t << " r=" << r;
@@ -202,9 +226,9 @@ TEST_P(QuantKernelTest, MatmulIsBatchInvariant) {
   // path adds the same terms in the same order, see quant_kernels.h).
   // 57 rows: one whole 32-row pair of panels, then a pair whose second panel has 9 rows.
   const int64_t kRows = 57, kCols = 256, kTokens = 40;
-  for (DType dtype : {DType::kI8, DType::kI4}) {
+  for (const WeightKind& kind : kWeightKinds) {
     for (int64_t group_size : {int64_t{32}, kCols}) {
-      QuantWeights w = random_quant_weights(rng_, dtype, kRows, kCols, group_size);
+      QuantWeights w = random_weights_of_kind(rng_, kind, kRows, kCols, group_size);
       for (bool int8_activations : {false, true}) {
         w.view.int8_activations = int8_activations;
         const std::vector<float> x = activations(rng_, kTokens, kCols);
@@ -216,7 +240,7 @@ TEST_P(QuantKernelTest, MatmulIsBatchInvariant) {
             table_->matmul(x.data() + t0 * kCols, count, w.view, 0, kRows, part.data(), kRows);
             for (int64_t i = 0; i < count * kRows; ++i) {
               ASSERT_EQ(part[i], batch[t0 * kRows + i])
-                  << dtype_name(dtype) << (int8_activations ? " W8A8" : " weight-only")
+                  << kind.name << (int8_activations ? " W8A8" : " weight-only")
                   << " group=" << group_size << " count=" << count << " t0=" << t0;
             }
           }
@@ -226,28 +250,24 @@ TEST_P(QuantKernelTest, MatmulIsBatchInvariant) {
   }
 }
 
-TEST_P(QuantKernelTest, SymmetricInt4NeverReadsTheMinsAndGivesTheSameBits) {
-  // Q4_0-style weights (each min -8 * its scale): with symmetric_int4 the W4A8 paths take the
-  // min term from the scales. Poisoning the mins plane (NaN) proves it is not read; the result
-  // must equal, bit for bit, the same weights computed from their real mins.
+TEST_P(QuantKernelTest, SymmetricInt4NeverReadsTheMins) {
+  // Q4_0-style weights flagged symmetric_int4: the W4A8 paths keep the -8 in the integer sums
+  // (MatmulMatchesScalar checks the values). Poisoning the mins plane (NaN) must change no bit.
   const int64_t kRows = 37, kLdy = kRows;
   for (const Layout& layout : kLayouts) {
     QuantWeights w = random_quant_weights(rng_, DType::kI4, kRows, layout.cols, layout.group_size);
-    for (size_t i = 0; i < w.mins.size(); ++i) {
-      w.mins[i] = f32_to_f16(-8.0f * f16_to_f32(w.scales[i]));
-    }
+    make_symmetric(w);
     w.view.int8_activations = true;
     ASSERT_TRUE(symmetric_int4_mins(w.view));
     const std::vector<uint16_t> poison(w.mins.size(), 0x7e00);  // fp16 NaN
-    WeightView symmetric = w.view;
-    symmetric.symmetric_int4 = true;
-    symmetric.mins = poison.data();
+    WeightView poisoned = w.view;
+    poisoned.mins = poison.data();
     for (int64_t num_tokens : {1, 2, 3, 4, 5, 9, 17, 40}) {
       if (layout.cols == 2048 && num_tokens > 5) continue;  // time
       const std::vector<float> x = activations(rng_, num_tokens, layout.cols);
       std::vector<float> expected(num_tokens * kLdy), actual(num_tokens * kLdy);
       table_->matmul(x.data(), num_tokens, w.view, 0, kRows, expected.data(), kLdy);
-      table_->matmul(x.data(), num_tokens, symmetric, 0, kRows, actual.data(), kLdy);
+      table_->matmul(x.data(), num_tokens, poisoned, 0, kRows, actual.data(), kLdy);
       for (size_t i = 0; i < actual.size(); ++i) {
         ASSERT_EQ(std::bit_cast<uint32_t>(actual[i]), std::bit_cast<uint32_t>(expected[i]))
             << GetParam().name << " cols=" << layout.cols << " group=" << layout.group_size

@@ -262,8 +262,9 @@ inline void int8_pair_step(const x86::QuantizedActivations& qa, int64_t token,
 // whose int32 sums are finished together: an int8 group, or an int4 block (32 values).
 //   q [num_tokens][q_ld]; d [num_tokens][num_segments]; quads_per_segment (int8 only: int4
 //   blocks are 8 quads in the pair order); segments_per_scale: segments sharing a scale;
-//   int8: neg_bias [num_tokens][num_segments], -128 * the sum of the segment's q;
-//   int4: group_sums [num_tokens][num_groups] for the min term.
+//   neg_bias [num_tokens][num_segments]: int8, -128 * the sum of the segment's q; symmetric
+//   int4, -8 * that sum (quant_kernels.h); the segment's int32 sums start from it;
+//   int4 with zero points: group_sums [num_tokens][num_groups] for the min term instead.
 struct PanelActivations {
   const int8_t* q = nullptr;
   const float* d = nullptr;
@@ -387,12 +388,13 @@ inline void pack_int8_panel(const WeightView& w, int64_t row, int64_t num_rows, 
 // laid out in the activations' pair order (quant_kernels.h): quad k of pair P (activation
 // bytes 64P + 4k) holds values of block 2P (k in 0..3, 8..11) or 2P + 1 (4..7, 12..15), the
 // low nibbles of packed bytes 32P + 4(k mod 8) for k < 8 and their high nibbles for k >= 8.
-// Each block is finished on its own (its activations have their own d), in block order, and
-// the min term sum_g min_g * group_sums_g is added group by group at the end: as the int4
-// decode tile does.
+// Each block is finished on its own (its activations have their own d), in block order; with
+// zero points the min term sum_g min_g * group_sums_g is added group by group at the end, as
+// the int4 decode tile does (symmetric weights start each block's sums at -8 sum(q) instead).
 
-// Rows [row, row + num_rows) (num_rows <= 16) into the int4 panel layout; scales and mins as
-// [group][row]. Missing rows and the missing half of an odd last pair are zero.
+// Rows [row, row + num_rows) (num_rows <= 16) into the int4 panel layout; scales and (zero
+// points only) mins as [group][row]. Missing rows and the missing half of an odd last pair
+// are zero.
 inline void pack_int4_panel(const WeightView& w, int64_t row, int64_t num_rows, int64_t num_pairs,
                             uint8_t* packed, float* scales, float* mins, float* scratch_rows) {
   const int64_t cols = w.cols, row_bytes = cols / 2, num_blocks = cols / kBlock;
@@ -421,14 +423,7 @@ inline void pack_int4_panel(const WeightView& w, int64_t row, int64_t num_rows, 
     }
   }
   plane_by_group(w.scales, row, num_rows, num_groups, scratch_rows, scales);
-  if (w.symmetric_int4) {  // the same values as the mins plane holds, without reading it
-    const __m512 factor = _mm512_set1_ps(-8.0f);
-    for (int64_t i = 0; i < num_groups * 16; i += 16) {
-      _mm512_store_ps(mins + i, _mm512_mul_ps(_mm512_load_ps(scales + i), factor));
-    }
-  } else {
-    plane_by_group(w.mins, row, num_rows, num_groups, scratch_rows, mins);
-  }
+  if (!w.symmetric_int4) plane_by_group(w.mins, row, num_rows, num_groups, scratch_rows, mins);
 }
 
 // acc + the byte products of a (unsigned) and b (signed). With the intrinsic GCC copied each
@@ -480,9 +475,10 @@ void panel_tile(const PanelActivations& pa, int64_t token, const uint8_t* packed
   for (int64_t seg = 0; seg < pa.num_segments; ++seg) {
     __m512i sums[kPanels][kTokens];
     for (int t = 0; t < kTokens; ++t) {
-      __m512i start = _mm512_setzero_si512();
-      if constexpr (!kInt4)
-        start = _mm512_set1_epi32(pa.neg_bias[(token + t) * pa.num_segments + seg]);
+      const __m512i start =
+          pa.neg_bias != nullptr
+              ? _mm512_set1_epi32(pa.neg_bias[(token + t) * pa.num_segments + seg])
+              : _mm512_setzero_si512();
       for (int p = 0; p < kPanels; ++p) sums[p][t] = start;
     }
     // int8: one run of quads; int4 block 2P + h: quads 4h..4h+3 and 8+4h..11+4h of pair P.
@@ -510,7 +506,7 @@ void panel_tile(const PanelActivations& pa, int64_t token, const uint8_t* packed
       ++scale_group;
     }
   }
-  if constexpr (kInt4) {
+  if (kInt4 && pa.neg_bias == nullptr) {
     // The min term, sum_g min_g * group_sums_g, then added to acc (as the int4 decode tile
     // does); the tokens side by side, since one token's FMAs over the groups form a chain.
     for (int p = 0; p < kPanels; ++p) {
@@ -598,10 +594,11 @@ inline __m512 scales_of_4_blocks(const float* scales, int64_t b, int64_t blocks_
 
 // Two pairs of blocks, or (kFull false) the last pair alone, itself maybe one block: what is
 // missing reads as zero weights and activations and is not added. acc[t] = [r0 r1 r2 r3].
+// Symmetric weights add each block's -8 sum(q) (qa.neg_bias) to its integer sums.
 template <int kTokens, bool kFull>
 inline void int4_quad_step(const x86::QuantizedActivations& qa, int64_t token,
                            const uint8_t* const w_row[4], __m512 s16, int64_t pair,
-                           int64_t num_valid_blocks, __m128 acc[kTokens]) {
+                           int64_t num_valid_blocks, bool symmetric, __m128 acc[kTokens]) {
   const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
   const int64_t packed_bytes = num_valid_blocks * kBlock / 2;
   __m512i lo[4], hi[4];
@@ -630,7 +627,16 @@ inline void int4_quad_step(const x86::QuantizedActivations& qa, int64_t token,
     const float* d = qa.d_pairs + ((token + t) * qa.num_pairs + pair) * 8;
     const __m512 dv = kFull ? _mm512_loadu_ps(d) : _mm512_zextps256_ps512(_mm256_loadu_ps(d));
     // 128-bit lane k is block 2 * pair + k: finished one after the other, as the panels do.
-    const __m512 f = _mm512_cvtepi32_ps(fold_4_rows(p)), ds = _mm512_mul_ps(dv, s16);
+    __m512i sums = fold_4_rows(p);
+    if (symmetric) {
+      const int32_t* bias = qa.neg_bias + (token + t) * qa.num_blocks + 2 * pair;
+      const __m128i bias4 = kFull ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(bias))
+                                  : _mm_maskz_loadu_epi32((1 << num_valid_blocks) - 1, bias);
+      const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+      sums =
+          _mm512_add_epi32(sums, _mm512_permutexvar_epi32(spread, _mm512_castsi128_si512(bias4)));
+    }
+    const __m512 f = _mm512_cvtepi32_ps(sums), ds = _mm512_mul_ps(dv, s16);
     acc[t] = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm512_castps512_ps128(ds), acc[t]);
     if (kFull || num_valid_blocks > 1) {
       acc[t] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 1), _mm512_extractf32x4_ps(ds, 1), acc[t]);
@@ -725,7 +731,11 @@ struct Avx512Vnni : Avx512 {
     pa.q = qa.q;
     pa.q_ld = qa.q_ld;
     pa.d = qa.d;
-    pa.group_sums = qa.group_sums;
+    if (w.symmetric_int4) {
+      pa.neg_bias = qa.neg_bias;
+    } else {
+      pa.group_sums = qa.group_sums;
+    }
     pa.num_segments = qa.num_blocks;
     pa.segments_per_scale = w.group_size / kBlock;
     pa.num_groups = qa.num_groups;
@@ -740,25 +750,20 @@ struct Avx512Vnni : Avx512 {
     const int64_t num_blocks = qa.num_blocks, blocks_per_group = w.group_size / kBlock;
     const x86::TileRows rows =
         x86::tile_rows<Avx512>(w_rows, w_ld, w, row, num_rows, qa.num_groups);
-    // The min term, sum_g min_g * group_sums_g, group by group (as the panels add it), from
-    // the mins as [group][r0..r3] times `factor` (see int4_panels). The mins and the scales
-    // share scales_of_4_rows' scratch, so the mins are used before the scales are fetched.
+    // Zero points: the min term, sum_g min_g * group_sums_g, group by group (as the panels add
+    // it). The mins and the scales share scales_of_4_rows' scratch, so the mins are used first.
     __m128 min_sum[kTokens];
-    const auto add_min_terms = [&](const float* mins, float factor) {
-      const __m128 f = _mm_set1_ps(factor);
+    for (int t = 0; t < kTokens; ++t) min_sum[t] = _mm_setzero_ps();
+    if (!w.symmetric_int4) {
+      const float* mins = x86::scales_of_4_rows<Avx512>(rows.mins, qa.num_groups);
       for (int t = 0; t < kTokens; ++t) {
-        min_sum[t] = _mm_setzero_ps();
         const float* sums = qa.group_sums + (token + t) * qa.num_groups;
         for (int64_t g = 0; g < qa.num_groups; ++g) {
-          min_sum[t] = _mm_fmadd_ps(_mm_mul_ps(_mm_loadu_ps(mins + g * 4), f), _mm_set1_ps(sums[g]),
-                                    min_sum[t]);
+          min_sum[t] = _mm_fmadd_ps(_mm_loadu_ps(mins + g * 4), _mm_set1_ps(sums[g]), min_sum[t]);
         }
       }
-    };
-    if (!w.symmetric_int4)
-      add_min_terms(x86::scales_of_4_rows<Avx512>(rows.mins, qa.num_groups), 1.0f);
+    }
     const float* scales = x86::scales_of_4_rows<Avx512>(rows.scales, qa.num_groups);
-    if (w.symmetric_int4) add_min_terms(scales, -8.0f);
     __m128 acc[kTokens];
     for (int t = 0; t < kTokens; ++t) acc[t] = _mm_setzero_ps();
     int64_t pair = 0;
@@ -769,12 +774,13 @@ struct Avx512Vnni : Avx512 {
         x86::prefetch_stream<Avx512>(w_rows, 4 * w_ld, pair * 4 * kBlock, 4 * 2 * kBlock);
       }
       const __m512 s16 = scales_of_4_blocks(scales, 2 * pair, blocks_per_group, num_blocks);
-      int4_quad_step<kTokens, true>(qa, token, rows.values, s16, pair, 4, acc);
+      int4_quad_step<kTokens, true>(qa, token, rows.values, s16, pair, 4, w.symmetric_int4, acc);
     }
     for (; pair < qa.num_pairs; ++pair) {  // the last 1-3 blocks, a pair (or one block) a step
       const __m512 s16 = scales_of_4_blocks(scales, 2 * pair, blocks_per_group, num_blocks);
       const int64_t blocks = num_blocks - 2 * pair < 2 ? num_blocks - 2 * pair : 2;
-      int4_quad_step<kTokens, false>(qa, token, rows.values, s16, pair, blocks, acc);
+      int4_quad_step<kTokens, false>(qa, token, rows.values, s16, pair, blocks, w.symmetric_int4,
+                                     acc);
     }
     for (int t = 0; t < kTokens; ++t) {
       alignas(16) float rows4[4];

@@ -188,13 +188,15 @@ void matmul_dequantized(const float* x, int64_t num_tokens, const WeightView& w,
 // natural order. For int4 weights blocks go in pairs (b, b + 1) to match how 32 bytes of
 // packed int4 split into nibbles: each pair is 64 bytes, [b 0..15 | b+1 0..15] then
 // [b 16..31 | b+1 16..31] (a zero block pads an odd count), and d_pairs holds
-// [d_b x 4 | d_b+1 x 4] per pair. group_sums [num_tokens, num_groups] (int4 only) =
-// Σ_b∈g d_b Σ_i q_x[b, i].
+// [d_b x 4 | d_b+1 x 4] per pair. int4 only: group_sums [num_tokens, num_groups] =
+// Σ_b∈g d_b Σ_i q_x[b, i], for the min term of weights with zero points; neg_bias
+// [num_tokens, num_blocks] = -8 Σ_i q_x[b, i], for symmetric weights (see int4_dot_tile).
 struct QuantizedActivations {
   const int8_t* q = nullptr;
   const float* d = nullptr;
   const float* d_pairs = nullptr;
   const float* group_sums = nullptr;
+  const int32_t* neg_bias = nullptr;
   int64_t cols = 0, num_blocks = 0, num_groups = 0, num_pairs = 0, q_ld = 0;
 };
 
@@ -239,13 +241,15 @@ QuantizedActivations quantize_activations(const float* x, int64_t num_tokens, in
   const int64_t q_bytes = round64(num_tokens * qa.q_ld);
   const int64_t d_bytes = round64(num_tokens * qa.num_blocks * 4);
   const int64_t pair_bytes = for_int4 ? round64(num_tokens * qa.num_pairs * 8 * 4) : 0;
-  const int64_t sum_bytes = for_int4 ? num_tokens * qa.num_groups * 4 : 0;
+  const int64_t sum_bytes = for_int4 ? round64(num_tokens * qa.num_groups * 4) : 0;
+  const int64_t bias_bytes = for_int4 ? num_tokens * qa.num_blocks * 4 : 0;
   auto* base = static_cast<char*>(
-      scratch.get(static_cast<size_t>(q_bytes + d_bytes + pair_bytes + sum_bytes)));
+      scratch.get(static_cast<size_t>(q_bytes + d_bytes + pair_bytes + sum_bytes + bias_bytes)));
   auto* q = reinterpret_cast<int8_t*>(base);
   auto* d = reinterpret_cast<float*>(base + q_bytes);
   auto* d_pairs = reinterpret_cast<float*>(base + q_bytes + d_bytes);
   auto* sums = reinterpret_cast<float*>(base + q_bytes + d_bytes + pair_bytes);
+  auto* neg_bias = reinterpret_cast<int32_t*>(base + q_bytes + d_bytes + pair_bytes + sum_bytes);
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   // vpackssdw / vpacksswb interleave the 128-bit lanes; this puts the 4-byte runs back in order.
   const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -277,6 +281,7 @@ QuantizedActivations quantize_activations(const float* x, int64_t num_tokens, in
       const int64_t g = b / blocks_per_group;
       const int32_t block_sum = reduce_add_epi32_256<V>(
           _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+      neg_bias[t * qa.num_blocks + b] = -8 * block_sum;
       const float term = block_d * static_cast<float>(block_sum);
       float& sum = sums[t * qa.num_groups + g];
       sum = b % blocks_per_group == 0 ? term : sum + term;
@@ -301,24 +306,21 @@ QuantizedActivations quantize_activations(const float* x, int64_t num_tokens, in
   qa.d = d;
   qa.d_pairs = for_int4 ? d_pairs : nullptr;
   qa.group_sums = for_int4 ? sums : nullptr;
+  qa.neg_bias = for_int4 ? neg_bias : nullptr;
   return qa;
 }
 
-// Σ_g min_g * group_sums_g: the int4 min term of one (row, token), min_g = factor * plane_g:
-// the mins plane (factor 1) or, for symmetric int4, the scales (factor -8; the same values,
-// see WeightView::symmetric_int4, without streaming the mins).
+// Σ_g min_g * group_sums_g: the min term of one (row, token) of int4 weights with zero points.
 template <class V>
-float min_term(const uint16_t* plane, float factor, const float* group_sums, int64_t num_groups) {
-  const __m256 f = _mm256_set1_ps(factor);
+float min_term(const uint16_t* mins, const float* group_sums, int64_t num_groups) {
   __m256 acc = _mm256_setzero_ps();
   int64_t g = 0;
   for (; g + 8 <= num_groups; g += 8) {
-    const __m256 m = _mm256_mul_ps(
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(plane + g))), f);
+    const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + g)));
     acc = _mm256_fmadd_ps(m, _mm256_loadu_ps(group_sums + g), acc);
   }
   float sum = reduce_add_256<V>(acc);
-  for (; g < num_groups; ++g) sum += half_to_float<V>(plane[g]) * factor * group_sums[g];
+  for (; g < num_groups; ++g) sum += half_to_float<V>(mins[g]) * group_sums[g];
   return sum;
 }
 
@@ -342,7 +344,8 @@ inline __m128 scales_4_rows(const uint16_t* const scale_row[4], int64_t g) {
 // scratch: eight groups cost four 128-bit loads, a 4 x 8 transpose and four conversions, where
 // scales_4_rows per group costs four scalar loads and inserts (the bulk of a group-32 decode
 // tile's loads). The same fp16 -> fp32 conversion, so the same values.
-template <class V>
+// kSlot picks the scratch, so two planes (an int4 tile's scales and mins) can be held at once.
+template <class V, int kSlot = 0>
 const float* scales_of_4_rows(const uint16_t* const scale_row[4], int64_t num_groups) {
   static thread_local Scratch<V> scratch;
   auto* out = static_cast<float*>(scratch.get(static_cast<size_t>(num_groups) * 4 * sizeof(float)));
@@ -373,9 +376,8 @@ void store_4_rows(const __m256 acc[kTokens], const QuantizedActivations& qa, int
                  _mm_add_ps(_mm256_castps256_ps128(acc[t]), _mm256_extractf128_ps(acc[t], 1)));
     for (int r = 0; r < num_rows; ++r) {
       float v = rows4[r];
-      if (w.dtype == DType::kI4) {
-        const uint16_t* plane = w.symmetric_int4 ? w.scales : w.mins;
-        v += min_term<V>(plane + (row + r) * qa.num_groups, w.symmetric_int4 ? -8.0f : 1.0f,
+      if (w.dtype == DType::kI4 && !w.symmetric_int4) {
+        v += min_term<V>(w.mins + (row + r) * qa.num_groups,
                          qa.group_sums + (token + t) * qa.num_groups, qa.num_groups);
       }
       y[t * ldy + r] = v;
@@ -453,6 +455,9 @@ void int8_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t*
 // b+1 16..31], matching the pair layout of the activations. Lane r (r + 4) holds row r's dot
 // over block b (b + 1). Without VNNI the vpmaddubsw int16 sums stay in int16 through the
 // folds: 4 products <= 4 * 15 * 127, then two vphaddw give sums of 16 <= 30480 < 2^15.
+// Symmetric weights (w = s (q - 8)) take the -8 inside the integer sum, -8 Σ q_x per block
+// (qa.neg_bias), where zero points need the float min term: one add per block instead of an
+// FMA chain over the groups per row, which cost a fifth of a Q4_0 decode tile.
 template <class V, int kTokens>
 void int4_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t* w_rows,
                    int64_t w_ld, const WeightView& w, int64_t row, int64_t num_rows, float* y,
@@ -517,6 +522,11 @@ void int4_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t*
             _mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3])),
             _mm256_set1_epi16(1));
       }
+      if (w.symmetric_int4) {  // [bias_b x 4 | bias_b+1 x 4]; an unpaired block's pair adds 0
+        const int32_t* bias = qa.neg_bias + (token + t) * qa.num_blocks + b;
+        sums = _mm256_add_epi32(
+            sums, _mm256_set_m128i(_mm_set1_epi32(full ? bias[1] : 0), _mm_set1_epi32(bias[0])));
+      }
       const __m256 d = _mm256_loadu_ps(qa.d_pairs + ((token + t) * qa.num_pairs + pair) * 8);
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(d, scale), acc[t]);
     }
@@ -562,8 +572,15 @@ void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightVie
   const int64_t row_bytes = quant_row_bytes<kType>(w.cols);
   const auto* data = static_cast<const uint8_t*>(w.data);
   if (num_tokens < kIntManyTokens) {
+    // A tile reads its rows' scales (and an asymmetric int4's mins) at its start, a second and
+    // smaller stream beside the values that the tiles' own prefetch does not cover: prefetched
+    // the same number of 4-row groups ahead.
+    const int64_t scale_bytes = 4 * qa.num_groups * static_cast<int64_t>(sizeof(uint16_t));
+    const bool stream_mins = kType == DType::kI4 && !w.symmetric_int4;
     for (int64_t r = row_begin; r < row_end; r += 4) {
       const int64_t rows = min_i64<V>(4, row_end - r);
+      prefetch_linear<V>(w.scales + r * qa.num_groups, scale_bytes, 0, scale_bytes);
+      if (stream_mins) prefetch_linear<V>(w.mins + r * qa.num_groups, scale_bytes, 0, scale_bytes);
       for (int64_t t = 0; t < num_tokens; ++t) {
         int_tile<V, kType, 1>(qa, t, data + r * row_bytes, row_bytes, w, r, rows, y + t * ldy + r,
                               ldy);
