@@ -33,7 +33,7 @@ struct KvCacheSpec {
   }
 };
 
-// The KV cache dtype a --kv-cache-dtype value names: "auto" and "fp32"/"float32" give kF32,
+// The KV cache dtype a --kv-cache-dtype value names: "fp32"/"float32" give kF32, "auto" and
 // "fp16"/"float16"/"half" kF16, "bf16"/"bfloat16" kBF16. Throws pagoda::Error otherwise.
 DType parse_kv_cache_dtype(const std::string& name);
 // Every name parse_kv_cache_dtype accepts, for command-line checks.

@@ -173,6 +173,7 @@ TEST(Engine, HugePageWeightsAndPinnedThreadsGiveTheSameOutputs) {
 TEST(Engine, SixteenBitKvCacheHalvesTheCacheAndKeepsBatchInvariance) {
   const auto prompts = make_prompts();
   EngineArgs fp32 = small_engine(false, false);
+  fp32.kv_cache_dtype = "fp32";
   const int64_t fp32_bytes = Engine(fp32).stats().kv_cache_total_bytes;
   for (const char* dtype : {"fp16", "bf16"}) {
     SCOPED_TRACE(dtype);
@@ -371,7 +372,11 @@ TEST(Engine, PromptLogprobsMatchAFullForwardAcrossChunksBatchAndCachedPrefix) {
   ASSERT_GT(prompt.size(), 48u) << "the prompt must span several prefill chunks";
   const auto ref = reference_prompt_logprobs(prompt);
 
-  Engine engine(small_engine(true, true));
+  // fp32 KV: the reference is a plain fp32 forward, and what is checked here is chunking,
+  // batching and the prefix cache (a 16-bit cache's rounding is SixteenBitKvCache's concern).
+  EngineArgs args = small_engine(true, true);
+  args.kv_cache_dtype = "fp32";
+  Engine engine(args);
   SamplingParams plain;
   plain.temperature = 0.0f;
   plain.max_tokens = 3;

@@ -31,8 +31,8 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
       "KV cache pool size, e.g. 4GiB (default: a quarter of available memory, at most what "
       "max-num-seqs full-length requests need)");
   app->add_option("--kv-cache-dtype", a.kv_cache_dtype,
-                  "KV cache element type: auto (fp32), fp32, fp16 or bf16 (half the memory and "
-                  "attention traffic)")
+                  "KV cache element type: auto (fp16), fp32, fp16 or bf16 (the 16-bit types: half "
+                  "the memory and attention traffic of fp32)")
       ->check(CLI::IsMember(kv_cache_dtype_names()))
       ->capture_default_str();
   app->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a.enable_prefix_caching,
