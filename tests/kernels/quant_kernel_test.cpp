@@ -169,9 +169,10 @@ struct Layout {
 };
 // Every group size the layout allows that matters: the smallest, two powers of two, a
 // multiple of 32 that is not a power of two (96), and one group per row; 224 = 7 blocks of 32,
-// an odd count (the last block of a pair-wise tile goes alone).
-const Layout kLayouts[] = {{128, 32}, {224, 32},  {256, 64},   {384, 128},
-                           {192, 96}, {160, 160}, {2048, 2048}};
+// an odd count (the last block of a pair-wise tile goes alone); 1312 = 41 groups, which the
+// decode tiles' scale transposes take as 32 + 8 + 1.
+const Layout kLayouts[] = {{128, 32}, {224, 32},  {256, 64},    {384, 128},
+                           {192, 96}, {160, 160}, {2048, 2048}, {1312, 32}};
 const int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13, 17, 24, 33, 40};
 
 TEST_P(QuantKernelTest, MatmulMatchesScalar) {

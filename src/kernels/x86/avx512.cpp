@@ -203,6 +203,42 @@ struct Avx512 {
 constexpr int64_t kBlock = x86::kQuantBlock;
 
 // [r0 r1 r2 r3] of each 128-bit lane: the sums of p[r]'s four int32 in that lane.
+// x86::scales_of_4_rows on zmm: 32 groups per step, the 4 x 8 transpose of each 128-bit lane
+// as there, then a 4 x 4 transpose of the lanes so that each vector holds 8 whole groups.
+// Half the instructions per group (it was 7% of a Q4_0 decode step in perf); the same values.
+inline const float* scales_of_4_rows(const uint16_t* const scale_row[4], int64_t num_groups) {
+  float* out = x86::scales_of_4_rows_scratch<Avx512>(num_groups);
+  int64_t g = 0;
+  for (; g + 32 <= num_groups; g += 32) {
+    __m512i r[4];
+    for (int i = 0; i < 4; ++i) r[i] = _mm512_loadu_si512(scale_row[i] + g);
+    const __m512i r01_lo = _mm512_unpacklo_epi16(r[0], r[1]);
+    const __m512i r01_hi = _mm512_unpackhi_epi16(r[0], r[1]);
+    const __m512i r23_lo = _mm512_unpacklo_epi16(r[2], r[3]);
+    const __m512i r23_hi = _mm512_unpackhi_epi16(r[2], r[3]);
+    // Lane L of pairs[i]: groups 8L + 2i and 8L + 2i + 1, each [r0 r1 r2 r3].
+    const __m512i pairs[4] = {
+        _mm512_unpacklo_epi32(r01_lo, r23_lo), _mm512_unpackhi_epi32(r01_lo, r23_lo),
+        _mm512_unpacklo_epi32(r01_hi, r23_hi), _mm512_unpackhi_epi32(r01_hi, r23_hi)};
+    const __m512i t0 = _mm512_shuffle_i32x4(pairs[0], pairs[1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i t1 = _mm512_shuffle_i32x4(pairs[0], pairs[1], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i t2 = _mm512_shuffle_i32x4(pairs[2], pairs[3], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i t3 = _mm512_shuffle_i32x4(pairs[2], pairs[3], _MM_SHUFFLE(3, 2, 3, 2));
+    // groups[L]: groups 8L..8L+7 in order (lane L of pairs[0], pairs[1], pairs[2], pairs[3]).
+    const __m512i groups[4] = {_mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1)),
+                               _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1))};
+    for (int l = 0; l < 4; ++l) {
+      float* o = out + (g + 8 * l) * 4;
+      _mm512_storeu_ps(o, _mm512_cvtph_ps(_mm512_castsi512_si256(groups[l])));
+      _mm512_storeu_ps(o + 16, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(groups[l], 1)));
+    }
+  }
+  x86::scales_of_4_rows_from<Avx512>(scale_row, g, num_groups, out);
+  return out;
+}
+
 inline __m512i fold_4_rows(const __m512i p[4]) {
   const __m512i p01 =
       _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
@@ -661,7 +697,7 @@ struct Avx512Vnni : Avx512 {
                             int64_t num_rows, float* y, int64_t ldy) {
     const int64_t num_blocks = qa.num_blocks;  // = groups: this path has groups of 32
     const x86::TileRows rows = x86::tile_rows<Avx512>(w_rows, w_ld, w, row, num_rows, num_blocks);
-    const float* scales = x86::scales_of_4_rows<Avx512>(rows.scales, num_blocks);
+    const float* scales = scales_of_4_rows(rows.scales, num_blocks);
     __m128 acc[kTokens];
     for (int t = 0; t < kTokens; ++t) acc[t] = _mm_setzero_ps();
     int64_t b = 0;
@@ -755,7 +791,7 @@ struct Avx512Vnni : Avx512 {
     __m128 min_sum[kTokens];
     for (int t = 0; t < kTokens; ++t) min_sum[t] = _mm_setzero_ps();
     if (!w.symmetric_int4) {
-      const float* mins = x86::scales_of_4_rows<Avx512>(rows.mins, qa.num_groups);
+      const float* mins = scales_of_4_rows(rows.mins, qa.num_groups);
       for (int t = 0; t < kTokens; ++t) {
         const float* sums = qa.group_sums + (token + t) * qa.num_groups;
         for (int64_t g = 0; g < qa.num_groups; ++g) {
@@ -763,7 +799,7 @@ struct Avx512Vnni : Avx512 {
         }
       }
     }
-    const float* scales = x86::scales_of_4_rows<Avx512>(rows.scales, qa.num_groups);
+    const float* scales = scales_of_4_rows(rows.scales, qa.num_groups);
     __m128 acc[kTokens];
     for (int t = 0; t < kTokens; ++t) acc[t] = _mm_setzero_ps();
     int64_t pair = 0;

@@ -340,16 +340,20 @@ inline __m128 scales_4_rows(const uint16_t* const scale_row[4], int64_t g) {
       static_cast<int16_t>(scale_row[2][g]), static_cast<int16_t>(scale_row[3][g]), 0, 0, 0, 0));
 }
 
-// The scales of 4 rows for every group, as [num_groups][r0 r1 r2 r3] floats in per-thread
-// scratch: eight groups cost four 128-bit loads, a 4 x 8 transpose and four conversions, where
+// The per-thread scratch that scales_of_4_rows (and avx512.cpp's zmm version) fill.
+template <class V>
+float* scales_of_4_rows_scratch(int64_t num_groups) {
+  static thread_local Scratch<V> scratch;
+  return static_cast<float*>(scratch.get(static_cast<size_t>(num_groups) * 4 * sizeof(float)));
+}
+
+// The scales of 4 rows for groups [g, num_groups), as [group][r0 r1 r2 r3] floats at out:
+// eight groups cost four 128-bit loads, a 4 x 8 transpose and four conversions, where
 // scales_4_rows per group costs four scalar loads and inserts (the bulk of a group-32 decode
 // tile's loads). The same fp16 -> fp32 conversion, so the same values.
-// kSlot picks the scratch, so two planes (an int4 tile's scales and mins) can be held at once.
-template <class V, int kSlot = 0>
-const float* scales_of_4_rows(const uint16_t* const scale_row[4], int64_t num_groups) {
-  static thread_local Scratch<V> scratch;
-  auto* out = static_cast<float*>(scratch.get(static_cast<size_t>(num_groups) * 4 * sizeof(float)));
-  int64_t g = 0;
+template <class V>
+void scales_of_4_rows_from(const uint16_t* const scale_row[4], int64_t g, int64_t num_groups,
+                           float* out) {
   for (; g + 8 <= num_groups; g += 8) {
     __m128i r[4];
     for (int i = 0; i < 4; ++i) {
@@ -364,6 +368,13 @@ const float* scales_of_4_rows(const uint16_t* const scale_row[4], int64_t num_gr
     for (int i = 0; i < 4; ++i) _mm256_storeu_ps(out + (g + 2 * i) * 4, _mm256_cvtph_ps(pairs[i]));
   }
   for (; g < num_groups; ++g) _mm_storeu_ps(out + g * 4, scales_4_rows<V>(scale_row, g));
+}
+
+// Every group's scales of 4 rows, in per-thread scratch (valid until the next call).
+template <class V>
+const float* scales_of_4_rows(const uint16_t* const scale_row[4], int64_t num_groups) {
+  float* out = scales_of_4_rows_scratch<V>(num_groups);
+  scales_of_4_rows_from<V>(scale_row, 0, num_groups, out);
   return out;
 }
 
