@@ -202,7 +202,6 @@ struct Avx512 {
 // Bytes of one block; a pair is 64 bytes, one zmm.
 constexpr int64_t kBlock = x86::kQuantBlock;
 
-// [r0 r1 r2 r3] of each 128-bit lane: the sums of p[r]'s four int32 in that lane.
 // x86::scales_of_4_rows on zmm: 32 groups per step, the 4 x 8 transpose of each 128-bit lane
 // as there, then a 4 x 4 transpose of the lanes so that each vector holds 8 whole groups.
 // Half the instructions per group (it was 7% of a Q4_0 decode step in perf); the same values.
@@ -239,6 +238,7 @@ inline const float* scales_of_4_rows(const uint16_t* const scale_row[4], int64_t
   return out;
 }
 
+// [r0 r1 r2 r3] of each 128-bit lane: the sums of p[r]'s four int32 in that lane.
 inline __m512i fold_4_rows(const __m512i p[4]) {
   const __m512i p01 =
       _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));

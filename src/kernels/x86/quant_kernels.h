@@ -467,8 +467,9 @@ void int8_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t*
 // over block b (b + 1). Without VNNI the vpmaddubsw int16 sums stay in int16 through the
 // folds: 4 products <= 4 * 15 * 127, then two vphaddw give sums of 16 <= 30480 < 2^15.
 // Symmetric weights (w = s (q - 8)) take the -8 inside the integer sum, -8 Σ q_x per block
-// (qa.neg_bias), where zero points need the float min term: one add per block instead of an
-// FMA chain over the groups per row, which cost a fifth of a Q4_0 decode tile.
+// (qa.neg_bias), where zero points need the float min term: one add per block instead of a
+// float term per group and row (in the AVX-512 decode tile, a chain of FMAs that took a fifth
+// of its time).
 template <class V, int kTokens>
 void int4_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t* w_rows,
                    int64_t w_ld, const WeightView& w, int64_t row, int64_t num_rows, float* y,
