@@ -29,7 +29,7 @@ struct EngineArgs {
   int32_t max_num_batched_tokens = 2048;
   int32_t block_size = 16;
   uint64_t kv_cache_space_bytes = 0;  // 0: a quarter of available memory, capped by need
-  // Element type of the KV cache: "auto" (fp32, the activations' type), "fp32", "fp16" or
+  // Element type of the KV cache: "auto" (fp16, llama.cpp's default), "fp32", "fp16" or
   // "bf16". The 16-bit types halve the cache's memory and the bytes attention streams per
   // step, at the cost of rounding each cached k/v value once.
   std::string kv_cache_dtype = "auto";
