@@ -4,6 +4,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
+
+#include "kernels/activation_reuse.h"
 
 namespace pagoda::ops {
 namespace {
@@ -16,6 +20,59 @@ constexpr int64_t kRowAlign = 16;
 
 int available_threads() {
   return omp_in_parallel() ? 1 : omp_get_max_threads();
+}
+
+// Thread `part`'s share of `rows` (of num_parts): [begin, end), 16-aligned, maybe empty.
+std::pair<int64_t, int64_t> share_of(int64_t rows, int64_t part, int64_t num_parts) {
+  const int64_t per = ((rows + num_parts - 1) / num_parts + kRowAlign - 1) / kRowAlign * kRowAlign;
+  return {std::min(rows, part * per), std::min(rows, (part + 1) * per)};
+}
+
+// Few tokens (decode) hand rows out in chunks (matmul_batch): below this many tokens, and
+// chunks of about this many weights (~64 KB of int4, a few microseconds of streaming: the
+// wait a chunk can leave at the end, against a counter's cost per chunk).
+constexpr int64_t kChunkedTokens = 4;
+constexpr int64_t kChunkWeights = int64_t{1} << 17;
+
+int64_t chunk_rows(const WeightView& w) {
+  const int64_t rows = (kChunkWeights / w.cols + kRowAlign / 2) / kRowAlign * kRowAlign;
+  return std::max(kRowAlign, rows);
+}
+
+// A thread's share of all the jobs, as one list of chunks (job by job, rows in order), and
+// the next chunk of it to take; on its own cache line, so its owner takes chunks without
+// contention until another thread comes to help.
+struct alignas(64) ShareCursor {
+  std::atomic<int64_t> next_chunk{0};
+};
+
+// The cursors of one matmul_batch call, one per thread, grown rarely and owned by the calling
+// thread (two engines on two threads never share them).
+ShareCursor* share_cursors(int num_threads) {
+  thread_local std::unique_ptr<ShareCursor[]> cursors;
+  thread_local int capacity = 0;
+  if (capacity < num_threads) {
+    cursors = std::make_unique<ShareCursor[]>(static_cast<size_t>(num_threads));
+    capacity = num_threads;
+  }
+  for (int i = 0; i < num_threads; ++i) cursors[i].next_chunk.store(0, std::memory_order_relaxed);
+  return cursors.get();
+}
+
+// Runs chunk `chunk` of thread `owner`'s share; false when the share has no such chunk.
+bool run_chunk(std::span<const MatmulJob> jobs, int64_t owner, int64_t num_parts, int64_t chunk,
+               const KernelTable& k) {
+  for (const MatmulJob& j : jobs) {
+    const auto [begin, end] = share_of(j.w->rows, owner, num_parts);
+    const int64_t step = chunk_rows(*j.w), count = (end - begin + step - 1) / step;
+    if (chunk < count) {
+      const int64_t first = begin + chunk * step;
+      k.matmul(j.x, j.num_tokens, *j.w, first, std::min(end, first + step), j.y, j.ldy);
+      return true;
+    }
+    chunk -= count;
+  }
+  return false;
 }
 
 }  // namespace
@@ -51,15 +108,37 @@ void matmul_batch(std::span<const MatmulJob> jobs) {
     for (const MatmulJob& j : jobs) k.matmul(j.x, j.num_tokens, *j.w, 0, j.w->rows, j.y, j.ldy);
     return;
   }
+  int64_t max_tokens = 0;
+  for (const MatmulJob& j : jobs) max_tokens = std::max(max_tokens, j.num_tokens);
+  if (max_tokens >= kChunkedTokens) {
+    // Many tokens: one share per thread and job. Each call also prepares per-call state that
+    // chunks would prepare again (panel biases, the int8 panels' activation sums).
+#pragma omp parallel num_threads(num_threads)
+    {
+      const ActivationReuseScope reuse;  // jobs on one x (q, k, v) quantize it once
+      const int64_t part = omp_get_thread_num(), num_parts = omp_get_num_threads();
+      for (const MatmulJob& j : jobs) {
+        const auto [begin, end] = share_of(j.w->rows, part, num_parts);
+        if (begin < end) k.matmul(j.x, j.num_tokens, *j.w, begin, end, j.y, j.ldy);
+      }
+    }
+    return;
+  }
+  // Few tokens: a thread works through its own share chunk by chunk, then takes the chunks
+  // the others have not reached. On a shared machine one thread is often slowed by a
+  // neighbour; with fixed shares the other waited for it at the join (~6% of a Q4_0
+  // decode's matmul time, docs/kernels.md). The shares stay contiguous, so a thread streams its
+  // rows in order until it helps, and every row gets the same bits whoever computes it.
+  ShareCursor* cursors = share_cursors(num_threads);
 #pragma omp parallel num_threads(num_threads)
   {
+    const ActivationReuseScope reuse;  // chunks on one x quantize it once per thread
     const int64_t part = omp_get_thread_num(), num_parts = omp_get_num_threads();
-    for (const MatmulJob& j : jobs) {
-      const int64_t rows = j.w->rows;
-      const int64_t per =
-          ((rows + num_parts - 1) / num_parts + kRowAlign - 1) / kRowAlign * kRowAlign;
-      const int64_t begin = part * per, end = std::min(rows, begin + per);
-      if (begin < end) k.matmul(j.x, j.num_tokens, *j.w, begin, end, j.y, j.ldy);
+    for (int64_t i = 0; i < num_parts; ++i) {
+      const int64_t owner = (part + i) % num_parts;
+      std::atomic<int64_t>& next = cursors[owner].next_chunk;
+      while (run_chunk(jobs, owner, num_parts, next.fetch_add(1, std::memory_order_relaxed), k)) {
+      }
     }
   }
 }

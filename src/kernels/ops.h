@@ -27,10 +27,12 @@ struct MatmulJob {
   float* y;
   int64_t ldy;
 };
-// Independent matmuls in one parallel region, each job's rows split across the threads as
-// matmul splits them: the same results as one matmul call per job, with one fork/join instead
-// of one per job. Decode is a chain of small matmuls (q/k/v, gate/up, a layer's experts), where
-// each region's start and end-of-region wait cost a noticeable share of the matmul itself.
+// Independent matmuls in one parallel region: the same results as one matmul call per job,
+// with one fork/join instead of one per job. Each thread has a share of every job's rows (as
+// matmul splits them); below 4 tokens a thread done with its share takes the chunks of rows
+// the others have not reached. Jobs on one x quantize it once per thread (W8A8/W4A8). Decode is a
+// chain of small matmuls (q/k/v, gate/up, a layer's experts), where each region's start and
+// end-of-region wait cost a noticeable share of the matmul itself.
 void matmul_batch(std::span<const MatmulJob> jobs);
 
 // out[i, :] = rms_norm(x[i, :]) * weight for num_rows rows of n values (row stride n).

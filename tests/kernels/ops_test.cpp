@@ -2,6 +2,7 @@
 // the whole range gives (bit for bit: each output element is computed by the same code), and
 // the row-wise ops must apply their kernel to every row.
 #include "kernels/ops.h"
+#include "kernels/activation_reuse.h"
 #include "kernels/quantize.h"
 
 #include <omp.h>
@@ -107,6 +108,67 @@ TEST_F(OpsTest, MatmulBatchMatchesOneCallPerJob) {
       }
     }
   }
+}
+
+// Few tokens are handed out in row chunks, and jobs reading one x (q, k, v) share the
+// activations each thread quantized, inside one matmul_batch only. Every quantized path
+// (int8 in blocks and per channel, int4 with zero points and symmetric), rows enough for
+// several chunks per thread; then x changes in place and the next batch must see the change.
+TEST_F(OpsTest, MatmulBatchReusesActivationsOnlyWithinOneBatch) {
+  const int64_t rows = 1000, cols = 2048;
+  const std::vector<float> wf = random_floats(rng_, rows * cols);
+  const WeightView source{wf.data(), DType::kF32, rows, cols};
+  std::vector<QuantizedMatrix> matrices;
+  matrices.push_back(quantize_matrix(source, DType::kI8, 32));
+  matrices.push_back(quantize_matrix(source, DType::kI8, 0));
+  matrices.push_back(quantize_matrix(source, DType::kI4, 32));
+  matrices.push_back(quantize_matrix(source, DType::kI4, 128));
+  matrices.push_back(quantize_matrix(source, DType::kI4, 32));
+  QuantizedMatrix& symmetric = matrices.back();
+  for (int64_t i = 0; i < rows * cols / 32; ++i) {
+    symmetric.mins[i] = f32_to_f16(-8.0f * f16_to_f32(symmetric.scales[i]));
+  }
+  symmetric.view.symmetric_int4 = true;
+  for (QuantizedMatrix& m : matrices) m.view.int8_activations = true;
+  for (int64_t tokens : {1, 2, 5}) {
+    std::vector<float> x = random_floats(rng_, tokens * cols);
+    for (int round = 0; round < 2; ++round) {
+      // The expectation reads another buffer, so nothing a kernel kept can stand in for it.
+      const std::vector<float> x_copy = x;
+      std::vector<ops::MatmulJob> jobs;
+      std::vector<std::vector<float>> expected, actual;
+      for (const QuantizedMatrix& m : matrices) {
+        expected.emplace_back(static_cast<size_t>(tokens * rows));
+        actual.emplace_back(static_cast<size_t>(tokens * rows), 7.0f);
+        kernels().matmul(x_copy.data(), tokens, m.view, 0, rows, expected.back().data(), rows);
+        jobs.push_back({x.data(), tokens, &m.view, actual.back().data(), rows});
+      }
+      ops::matmul_batch(jobs);
+      for (size_t i = 0; i < matrices.size(); ++i) {
+        ASSERT_EQ(actual[i], expected[i])
+            << "job " << i << " tokens " << tokens << " round " << round;
+      }
+      for (float& v : x) v = 0.25f - 0.5f * v;  // same buffer, new activations
+    }
+  }
+}
+
+TEST(ActivationReuseScope, EveryScopeIsNewAndNestedScopesRestoreTheEnclosingOne) {
+  EXPECT_EQ(activation_reuse_scope(), 0u);
+  uint64_t first = 0;
+  {
+    const ActivationReuseScope outer;
+    first = activation_reuse_scope();
+    EXPECT_NE(first, 0u);
+    {
+      const ActivationReuseScope inner;
+      EXPECT_NE(activation_reuse_scope(), first);
+    }
+    EXPECT_EQ(activation_reuse_scope(), first);
+  }
+  EXPECT_EQ(activation_reuse_scope(), 0u);
+  const ActivationReuseScope again;
+  EXPECT_NE(activation_reuse_scope(), first);
 }
 
 TEST_F(OpsTest, RowWiseOpsApplyTheKernelToEveryRow) {

@@ -37,6 +37,7 @@
 
 #include <cstdint>
 
+#include "kernels/activation_reuse.h"
 #include "kernels/x86/simd_kernels.h"
 
 namespace pagoda::x86 {
@@ -200,6 +201,19 @@ struct QuantizedActivations {
   int64_t cols = 0, num_blocks = 0, num_groups = 0, num_pairs = 0, q_ld = 0;
 };
 
+// What a call's activations were quantized from. A later call on the same thread in the same
+// ActivationReuseScope with an equal key reuses them (a template, as everything here, so
+// each ISA file keeps its own copy).
+template <class V>
+struct ActivationKey {
+  const float* x = nullptr;
+  int64_t num_tokens = 0, cols = 0, group_size = 0;
+  bool for_int4 = false;
+  uint64_t scope = 0;
+  bool operator==(const ActivationKey&) const = default;
+  bool reusable(const ActivationKey& kept) const { return scope != 0 && *this == kept; }
+};
+
 template <class V>
 inline float reduce_add_256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -231,6 +245,10 @@ template <class V>
 QuantizedActivations quantize_activations(const float* x, int64_t num_tokens, int64_t cols,
                                           int64_t group_size, bool for_int4) {
   static thread_local Scratch<V> scratch;
+  static thread_local ActivationKey<V> kept_key;
+  static thread_local QuantizedActivations kept;
+  const ActivationKey<V> key{x, num_tokens, cols, group_size, for_int4, activation_reuse_scope()};
+  if (key.reusable(kept_key)) return kept;
   QuantizedActivations qa;
   qa.cols = cols;
   qa.num_blocks = cols / kQuantBlock;
@@ -307,6 +325,8 @@ QuantizedActivations quantize_activations(const float* x, int64_t num_tokens, in
   qa.d_pairs = for_int4 ? d_pairs : nullptr;
   qa.group_sums = for_int4 ? sums : nullptr;
   qa.neg_bias = for_int4 ? neg_bias : nullptr;
+  kept_key = key;
+  kept = qa;
   return qa;
 }
 
@@ -641,6 +661,10 @@ template <class V>
 WideActivations quantize_activations_wide(const float* x, int64_t num_tokens, int64_t cols,
                                           int64_t group_size) {
   static thread_local Scratch<V> scratch;
+  static thread_local ActivationKey<V> kept_key;
+  static thread_local WideActivations kept;
+  const ActivationKey<V> key{x, num_tokens, cols, group_size, false, activation_reuse_scope()};
+  if (key.reusable(kept_key)) return kept;
   WideActivations qa;
   qa.cols = cols;
   qa.num_groups = cols / group_size;
@@ -672,6 +696,8 @@ WideActivations quantize_activations_wide(const float* x, int64_t num_tokens, in
   }
   qa.q = q;
   qa.d = d;
+  kept_key = key;
+  kept = qa;
   return qa;
 }
 
