@@ -194,12 +194,26 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   spec.dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
   const KvCachePlan plan = plan_kv_cache(spec, args.block_size, max_model_len_, args.max_num_seqs,
                                          args.kv_cache_space_bytes);
-  kv_memory_ = HugeBuffer::allocate(static_cast<size_t>(plan.num_bytes));
+  // The pool is faulted in now, as vLLM and llama.cpp reserve theirs at startup: a machine
+  // short of memory fails here, not mid-request, and no request pays for zeroing fresh pages
+  // (a block handed out for the first time would otherwise fault in a 2 MiB huge page under a
+  // running decode step).
+  HugeBufferOptions kv_options;
+  kv_options.prefault = true;
+  const auto reserve_start = std::chrono::steady_clock::now();
+  try {
+    kv_memory_ = HugeBuffer::allocate(static_cast<size_t>(plan.num_bytes), kv_options);
+  } catch (const Error& e) {
+    fail("KV cache pool: {}; lower --kv-cache-space", e.what());
+  }
+  const double reserve_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - reserve_start).count();
   kv_cache_ = std::make_unique<KvCache>(spec, plan.num_blocks, args.block_size, kv_memory_.data());
-  spdlog::info("KV cache: {} blocks of {} tokens ({}, {} per token, {}), {}", plan.num_blocks,
-               args.block_size, format_bytes(static_cast<uint64_t>(plan.num_bytes)),
+  spdlog::info("KV cache: {} blocks of {} tokens ({}, {} per token, {}), {}, reserved in {:.2f} s",
+               plan.num_blocks, args.block_size,
+               format_bytes(static_cast<uint64_t>(plan.num_bytes)),
                format_bytes(static_cast<uint64_t>(spec.bytes_per_token())), dtype_name(spec.dtype),
-               kv_memory_.kind_name());
+               kv_memory_.kind_name(), reserve_s);
 
   SchedulerConfig sc;
   sc.max_num_seqs = args.max_num_seqs;

@@ -20,7 +20,9 @@ std::string_view page_kind_name(PageKind kind);
 struct HugeBufferOptions {
   bool allow_explicit_huge = true;     // try MAP_HUGETLB first
   bool allow_transparent_huge = true;  // then THP via madvise
-  bool prefault = false;               // touch every page now instead of on first use
+  // Fault every page in now instead of on first use, over a few threads; throws pagoda::Error if
+  // the system cannot supply them all (the KV pool reserves its memory this way).
+  bool prefault = false;
   // Spread the pages over all NUMA nodes (util/numa.h); a no-op on one node.
   bool interleave_numa_nodes = true;
 };

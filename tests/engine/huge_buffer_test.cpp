@@ -2,11 +2,14 @@
 #include "util/huge_buffer.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 namespace pagoda {
 namespace {
@@ -58,6 +61,33 @@ TEST(HugeBuffer, TransparentOnlyIsAlignedWhenAvailable) {
   EXPECT_EQ(buffer.kind(), PageKind::kTransparentHuge);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer.data()) % default_huge_page_bytes(), 0u);
   expect_usable(buffer, size_t{4} << 20);
+}
+
+// How many of the buffer's 4 KiB pages are in memory, by mincore().
+size_t resident_pages(const HugeBuffer& buffer) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((buffer.mapped_bytes() + page - 1) / page);
+  EXPECT_EQ(mincore(buffer.data(), buffer.mapped_bytes(), in_core.data()), 0);
+  size_t resident = 0;
+  for (unsigned char flags : in_core) resident += flags & 1;
+  return resident;
+}
+
+TEST(HugeBuffer, PrefaultBringsEveryPageInAndOnlyThen) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  // An odd number of huge pages, so the threads' shares do not divide it evenly.
+  const size_t size = (size_t{13} << 20) + 5;
+  for (bool allow_huge : {true, false}) {
+    HugeBufferOptions options;
+    options.allow_explicit_huge = allow_huge;
+    options.allow_transparent_huge = allow_huge;
+    const HugeBuffer lazy = HugeBuffer::allocate(size, options);
+    EXPECT_EQ(resident_pages(lazy), 0u) << lazy.kind_name();
+    options.prefault = true;
+    const HugeBuffer reserved = HugeBuffer::allocate(size, options);
+    EXPECT_EQ(resident_pages(reserved), reserved.mapped_bytes() / page) << reserved.kind_name();
+    expect_usable(reserved, size);
+  }
 }
 
 TEST(HugeBuffer, MovesOwnership) {
