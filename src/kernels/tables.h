@@ -14,6 +14,9 @@ const KernelTable& avx2_table();
 // widened to fp32 with shifts and multiplied with fp32 FMA. use_vnni: the W8A8 / W4A8 matmul
 // uses vpdpbusd (AVX512_VNNI) instead of vpmaddubsw + vpmaddwd.
 const KernelTable& avx512_table(bool use_bf16_dot, bool use_vnni);
+// avx512_table(true, false) with vdpbf16ps and vcvtneps2bf16 emulated in AVX-512F (see
+// avx512.cpp): for tests of the bf16 kernel on CPUs without AVX512_BF16; never dispatched.
+const KernelTable& avx512_table_emulating_bf16_dot();
 #endif
 
 }  // namespace pagoda::detail

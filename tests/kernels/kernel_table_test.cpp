@@ -5,12 +5,15 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "kernels/kernels.h"
+#include "kernels/tables.h"
+#include "util/cpu_features.h"
 #include "util/error.h"
 #include "util/half.h"
 
@@ -62,22 +65,33 @@ class KernelIsaTest : public ::testing::TestWithParam<Isa> {
   std::mt19937 rng_{1234};
 };
 
-TEST_P(KernelIsaTest, MatmulMatchesScalarForEveryDtypeAndShape) {
+constexpr DType kFloatDtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+
+const KernelTable& scalar_table() {
+  return *kernels_for(Isa::kScalar);
+}
+
+// The checks of table.matmul below are functions of the table, so that the bf16 kernel with
+// emulated instructions (EmulatedBf16Dot, at the end) runs the same ones.
+
+void expect_matmul_matches_scalar(const KernelTable& table, std::span<const DType> dtypes,
+                                  std::mt19937& rng) {
   const int64_t kRows = 37;  // not a multiple of the 4-row tile nor the 16-row panel
   const int64_t kLdy = kRows + 3;
   const int64_t token_counts[] = {1, 2, 3, 4, 5, 6, 7, 9, 13, 17, 37};
   const int64_t col_counts[] = {1, 7, 16, 33, 100, 257};
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+  for (DType dtype : dtypes) {
     for (int64_t cols : col_counts) {
-      TestWeights w = make_weights(rng_, dtype, kRows, cols);
+      TestWeights w = make_weights(rng, dtype, kRows, cols);
       for (int64_t num_tokens : token_counts) {
-        const std::vector<float> x = random_floats(rng_, num_tokens * cols);
+        const std::vector<float> x = random_floats(rng, num_tokens * cols);
         // Rows [3, 36): an unaligned range, as a thread's share would be.
         const int64_t row_begin = 3, row_end = 36;
         std::vector<float> expected(num_tokens * kLdy, -7.0f), actual(num_tokens * kLdy, -7.0f);
-        scalar().matmul(x.data(), num_tokens, w.view, row_begin, row_end, expected.data(), kLdy);
-        table_->matmul(x.data(), num_tokens, w.view, row_begin, row_end, actual.data(), kLdy);
-        const bool bf16_rounding = dtype == DType::kBF16 && table_->matmul_bf16_activations;
+        scalar_table().matmul(x.data(), num_tokens, w.view, row_begin, row_end, expected.data(),
+                              kLdy);
+        table.matmul(x.data(), num_tokens, w.view, row_begin, row_end, actual.data(), kLdy);
+        const bool bf16_rounding = dtype == DType::kBF16 && table.matmul_bf16_activations;
         for (int64_t t = 0; t < num_tokens; ++t) {
           for (int64_t r = 0; r < kLdy; ++r) {
             const float got = actual[t * kLdy + r];
@@ -103,22 +117,23 @@ TEST_P(KernelIsaTest, MatmulMatchesScalarForEveryDtypeAndShape) {
   }
 }
 
-TEST_P(KernelIsaTest, MatmulIsBatchInvariant) {
+void expect_matmul_batch_invariant(const KernelTable& table, std::span<const DType> dtypes,
+                                   std::mt19937& rng) {
   // A token's output must be bit-identical whatever batch it is computed in (1 token, a few,
   // or enough for the many-token path), so that a request's greedy output does not depend on
   // what the scheduler batched it with. Exact equality, no tolerance: that is the property.
   const int64_t rows = 13;
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+  for (DType dtype : dtypes) {
     for (int64_t cols : {7, 33, 257, 2051}) {
-      TestWeights w = make_weights(rng_, dtype, rows, cols);
+      TestWeights w = make_weights(rng, dtype, rows, cols);
       const int64_t kBatch = 200;  // more than one block of the many-token sweep
-      const std::vector<float> x = random_floats(rng_, kBatch * cols);
+      const std::vector<float> x = random_floats(rng, kBatch * cols);
       std::vector<float> batched(kBatch * rows);
-      table_->matmul(x.data(), kBatch, w.view, 0, rows, batched.data(), rows);
+      table.matmul(x.data(), kBatch, w.view, 0, rows, batched.data(), rows);
       for (int64_t group : {1, 2, 3, 5, 12, 17, 100}) {
         for (int64_t t0 = 0; t0 + group <= kBatch; t0 += group) {
           std::vector<float> part(group * rows);
-          table_->matmul(x.data() + t0 * cols, group, w.view, 0, rows, part.data(), rows);
+          table.matmul(x.data() + t0 * cols, group, w.view, 0, rows, part.data(), rows);
           for (int64_t i = 0; i < group * rows; ++i) {
             ASSERT_EQ(part[i], batched[t0 * rows + i])
                 << dtype_name(dtype) << " cols=" << cols << " group=" << group << " token "
@@ -130,24 +145,38 @@ TEST_P(KernelIsaTest, MatmulIsBatchInvariant) {
   }
 }
 
-TEST_P(KernelIsaTest, MatmulLargeDecodeShape) {
+void expect_matmul_large_decode_shape_matches_scalar(const KernelTable& table,
+                                                     std::span<const DType> dtypes,
+                                                     std::mt19937& rng) {
   // A decode-sized row (cols 2048 + 5) over many rows exercises the unrolled main loop and the
   // prefetch; few rows keep the scalar reference quick under sanitizers.
   const int64_t rows = 19, cols = 2053;
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    TestWeights w = make_weights(rng_, dtype, rows, cols);
-    const std::vector<float> x = random_floats(rng_, cols);
+  for (DType dtype : dtypes) {
+    TestWeights w = make_weights(rng, dtype, rows, cols);
+    const std::vector<float> x = random_floats(rng, cols);
     std::vector<float> expected(rows), actual(rows);
-    scalar().matmul(x.data(), 1, w.view, 0, rows, expected.data(), rows);
-    table_->matmul(x.data(), 1, w.view, 0, rows, actual.data(), rows);
+    scalar_table().matmul(x.data(), 1, w.view, 0, rows, expected.data(), rows);
+    table.matmul(x.data(), 1, w.view, 0, rows, actual.data(), rows);
     for (int64_t r = 0; r < rows; ++r) {
       double sum_abs = 0.0;
       for (int64_t c = 0; c < cols; ++c) sum_abs += std::fabs(double{x[c]} * w.f32[r * cols + c]);
       double tolerance = 2.0 * cols * kUnitRoundoff * sum_abs;  // reordered fp32 sum
-      if (dtype == DType::kBF16 && table_->matmul_bf16_activations) tolerance += sum_abs / 256.0;
+      if (dtype == DType::kBF16 && table.matmul_bf16_activations) tolerance += sum_abs / 256.0;
       ASSERT_NEAR(actual[r], expected[r], tolerance) << dtype_name(dtype) << " row " << r;
     }
   }
+}
+
+TEST_P(KernelIsaTest, MatmulMatchesScalarForEveryDtypeAndShape) {
+  expect_matmul_matches_scalar(*table_, kFloatDtypes, rng_);
+}
+
+TEST_P(KernelIsaTest, MatmulIsBatchInvariant) {
+  expect_matmul_batch_invariant(*table_, kFloatDtypes, rng_);
+}
+
+TEST_P(KernelIsaTest, MatmulLargeDecodeShape) {
+  expect_matmul_large_decode_shape_matches_scalar(*table_, kFloatDtypes, rng_);
 }
 
 TEST_P(KernelIsaTest, RmsNormAndFusedAdd) {
@@ -437,6 +466,94 @@ TEST(KernelDispatch, ParseNameAndForce) {
     }
   }
 }
+
+#if defined(__x86_64__)
+// The bf16 kernel on vdpbf16ps with its two AVX512_BF16 instructions emulated in AVX-512F
+// (avx512_table_emulating_bf16_dot), so that a CPU without them still checks the kernel's tiles,
+// tails and rounding of x against the scalar reference. Where the CPU has the instructions, the
+// emulation must give their bits.
+class EmulatedBf16Dot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (kernels_for(Isa::kAvx512) == nullptr) GTEST_SKIP() << "this CPU cannot run avx512";
+  }
+  static const KernelTable& emulated() { return detail::avx512_table_emulating_bf16_dot(); }
+  std::mt19937 rng_{4321};
+};
+
+constexpr DType kBf16Only[] = {DType::kBF16};
+
+TEST_F(EmulatedBf16Dot, MatmulMatchesScalar) {
+  ASSERT_TRUE(emulated().matmul_bf16_activations);
+  expect_matmul_matches_scalar(emulated(), kBf16Only, rng_);
+  expect_matmul_large_decode_shape_matches_scalar(emulated(), kBf16Only, rng_);
+}
+
+TEST_F(EmulatedBf16Dot, MatmulIsBatchInvariant) {
+  expect_matmul_batch_invariant(emulated(), kBf16Only, rng_);
+}
+
+// Identity weights make y the bf16 rounding of x itself: round to nearest even for normal
+// values, ties included (as the scalar f32_to_bf16), and zero for denormals.
+TEST_F(EmulatedBf16Dot, RoundsXToNearestEvenAndFlushesDenormals) {
+  constexpr int64_t kCols = 64;
+  std::vector<float> x;
+  for (uint32_t bits : narrowing_cases(rng_)) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    // Infinite once rounded (max float rounds up) would make 0 * inf elsewhere in the row.
+    if (std::isfinite(bf16_to_f32(f32_to_bf16(f)))) x.push_back(f);
+  }
+  x.resize(x.size() / kCols * kCols);
+  const int64_t num_tokens = static_cast<int64_t>(x.size()) / kCols;
+  std::vector<uint16_t> identity(kCols * kCols, f32_to_bf16(0.0f));
+  for (int64_t r = 0; r < kCols; ++r) identity[r * kCols + r] = f32_to_bf16(1.0f);
+  std::vector<float> y(x.size());
+  emulated().matmul(x.data(), num_tokens, WeightView{identity.data(), DType::kBF16, kCols, kCols},
+                    0, kCols, y.data(), kCols);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float expected =
+        std::fpclassify(x[i]) == FP_SUBNORMAL ? 0.0f : bf16_to_f32(f32_to_bf16(x[i]));
+    ASSERT_EQ(y[i], expected) << "x = " << x[i];
+  }
+}
+
+TEST_F(EmulatedBf16Dot, GivesTheBitsOfTheInstructions) {
+  if (!cpu_features().avx512_bf16) {
+    GTEST_SKIP() << "this CPU has no AVX512_BF16; the emulation is compared with the "
+                    "instructions on CPUs that have them";
+  }
+  const KernelTable& hardware = detail::avx512_table(true, false);
+  // Values over the whole exponent range, denormals and zeros included, so that sums underflow
+  // and denormal inputs and results occur; no infinities or NaNs, whose payloads the two may
+  // carry differently.
+  std::uniform_int_distribution<uint32_t> any;
+  const auto finite = [&] {
+    for (;;) {
+      const uint32_t bits = any(rng_);
+      if ((bits & 0x7f800000u) != 0x7f800000u) return bits;
+    }
+  };
+  for (int64_t cols : {31, 64, 257}) {
+    const int64_t rows = 13, num_tokens = 7;
+    std::vector<uint16_t> w(rows * cols);
+    for (uint16_t& v : w) v = static_cast<uint16_t>(finite() >> 16);
+    std::vector<float> x(num_tokens * cols);
+    for (float& v : x) {
+      // Exponents near the bottom most of the time, so that products land among denormals.
+      const uint32_t bits = (finite() & 0x80ffffffu) | ((any(rng_) % 40) << 23);
+      std::memcpy(&v, &bits, sizeof v);
+    }
+    std::vector<float> expected(num_tokens * rows), actual(num_tokens * rows);
+    hardware.matmul(x.data(), num_tokens, WeightView{w.data(), DType::kBF16, rows, cols}, 0, rows,
+                    expected.data(), rows);
+    emulated().matmul(x.data(), num_tokens, WeightView{w.data(), DType::kBF16, rows, cols}, 0, rows,
+                      actual.data(), rows);
+    ASSERT_EQ(std::memcmp(actual.data(), expected.data(), actual.size() * sizeof(float)), 0)
+        << "cols=" << cols;
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace pagoda

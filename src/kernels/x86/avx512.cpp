@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/tables.h"
 #include "kernels/x86/quant_kernels.h"
@@ -844,9 +845,60 @@ struct Avx512Vnni : Avx512 {
 constexpr int kBf16Lanes = 32;  // bf16 values per zmm
 constexpr int kBf16TileTokens = 6;
 
+// The two AVX512_BF16 instructions the bf16 matmul is built on.
+struct Bf16Instructions {
+  // 16 fp32 -> 16 bf16, round to nearest even (vcvtneps2bf16).
+  static __m256i narrow(__m512 v) { return (__m256i)_mm512_cvtneps_pbh(v); }
+  // acc[j] += x[2j+1] w[2j+1] + x[2j] w[2j] over 32 bf16 pairs (vdpbf16ps).
+  static __m512 dot(__m512 acc, __m512i x, __m512i w) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
+  }
+};
+
+// The same two instructions written in AVX-512F after the pseudo-code of Intel's SDM, so that a
+// CPU without AVX512_BF16 runs and tests the kernel around them (tiles, tails, padding, the
+// rounding of x): vcvtneps2bf16 flushes zero and denormal inputs to a signed zero, keeps NaNs
+// quiet and rounds the rest by adding 0x7fff plus the kept lsb; vdpbf16ps is two fp32 FMAs,
+// odd pair first, with denormal inputs and results flushed to zero. A bf16 product is exact in
+// fp32, so fusing it changes nothing. Where the CPU has the instructions, a test checks that the
+// emulation gives the same bits.
+struct EmulatedBf16Instructions {
+  // Denormals (and zeros) to a zero of the same sign.
+  static __m512 flush_denormals(__m512 v) {
+    const __m512i bits = _mm512_castps_si512(v);
+    const __mmask16 tiny = _mm512_testn_epi32_mask(bits, _mm512_set1_epi32(0x7f800000));
+    return _mm512_castsi512_ps(
+        _mm512_mask_and_epi32(bits, tiny, bits, _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+  }
+  static __m256i narrow(__m512 v) {
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i high = _mm512_srli_epi32(bits, 16);
+    const __m512i lsb = _mm512_and_si512(high, _mm512_set1_epi32(1));
+    __m512i out = _mm512_srli_epi32(
+        _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    const __m512i magnitude = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(magnitude, _mm512_set1_epi32(0x7f800000));
+    out = _mm512_mask_or_epi32(out, nan, high, _mm512_set1_epi32(0x40));
+    const __mmask16 tiny = _mm512_testn_epi32_mask(bits, _mm512_set1_epi32(0x7f800000));
+    out = _mm512_mask_and_epi32(out, tiny, high, _mm512_set1_epi32(0x8000));
+    return _mm512_cvtepi32_epi16(out);
+  }
+  static __m512 dot(__m512 acc, __m512i x, __m512i w) {
+    const __m512i high_half = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    const auto odd = [&](__m512i v) {
+      return flush_denormals(_mm512_castsi512_ps(_mm512_and_si512(v, high_half)));
+    };
+    const auto even = [](__m512i v) {
+      return flush_denormals(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+    };
+    acc = flush_denormals(_mm512_fmadd_ps(odd(x), odd(w), flush_denormals(acc)));
+    return flush_denormals(_mm512_fmadd_ps(even(x), even(w), acc));
+  }
+};
+
 // kRows weight rows x kTokens tokens; xb rows are padded with zeros to a multiple of 32 so
 // full loads are always in bounds, the weight tail is a masked load.
-template <int kRows, int kTokens>
+template <class Bf16, int kRows, int kTokens>
 void bf16_dot_tile(const uint16_t* xb, int64_t ldx, const uint16_t* w, int64_t cols, float* y,
                    int64_t ldy) {
   __m512 acc[kRows][kTokens];
@@ -864,9 +916,7 @@ void bf16_dot_tile(const uint16_t* xb, int64_t ldx, const uint16_t* w, int64_t c
     for (int t = 0; t < kTokens; ++t) xv[t] = _mm512_loadu_si512(xb + t * ldx + c);
     for (int r = 0; r < kRows; ++r) {
       const __m512i wv = _mm512_maskz_loadu_epi16(m, w + r * cols + c);
-      for (int t = 0; t < kTokens; ++t) {
-        acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)xv[t], (__m512bh)wv);
-      }
+      for (int t = 0; t < kTokens; ++t) acc[r][t] = Bf16::dot(acc[r][t], xv[t], wv);
     }
   }
   for (int t = 0; t < kTokens; ++t) {
@@ -874,6 +924,7 @@ void bf16_dot_tile(const uint16_t* xb, int64_t ldx, const uint16_t* w, int64_t c
   }
 }
 
+template <class Bf16>
 void matmul_bf16_dot(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
                      int64_t row_end, float* y, int64_t ldy) {
   if (row_end <= row_begin || num_tokens <= 0) return;
@@ -885,8 +936,8 @@ void matmul_bf16_dot(const float* x, int64_t num_tokens, const WeightView& w, in
     for (int64_t c = 0; c < ldx; c += 16) {
       const int64_t left = cols - c;
       const int n = left >= 16 ? 16 : (left > 0 ? static_cast<int>(left) : 0);
-      const __m256bh b = _mm512_cvtneps_pbh(Avx512::load_n(x + t * cols + c, n));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + t * ldx + c), (__m256i)b);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + t * ldx + c),
+                          Bf16::narrow(Avx512::load_n(x + t * cols + c, n)));
     }
   }
   const auto* wb = static_cast<const uint16_t*>(w.data);
@@ -902,19 +953,24 @@ void matmul_bf16_dot(const float* x, int64_t num_tokens, const WeightView& w, in
         float* yt = y + t0 * ldy + r;
         x86::with_tile_shape<Avx512, 4, kBf16TileTokens>(
             panel_end - r, tokens,
-            [&]<int R, int T>() { bf16_dot_tile<R, T>(xt, ldx, wr, cols, yt, ldy); });
+            [&]<int R, int T>() { bf16_dot_tile<Bf16, R, T>(xt, ldx, wr, cols, yt, ldy); });
       }
     }
   }
 }
 
-// The table's matmul: bf16 on vdpbf16ps if chosen, quantized weights on VNNI if present.
-template <bool kBf16Dot, bool kVnni>
+// The table's matmul: bf16 weights on vdpbf16ps (Bf16 says whose) unless Bf16 is void,
+// quantized weights on VNNI if present.
+template <class Bf16, bool kVnni>
 void matmul(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
             int64_t row_end, float* y, int64_t ldy) {
-  if (kBf16Dot && w.dtype == DType::kBF16) {
-    matmul_bf16_dot(x, num_tokens, w, row_begin, row_end, y, ldy);
-  } else if (kVnni && (w.dtype == DType::kI8 || w.dtype == DType::kI4)) {
+  if constexpr (!std::is_void_v<Bf16>) {
+    if (w.dtype == DType::kBF16) {
+      matmul_bf16_dot<Bf16>(x, num_tokens, w, row_begin, row_end, y, ldy);
+      return;
+    }
+  }
+  if (kVnni && (w.dtype == DType::kI8 || w.dtype == DType::kI4)) {
     if (row_end <= row_begin || num_tokens <= 0) return;
     x86::matmul_quantized<Avx512Vnni>(x, num_tokens, w, row_begin, row_end, y, ldy);
   } else {
@@ -922,11 +978,11 @@ void matmul(const float* x, int64_t num_tokens, const WeightView& w, int64_t row
   }
 }
 
-template <bool kBf16Dot, bool kVnni>
+template <class Bf16, bool kVnni>
 KernelTable make_avx512_table() {
   KernelTable t = x86::make_table<Avx512>(Isa::kAvx512);
-  t.matmul = matmul<kBf16Dot, kVnni>;
-  t.matmul_bf16_activations = kBf16Dot;
+  t.matmul = matmul<Bf16, kVnni>;
+  t.matmul_bf16_activations = !std::is_void_v<Bf16>;
   return t;
 }
 
@@ -934,9 +990,14 @@ KernelTable make_avx512_table() {
 
 const KernelTable& avx512_table(bool use_bf16_dot, bool use_vnni) {
   static const KernelTable tables[2][2] = {
-      {make_avx512_table<false, false>(), make_avx512_table<false, true>()},
-      {make_avx512_table<true, false>(), make_avx512_table<true, true>()}};
+      {make_avx512_table<void, false>(), make_avx512_table<void, true>()},
+      {make_avx512_table<Bf16Instructions, false>(), make_avx512_table<Bf16Instructions, true>()}};
   return tables[use_bf16_dot ? 1 : 0][use_vnni ? 1 : 0];
+}
+
+const KernelTable& avx512_table_emulating_bf16_dot() {
+  static const KernelTable table = make_avx512_table<EmulatedBf16Instructions, false>();
+  return table;
 }
 
 }  // namespace pagoda::detail
