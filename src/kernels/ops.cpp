@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <utility>
 
 #include "kernels/activation_reuse.h"
 
@@ -112,7 +113,7 @@ void matmul_batch(std::span<const MatmulJob> jobs) {
   for (const MatmulJob& j : jobs) max_tokens = std::max(max_tokens, j.num_tokens);
   if (max_tokens >= kChunkedTokens) {
     // Many tokens: one share per thread and job. Each call also prepares per-call state that
-    // chunks would prepare again (panel biases, the int8 panels' activation sums).
+    // chunks would prepare again: the int8 panels' biases, −128·Σx per token and group.
 #pragma omp parallel num_threads(num_threads)
     {
       const ActivationReuseScope reuse;  // jobs on one x (q, k, v) quantize it once
