@@ -3,6 +3,9 @@
 # and tg (generated tokens/s) against `pagoda bench latency`'s pp_tokens_per_s / tg_tokens_per_s
 # at batch 1, run interleaved (llama.cpp, pagoda, llama.cpp, pagoda, ...) so that drift in the
 # machine's load hits both alike. Builds nothing and downloads nothing.
+# llama-bench's tg test generates from an empty cache (depth 0 .. n-1), so pagoda's tg comes from
+# its own run with a 1-token prompt (depth 1 .. n), not from after the pp prompt, where every
+# step would also read the prompt's KV cache.
 #
 # usage: bench/peers/llama_cpp_side_by_side.sh [options] LLAMA_CPP_BIN_DIR MODEL.gguf [MODEL.gguf ...]
 #   LLAMA_CPP_BIN_DIR   directory holding llama-bench (e.g. /path/to/llama.cpp/build/bin)
@@ -31,7 +34,7 @@ while (($#)); do
     -r) rounds=$2; shift 2 ;;
     --pagoda) pagoda=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done
@@ -60,10 +63,10 @@ run_llama() {  # model round
   fi
 }
 
-run_pagoda() {  # model round
-  local f="$out/pagoda.$(basename "$1").$2.json"
+run_pagoda() {  # model round test(pp|tg) input_len output_len
+  local f="$out/pagoda.$(basename "$1").$2.$3.json"
   if "$pagoda" bench latency --model "$1" --threads "$threads" --batch-size 1 \
-       --input-len "$prompt_len" --output-len "$gen_len" --num-iters 1 --json >"$f" 2>"$f.log"; then
+       --input-len "$4" --output-len "$5" --num-iters 1 --json >"$f" 2>"$f.log"; then
     echo ok
   else
     echo "pagoda bench latency failed on $1 (see $f.log)" >&2
@@ -76,7 +79,8 @@ for ((round = 0; round < rounds; round++)); do
     echo "round $round: llama.cpp $(basename "$m")" >&2
     run_llama "$m" "$round" >/dev/null
     echo "round $round: pagoda    $(basename "$m")" >&2
-    run_pagoda "$m" "$round" >/dev/null
+    run_pagoda "$m" "$round" pp "$prompt_len" 1 >/dev/null
+    run_pagoda "$m" "$round" tg 1 $((gen_len + 1)) >/dev/null
   done
 done
 
@@ -106,10 +110,10 @@ for m in models:
                 lpp.append(e["avg_ts"])
             elif e.get("n_gen") == n and e.get("n_prompt") == 0:
                 ltg.append(e["avg_ts"])
-    for f in sorted(glob.glob(os.path.join(out, f"pagoda.{base}.*.json"))):
-        r = json.load(open(f))
-        ppp.append(r["pp_tokens_per_s"])
-        ptg.append(r["tg_tokens_per_s"])
+    for f in sorted(glob.glob(os.path.join(out, f"pagoda.{base}.*.pp.json"))):
+        ppp.append(json.load(open(f))["pp_tokens_per_s"])
+    for f in sorted(glob.glob(os.path.join(out, f"pagoda.{base}.*.tg.json"))):
+        ptg.append(json.load(open(f))["tg_tokens_per_s"])
     lp, lt, pp, pt = med(lpp), med(ltg), med(ppp), med(ptg)
     print(f"{base:32} {'llama.cpp':10} {fmt(lp)} {fmt(lt)}")
     print(f"{'':32} {'pagoda':10} {fmt(pp)} {fmt(pt)}")
