@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
+  ccache mold                                          # compiler cache, fast linker (tests)
   nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev
   libpcre2-dev libutf8proc-dev libnuma-dev
   nettle-dev                                           # SHA-256 for prefix-cache block hashes

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/test_paths.h"
 #include "model/deepseek_config.h"
 #include "model/model_config.h"
 #include "util/error.h"
@@ -48,7 +49,7 @@ std::string error_of(const json& j) {
 
 TEST(DeepseekConfig, ReadsTheR1Config) {
   const std::string path =
-      std::string(PAGODA_TESTDATA_DIR) + "/hf-configs/deepseek-ai-DeepSeek-R1/config.json";
+      pagoda::test::testdata_dir().string() + "/hf-configs/deepseek-ai-DeepSeek-R1/config.json";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "test data absent: " << path;
   const ModelConfig mc = ModelConfig::from_json(read_json_file(path), path);
   const DeepseekConfig c = DeepseekConfig::from_model_config(mc);

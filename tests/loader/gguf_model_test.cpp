@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/test_paths.h"
 #include "loader/gguf_builder.h"
 #include "loader/safetensors.h"
 #include "model/forward_batch.h"
@@ -396,8 +397,8 @@ INSTANTIATE_TEST_SUITE_P(Architectures, GgufModelLogits,
                          [](const auto& info) { return std::string(info.param).substr(0, 5); });
 
 TEST(GgufModel, RealTinyRandomLlamaFileOpensAndRuns) {
-  const std::string path =
-      std::string(PAGODA_TESTDATA_DIR) + "/models/llama-2-tiny-random/llama-2-tiny-random.gguf";
+  const std::string path = pagoda::test::testdata_dir().string() +
+                           "/models/llama-2-tiny-random/llama-2-tiny-random.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared test data absent: " << path;
   GgufModel g = open_gguf_model(path);
   EXPECT_EQ(g.config.architecture, "LlamaForCausalLM");

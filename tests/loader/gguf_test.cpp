@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/test_paths.h"
 #include "kernels/quantize.h"
 #include "loader/gguf.h"
 #include "loader/gguf_builder.h"
@@ -24,7 +25,7 @@ using test::expect_message;
 using test::GgufBuilder;
 using test::TempDir;
 
-const std::string kTestdata = PAGODA_TESTDATA_DIR;
+const std::string kTestdata = pagoda::test::testdata_dir().string();
 
 std::shared_ptr<const GgufFile> open(const std::string& path) {
   return std::make_shared<const GgufFile>(path);

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/test_paths.h"
 #include "test_helpers.h"
 #include "util/half.h"
 
@@ -168,7 +169,8 @@ struct Written {
 
 nlohmann::json run_reference(const std::string& gguf, const std::string& sources,
                              const std::string& out) {
-  const std::string script = std::string(PAGODA_SOURCE_DIR) + "/tests/loader/gguf_reference.py";
+  const std::string script =
+      pagoda::test::source_dir().string() + "/tests/loader/gguf_reference.py";
   const std::string cmd =
       std::string(kPython) + " " + script + " " + gguf + " " + sources + " " + out + " 2>&1";
   const int rc = std::system(cmd.c_str());

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/test_paths.h"
 #include "model/generation_config.h"
 #include "model/model_config.h"
 #include "test_helpers.h"
@@ -19,7 +20,7 @@ using test::error_of;
 using test::expect_message;
 using test::TempDir;
 
-const fs::path kTestData = PAGODA_TESTDATA_DIR;
+const fs::path kTestData = pagoda::test::testdata_dir();
 
 // A valid minimal Llama config.json to break one key at a time.
 json llama_json() {

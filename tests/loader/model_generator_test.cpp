@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/test_paths.h"
 #include "loader/safetensors.h"
 #include "model/builtin_tokenizer.h"
 #include "model/model_config.h"
@@ -295,7 +296,7 @@ TEST(ModelGenerator, BadSpecs) {
 }
 
 TEST(ModelGenerator, TokenizerFromADirectory) {
-  const fs::path src = fs::path(PAGODA_TESTDATA_DIR) / "models/stories260K-hf";
+  const fs::path src = pagoda::test::testdata_dir() / "models/stories260K-hf";
   if (!fs::exists(src / "tokenizer.json")) GTEST_SKIP() << "test data missing: " << src;
   TempDir dir;
   ModelSpec spec = model_preset("tiny");

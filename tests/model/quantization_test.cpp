@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "../loader/test_helpers.h"
+#include "common/test_paths.h"
 #include "kernels/quantize.h"
 #include "loader/safetensors.h"
 #include "loader/safetensors_writer.h"
@@ -260,7 +261,7 @@ TEST(Quantize, KlDivergenceOnGeneratedModel) {
 // domain (TinyStories) in its tokens, so the distributions compared are peaked.
 struct Stories260K {
   static std::filesystem::path dir() {
-    return std::filesystem::path(PAGODA_TESTDATA_DIR) / "models" / "stories260K-hf";
+    return pagoda::test::testdata_dir() / "models" / "stories260K-hf";
   }
   static bool present() { return std::filesystem::exists(dir() / "config.json"); }
   ModelConfig config = ModelConfig::from_dir(dir().string());

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <regex>
 
+#include "common/test_paths.h"
 #include "server_test_util.h"
 
 namespace pagoda::server::testing {
@@ -35,20 +36,22 @@ class ServeProcess : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("pagoda_serve_test_" + std::to_string(getpid()));
     fs::create_directories(dir_);
     const fs::path model = dir_ / "model";
-    const std::string make = std::string(PAGODA_BIN) + " make-model --preset tiny --out " +
-                             model.string() + " > " + (dir_ / "make_model.log").string() + " 2>&1";
+    const std::string make = pagoda::test::pagoda_binary().string() +
+                             " make-model --preset tiny --out " + model.string() + " > " +
+                             (dir_ / "make_model.log").string() + " 2>&1";
     if (std::system(make.c_str()) != 0) {
       skip_reason_ =
           "`pagoda make-model --preset tiny` failed: " + read_file(dir_ / "make_model.log");
       return;
     }
     log_ = dir_ / "serve.log";
+    const std::string bin = pagoda::test::pagoda_binary().string();
     pid_ = fork();
     if (pid_ == 0) {
       const std::string out = (dir_ / "serve.stderr").string();
       std::freopen(out.c_str(), "w", stderr);
       std::freopen(out.c_str(), "a", stdout);
-      execl(PAGODA_BIN, PAGODA_BIN, "serve", "--model", model.c_str(), "--host", "127.0.0.1",
+      execl(bin.c_str(), bin.c_str(), "serve", "--model", model.c_str(), "--host", "127.0.0.1",
             "--port", "0", "--api-key", kApiKey, "--max-request-bytes",
             std::to_string(kMaxRequestBytes).c_str(), "--max-num-seqs", "64", "--max-model-len",
             "512", "--log-file", log_.c_str(), "--shutdown-timeout", "60", "--threads", "2",
@@ -128,7 +131,7 @@ class ServeProcess : public ::testing::Test {
 };
 
 TEST_F(ServeProcess, OpenAiNodeSdk) {
-  const fs::path source = PAGODA_SOURCE_DIR;
+  const fs::path source = pagoda::test::source_dir();
   const fs::path modules = source / "tests/node/node_modules";
   if (std::system("command -v node >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
   if (!fs::exists(modules / "openai"))
@@ -330,7 +333,7 @@ TEST_F(ServeProcess, SighupReopensTheLogFile) {
 TEST_F(ServeProcess, BenchServeDrivesTheServer) {
   const fs::path out = dir_ / "bench.json";
   const std::string cmd =
-      std::string(PAGODA_BIN) +
+      pagoda::test::pagoda_binary().string() +
       " bench serve --base-url http://127.0.0.1:" + std::to_string(port_) + " --api-key " +
       kApiKey + " --num-prompts 8 --max-concurrency 4 --input-len 32 --output-len 8 --json > " +
       out.string() + " 2>" + out.string() + ".err";

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/test_paths.h"
 #include "template/chat_template.h"
 #include "util/error.h"
 
@@ -22,8 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
-const fs::path kTestData = PAGODA_TESTDATA_DIR;
-const fs::path kSourceDir = PAGODA_SOURCE_DIR;
+const fs::path kTestData = pagoda::test::testdata_dir();
+const fs::path kSourceDir = pagoda::test::source_dir();
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

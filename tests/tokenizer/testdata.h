@@ -7,10 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "common/test_paths.h"
+
 namespace pagoda::testing {
 
 inline std::filesystem::path testdata_dir() {
-  return PAGODA_TESTDATA_DIR;
+  return pagoda::test::testdata_dir();
 }
 
 inline std::string read_text_file(const std::filesystem::path& path) {

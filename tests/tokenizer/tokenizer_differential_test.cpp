@@ -8,13 +8,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/test_paths.h"
 #include "tests/tokenizer/testdata.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda {
 namespace {
 
-const std::filesystem::path kReferenceDir = PAGODA_TOKENIZER_REFERENCE_DIR;
+const std::filesystem::path kReferenceDir = pagoda::test::tokenizer_reference_dir();
 
 std::string show(const std::vector<TokenId>& ids) {
   std::string s;
