@@ -22,7 +22,7 @@ begin_phase() {
 end_phase() {
   local took=$(($(date +%s) - phase_start))
   phase_seconds+=("$took")
-  echo "-- ${phase_names[-1]}: ${took} s"
+  echo "== ${phase_names[-1]} took ${took} s =="
 }
 print_phases() {
   local total=0 i
