@@ -159,6 +159,16 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
       tokenizer_(std::move(source.tokenizer)) {
   placement_.num_threads = args.num_threads;
   placement_.cpus = parse_cpu_bind(args.cpu_bind);
+  // One thread per CPU bound to unless told otherwise: OpenMP's default (every CPU of the
+  // process) would wrap threads onto a short list, several per CPU.
+  if (placement_.num_threads == 0 && !placement_.cpus.empty()) {
+    placement_.num_threads = static_cast<int>(placement_.cpus.size());
+  }
+  if (placement_.num_threads > static_cast<int>(placement_.cpus.size()) &&
+      !placement_.cpus.empty()) {
+    spdlog::warn("{} threads on {} bound CPUs: threads will share CPUs", placement_.num_threads,
+                 placement_.cpus.size());
+  }
   place_threads();  // loading quantizes in parallel too
   ModelOptions options;
   options.max_num_batched_tokens = args.max_num_batched_tokens;
@@ -226,7 +236,8 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   scheduler_ = std::make_unique<Scheduler>(sc);
   runner_ = std::make_unique<ModelRunner>(*model_, *kv_cache_);
   if (!placement_.cpus.empty())
-    spdlog::info("kernel threads pinned to CPUs {}", fmt::join(placement_.cpus, ","));
+    spdlog::info("{} kernel threads pinned to CPUs {}", placement_.num_threads,
+                 fmt::join(placement_.cpus, ","));
   spdlog::info("loaded {} ({}, {:.2f} B parameters, {})", model_dir_, config_.architecture,
                model_->num_parameters() / 1e9,
                format_bytes(static_cast<uint64_t>(model_->weight_bytes())));

@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <exception>
 
 #include <spdlog/spdlog.h>
@@ -129,7 +130,9 @@ class HttpServer::Impl {
   }
 
   void check_model(const EngineBackend& be, const std::string& model) const {
-    if (!model.empty() && model != served_name(be)) {
+    const auto& aliases = options_.model_aliases;
+    if (!model.empty() && model != served_name(be) &&
+        std::find(aliases.begin(), aliases.end(), model) == aliases.end()) {
       ApiError e = not_found_error(fmt::format("The model `{}` does not exist.", model));
       e.param = "model";
       e.code = "model_not_found";
@@ -206,16 +209,19 @@ class HttpServer::Impl {
                   res.set_content(metrics->render(engine_.stats(), read_process_stats()),
                                   "text/plain; version=0.0.4; charset=utf-8");
                 }));
-    server_.Get(
-        "/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
-          const EngineBackend& be = ready_backend();
-          send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card(be)})}});
-        }));
+    server_.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
+                  const EngineBackend& be = ready_backend();
+                  json cards = json::array({model_card(be, served_name(be))});
+                  for (const std::string& alias : options_.model_aliases)
+                    cards.push_back(model_card(be, alias));
+                  send_json(res, 200, {{"object", "list"}, {"data", cards}});
+                }));
     server_.Get(R"(/v1/models/(.+))",
                 guarded([this](const httplib::Request& req, httplib::Response& res) {
                   const EngineBackend& be = ready_backend();
-                  check_model(be, req.matches[1].str());
-                  send_json(res, 200, model_card(be));
+                  const std::string name = req.matches[1].str();
+                  check_model(be, name);
+                  send_json(res, 200, model_card(be, name));
                 }));
     server_.Post("/v1/completions",
                  guarded([this](const httplib::Request& req, httplib::Response& res) {
@@ -250,8 +256,8 @@ class HttpServer::Impl {
                  }));
   }
 
-  json model_card(const EngineBackend& be) const {
-    return {{"id", served_name(be)},
+  json model_card(const EngineBackend& be, const std::string& name) const {
+    return {{"id", name},
             {"object", "model"},
             {"created", unix_time_s()},
             {"owned_by", "pagoda"},

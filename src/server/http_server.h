@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/async_engine.h"
 
@@ -18,6 +19,9 @@ struct ServerOptions {
   int port = 8000;                // 0: any free port (see HttpServer::bind)
   std::string api_key;            // empty: no authentication
   std::string served_model_name;  // empty: the engine's model name
+  // Further names requests may use (vLLM's `--served-model-name a b`); responses and
+  // /v1/models lead with the first.
+  std::vector<std::string> model_aliases;
   size_t max_request_bytes = 8u << 20;
   int num_http_threads = 256;    // each open stream holds one
   std::string reasoning_parser;  // "" or "deepseek_r1"

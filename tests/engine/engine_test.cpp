@@ -13,7 +13,9 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include "kernels/thread_placement.h"
 #include "loader/safetensors.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
@@ -144,6 +146,22 @@ TEST(Engine, BatchOutputsEqualAloneOutputsAcrossCacheAndChunkingModes) {
       }
     }
   }
+}
+
+// `--cpu-bind LIST` without `--threads` runs one kernel thread per listed CPU: OpenMP's default
+// team (every CPU of the process) would put several threads on each CPU of a short list.
+TEST(Engine, ACpuListSetsTheThreadCountToItsLength) {
+  const std::vector<int> cpus = allowed_cpus();
+  ASSERT_FALSE(cpus.empty());
+  int threads = 0;
+  std::thread engine_thread([&] {
+    EngineArgs args = small_engine(true, true);
+    args.cpu_bind = std::to_string(cpus.front());
+    Engine engine(args);
+    threads = omp_get_max_threads();
+  });
+  engine_thread.join();
+  EXPECT_EQ(threads, 1);
 }
 
 // Weights copied into huge pages and threads pinned by --cpu-bind change where things run,

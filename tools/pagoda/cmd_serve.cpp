@@ -4,7 +4,9 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +18,7 @@
 #include "server/log_file_sink.h"
 #include "tools/pagoda/commands.h"
 #include "tools/pagoda/engine_options.h"
+#include "tools/pagoda/vllm_compat.h"
 #include "util/error.h"
 
 namespace pagoda::cli {
@@ -23,6 +26,8 @@ namespace {
 
 struct ServeFlags {
   EngineFlags engine;
+  VllmServeFlags vllm;
+  CLI::App* command = nullptr;
   server::ServerOptions server;
   int max_waiting_requests = 1024;
   bool disable_log_requests = false;
@@ -61,6 +66,7 @@ int run_serve(ServeFlags& f) {
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
     spdlog::set_default_logger(logger);
   }
+  apply_vllm_serve_options(*f.command, f.vllm, f.engine, f.server, f.disable_log_requests);
   const EngineArgs args = f.engine.to_engine_args();
   if (!f.server.reasoning_parser.empty() && f.server.reasoning_parser != "deepseek_r1") {
     fail("--reasoning-parser must be deepseek_r1, got '{}'", f.server.reasoning_parser);
@@ -87,6 +93,24 @@ int run_serve(ServeFlags& f) {
   spdlog::info("listening on http://{}:{} (model loading: /health answers 503 until ready)",
                f.server.host, port);
 
+  // A failed load (or an engine loop that died) ends the process with the error, so that a
+  // supervisor sees the exit instead of a server answering 503 forever; as vLLM does.
+  std::atomic<bool> serving{true};
+  std::thread engine_watch([&] {
+    while (serving.load()) {
+      if (engine.state() == server::AsyncEngine::State::kDead) {
+        spdlog::error("stopping the server: {}", engine.failure());
+        // Until listen() returns: a stop() before it started listening would be lost.
+        while (serving.load()) {
+          http.stop();
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+
   std::thread signal_thread([&] {
     while (true) {
       int sig = 0;
@@ -105,11 +129,18 @@ int run_serve(ServeFlags& f) {
     }
   });
   http.listen();
+  serving = false;
+  engine_watch.join();
   pthread_kill(signal_thread.native_handle(), SIGUSR1);
   signal_thread.join();
   engine.stop();
+  if (engine.state() == server::AsyncEngine::State::kDead) {
+    // On stderr too: with --log-file the log may not be where the supervisor looks.
+    std::fprintf(stderr, "error: %s\n", engine.failure().c_str());
+    return 1;
+  }
   spdlog::info("server stopped");
-  return engine.state() == server::AsyncEngine::State::kDead ? 1 : 0;
+  return 0;
 }
 
 }  // namespace
@@ -118,12 +149,15 @@ Command register_serve(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   f->engine.log_level = "info";
   CLI::App* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
+  f->command = sub;
   add_engine_options(sub, f->engine);
+  add_vllm_serve_options(sub, f->vllm);
   server::ServerOptions& s = f->server;
   sub->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   sub->add_option("--port", s.port, "Port to listen on (0: any free port)")->capture_default_str();
   sub->add_option("--api-key", s.api_key,
-                  "Require 'Authorization: Bearer KEY' on every route but /health")
+                  "Require 'Authorization: Bearer KEY' on every route but /health (env "
+                  "PAGODA_API_KEY, or vLLM's VLLM_API_KEY)")
       ->envname("PAGODA_API_KEY");
   sub->add_option("--max-request-bytes", s.max_request_bytes, "Largest request body (413 above)")
       ->capture_default_str();

@@ -1,8 +1,10 @@
 #include "tools/pagoda/engine_options.h"
 
 #include <omp.h>
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <cstdlib>
 
 #include "model/kv_cache.h"
 #include "util/error.h"
@@ -13,23 +15,39 @@ namespace pagoda::cli {
 void add_engine_options(CLI::App* app, EngineFlags& f) {
   EngineArgs& a = f.args;
   app->add_option(
-         "--model", a.model,
-         "Hugging Face model directory, a GGUF file, or 'demo' for a built-in random model")
-      ->required();
+      "--model", a.model,
+      "Hugging Face model directory, a GGUF file, or 'demo' for a built-in random model");
   app->add_option("--tokenizer", a.tokenizer, "Tokenizer directory (default: the model's)");
-  app->add_option("--served-model-name", a.served_model_name, "Model name reported to clients");
+  app->add_option("--served-model-name", f.served_model_names,
+                  "Model name(s) clients may use; the first is the one reported");
   app->add_option("--chat-template", a.chat_template,
                   "Jinja file overriding tokenizer_config.json's");
-  app->add_option("--max-model-len", a.max_model_len, "Context length (default: the model's)");
+  // Counts take vLLM's suffixes: 2k = 2000, 2K = 2048.
+  const CLI::Validator count(
+      [](std::string& text) {
+        try {
+          text = std::to_string(parse_count(text));
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      },
+      "COUNT");
+  app->add_option("--max-model-len", a.max_model_len,
+                  "Context length, e.g. 4096, 4k or 4K (default: the model's)")
+      ->transform(count);
   app->add_option("--max-num-seqs", a.max_num_seqs, "Most requests running at once")
       ->capture_default_str();
   app->add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Token budget of one step")
+      ->transform(count)
       ->capture_default_str();
   app->add_option("--block-size", a.block_size, "Tokens per KV cache block")->capture_default_str();
   app->add_option(
-      "--kv-cache-space", f.kv_cache_space,
-      "KV cache pool size, e.g. 4GiB (default: a quarter of available memory, at most what "
-      "max-num-seqs full-length requests need)");
+         "--kv-cache-space", f.kv_cache_space,
+         "KV cache pool size, e.g. 4GiB (default: a quarter of available memory, at most what "
+         "max-num-seqs full-length requests need; env PAGODA_KV_CACHE_SPACE, or "
+         "VLLM_CPU_KVCACHE_SPACE in GiB)")
+      ->envname("PAGODA_KV_CACHE_SPACE");
   app->add_option("--kv-cache-dtype", a.kv_cache_dtype,
                   "KV cache element type: auto (fp16), fp32, fp16 or bf16 (the 16-bit types: half "
                   "the memory and attention traffic of fp32)")
@@ -39,11 +57,13 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
                 "Reuse KV blocks of identical prompt prefixes (default on)");
   app->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", a.enable_chunked_prefill,
                 "Split long prompts across steps (default on)");
-  app->add_option("--threads", a.num_threads, "Worker threads (default: all cores)");
-  app->add_option("--cpu-bind", a.cpu_bind,
-                  "Pin worker threads: none, cores (one per physical core) or a CPU list like "
-                  "0-3,8")
-      ->capture_default_str();
+  app->add_option("--threads", a.num_threads,
+                  "Worker threads (default: one per --cpu-bind CPU, or all cores)");
+  app->add_option("--cpu-bind", f.cpu_bind,
+                  "Pin worker threads: none (default), cores (one per physical core) or a CPU list "
+                  "like 0-3,8 (env PAGODA_CPU_BIND, or VLLM_CPU_OMP_THREADS_BIND: auto, nobind "
+                  "or a list)")
+      ->envname("PAGODA_CPU_BIND");
   app->add_option("--weights-memory", a.weights_memory,
                   "Weight files memory-mapped (mmap) or copied into huge pages (huge-pages); "
                   "auto: huge pages unless the weights are quantized or repacked at load")
@@ -64,9 +84,43 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
       ->capture_default_str();
 }
 
+namespace {
+
+std::string environment(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+// VLLM_CPU_OMP_THREADS_BIND in --cpu-bind's terms: auto binds one thread per core, nobind
+// nothing; a list is a list. vLLM separates one list per tensor-parallel rank with '|'.
+std::string cpu_bind_from_vllm(const std::string& value) {
+  if (value == "auto") return "cores";
+  if (value == "nobind") return "none";
+  if (value.find('|') != std::string::npos) {
+    fail(
+        "VLLM_CPU_OMP_THREADS_BIND='{}' gives one CPU list per tensor-parallel rank; Pagoda "
+        "runs one rank (tensor parallelism is not available yet), so give one list",
+        value);
+  }
+  return value;
+}
+
+}  // namespace
+
 EngineArgs EngineFlags::to_engine_args() const {
   EngineArgs a = args;
-  if (!kv_cache_space.empty()) a.kv_cache_space_bytes = parse_byte_size(kv_cache_space);
+  if (a.model.empty()) fail("no model given: pass --model DIR (or `pagoda serve DIR`)");
+  if (!served_model_names.empty()) a.served_model_name = served_model_names.front();
+  if (!kv_cache_space.empty()) {
+    a.kv_cache_space_bytes = parse_byte_size(kv_cache_space);
+  } else if (const std::string gib = environment("VLLM_CPU_KVCACHE_SPACE"); !gib.empty()) {
+    // vLLM's variable: GiB as a number; 0 lets the engine choose.
+    const uint64_t bytes = parse_byte_size(gib + "GiB");
+    if (bytes > 0) a.kv_cache_space_bytes = bytes;
+  }
+  a.cpu_bind = cpu_bind;
+  if (a.cpu_bind.empty()) a.cpu_bind = cpu_bind_from_vllm(environment("VLLM_CPU_OMP_THREADS_BIND"));
+  if (a.cpu_bind.empty()) a.cpu_bind = "none";
   if (a.block_size <= 0 || a.block_size > 1024)
     fail("--block-size must be in [1, 1024], got {}", a.block_size);
   if (a.max_num_seqs <= 0) fail("--max-num-seqs must be positive, got {}", a.max_num_seqs);

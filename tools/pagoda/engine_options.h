@@ -15,12 +15,16 @@ namespace pagoda::cli {
 
 struct EngineFlags {
   EngineArgs args;
+  std::vector<std::string> served_model_names;  // the first is args.served_model_name
   std::string kv_cache_space;  // "4GiB"; parsed in to_engine_args()
+  std::string cpu_bind;        // "": not given (then the environment, then "none")
   bool no_prefix_caching = false;
   bool no_chunked_prefill = false;
   std::string log_level = "warning";
 
-  // Validates and fills args (kv_cache_space_bytes etc.); throws pagoda::Error.
+  // Validates and fills args (kv_cache_space_bytes etc.), taking what the command line left
+  // unset from the environment: PAGODA_KV_CACHE_SPACE or vLLM's VLLM_CPU_KVCACHE_SPACE (GiB),
+  // PAGODA_CPU_BIND or VLLM_CPU_OMP_THREADS_BIND. Throws pagoda::Error.
   EngineArgs to_engine_args() const;
 };
 void add_engine_options(CLI::App* app, EngineFlags& flags);

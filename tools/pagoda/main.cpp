@@ -1,6 +1,8 @@
 // `pagoda`: one binary, one subcommand per job (serve, generate, chat, bench, tokenize, info).
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -8,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/pagoda/commands.h"
+#include "tools/pagoda/vllm_compat.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -34,8 +37,12 @@ int main(int argc, char** argv) {
       commands.emplace_back(app.get_subcommands({})[before], std::move(run));
   }
 
+  // CLI11 takes the arguments last first.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  pagoda::cli::expand_vllm_short_flags(args);
+  std::reverse(args.begin(), args.end());
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
