@@ -242,7 +242,8 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
         d.reasoning += rest.reasoning;
         d.content += rest.content;
       }
-      if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+      // `reasoning` as current vLLM sends it, `reasoning_content` for older clients.
+      if (!d.reasoning.empty()) delta["reasoning"] = delta["reasoning_content"] = d.reasoning;
       if (!d.content.empty()) delta["content"] = d.content;
     } else if (!new_text.empty()) {
       delta["content"] = new_text;
@@ -321,7 +322,8 @@ json GenerationJob::final_response() const {
     json message = {{"role", "assistant"}};
     if (spec_.reasoning) {
       ReasoningDelta d = ReasoningParser::split(c.text);
-      message["reasoning_content"] = d.reasoning.empty() ? json(nullptr) : json(d.reasoning);
+      message["reasoning"] = message["reasoning_content"] =
+          d.reasoning.empty() ? json(nullptr) : json(d.reasoning);
       message["content"] = d.content.empty() ? json(nullptr) : json(d.content);
     } else {
       message["content"] = c.text;

@@ -234,7 +234,9 @@ class HttpServer::Impl {
     server_.Post(
         "/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
           const EngineBackend& be = ready_backend();
-          const TokenizeRequest tr = parse_tokenize_request(parse_json_body(req.body));
+          UnknownFields unknown = unknown_fields();
+          const TokenizeRequest tr = parse_tokenize_request(parse_json_body(req.body), &unknown);
+          warn_ignored(unknown, req.path);
           check_model(be, tr.model);
           const std::string text =
               tr.prompt
@@ -249,11 +251,27 @@ class HttpServer::Impl {
                  guarded([this](const httplib::Request& req, httplib::Response& res) {
                    const EngineBackend& be = ready_backend();
                    std::string model;
+                   UnknownFields unknown = unknown_fields();
                    const std::vector<int32_t> ids =
-                       parse_detokenize_request(parse_json_body(req.body), &model);
+                       parse_detokenize_request(parse_json_body(req.body), &model, &unknown);
+                   warn_ignored(unknown, req.path);
                    check_model(be, model);
                    send_json(res, 200, {{"prompt", be.decode(ids, false)}});
                  }));
+  }
+
+  UnknownFields unknown_fields() const {
+    UnknownFields unknown;
+    unknown.strict = options_.strict_request_fields;
+    return unknown;
+  }
+
+  // As vLLM does: the request goes on, and the log says what it sent that nothing reads. Field
+  // names only, never values.
+  static void warn_ignored(const UnknownFields& unknown, const std::string& path) {
+    if (unknown.ignored.empty()) return;
+    spdlog::warn("{}: ignoring fields the server does not know: {}", path,
+                 fmt::join(unknown.ignored, ", "));
   }
 
   json model_card(const EngineBackend& be, const std::string& name) const {
@@ -280,7 +298,9 @@ class HttpServer::Impl {
     std::vector<SamplingParams> params;
     bool stream = false;
     if (!chat) {
-      const CompletionRequest cr = parse_completion_request(body, defaults);
+      UnknownFields unknown = unknown_fields();
+      const CompletionRequest cr = parse_completion_request(body, defaults, &unknown);
+      warn_ignored(unknown, req.path);
       check_model(be, cr.model);
       spec.id = random_request_id("cmpl");
       spec.n = cr.params.n;
@@ -304,7 +324,9 @@ class HttpServer::Impl {
         params.push_back(sp);
       }
     } else {
-      const ChatRequest cr = parse_chat_request(body, defaults);
+      UnknownFields unknown = unknown_fields();
+      const ChatRequest cr = parse_chat_request(body, defaults, &unknown);
+      warn_ignored(unknown, req.path);
       check_model(be, cr.model);
       spec.id = random_request_id("chatcmpl");
       spec.n = cr.params.n;

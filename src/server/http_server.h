@@ -23,8 +23,9 @@ struct ServerOptions {
   // /v1/models lead with the first.
   std::vector<std::string> model_aliases;
   size_t max_request_bytes = 8u << 20;
-  int num_http_threads = 256;    // each open stream holds one
-  std::string reasoning_parser;  // "" or "deepseek_r1"
+  int num_http_threads = 256;          // each open stream holds one
+  std::string reasoning_parser;        // "" or "deepseek_r1"
+  bool strict_request_fields = false;  // unknown request fields: 400 instead of a warning
   std::string version;
 };
 

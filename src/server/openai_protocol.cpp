@@ -1,7 +1,8 @@
 // Request parsing and response building for the OpenAI-compatible API. Every field a request
-// may carry is listed here; unknown fields are a 400 (a typo like "max_token" must not be
-// silently ignored), as are wrong types and out-of-range values, each naming the field in
-// `param`. Null counts as absent, as in the OpenAI and vLLM servers.
+// may carry is listed here; an unknown one is ignored and reported (or, strict, a 400: a typo
+// like "max_token" then cannot pass unnoticed), and wrong types and out-of-range values are a
+// 400, each naming the field in `param`. Null counts as absent, as in the OpenAI and vLLM
+// servers.
 #include "server/openai_protocol.h"
 
 #include <algorithm>
@@ -87,6 +88,21 @@ int json_depth(std::string_view text) {
   return max_depth;
 }
 
+// The policy of the request being parsed on this thread (null: strict). Set by the parse_*
+// entry points for the nested readers they create; see UnknownFields.
+thread_local UnknownFields* t_unknown = nullptr;
+
+class UnknownFieldsScope {
+ public:
+  explicit UnknownFieldsScope(UnknownFields* unknown) : saved_(t_unknown) { t_unknown = unknown; }
+  ~UnknownFieldsScope() { t_unknown = saved_; }
+  UnknownFieldsScope(const UnknownFieldsScope&) = delete;
+  UnknownFieldsScope& operator=(const UnknownFieldsScope&) = delete;
+
+ private:
+  UnknownFields* saved_;
+};
+
 // Reads the fields of one JSON object, remembering which were consumed so that the rest can be
 // reported as unknown. `prefix` names nested objects in `param` ("stream_options.include_usage").
 class FieldReader {
@@ -152,7 +168,10 @@ class FieldReader {
 
   void reject_unknown() const {
     for (auto it = object_.begin(); it != object_.end(); ++it) {
-      if (!seen_.count(it.key())) {
+      if (seen_.count(it.key())) continue;
+      if (t_unknown != nullptr && !t_unknown->strict) {
+        t_unknown->ignored.push_back(name(it.key()));
+      } else {
         throw_invalid(fmt::format("Unknown field '{}'", name(it.key())), name(it.key()));
       }
     }
@@ -290,6 +309,11 @@ void parse_sampling_fields(FieldReader& r, SamplingParams& p) {
       beam && !(beam->is_boolean() && !beam->get<bool>())) {
     throw_invalid("'use_beam_search' is not supported", "use_beam_search");
   }
+  // vLLM's structured output: known, not available yet, and never to be ignored.
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
+                          "guided_decoding_backend", "structured_outputs"}) {
+    if (r.get(key) != nullptr) throw_invalid(fmt::format("'{}' is not supported", key), key);
+  }
   if (const json* user = r.get("user"); user && !user->is_string())
     throw_invalid("'user' must be a string", "user");
   r.ignore({"spaces_between_special_tokens", "priority", "request_id"});
@@ -349,7 +373,10 @@ json parse_messages(const json* v) {
       msg["content"] = message_text(*content, where + ".content");
     }
     if (auto name = r.get_string("name")) msg["name"] = *name;
+    // Current vLLM names it `reasoning`, older versions `reasoning_content`; templates read
+    // reasoning_content.
     if (auto rc = r.get_string("reasoning_content")) msg["reasoning_content"] = *rc;
+    if (auto rc = r.get_string("reasoning")) msg["reasoning_content"] = *rc;
     if (auto id = r.get_string("tool_call_id")) msg["tool_call_id"] = *id;
     if (const json* calls = r.get("tool_calls")) msg["tool_calls"] = *calls;
     r.reject_unknown();
@@ -376,7 +403,9 @@ json parse_json_body(std::string_view body) {
   return j;
 }
 
-CompletionRequest parse_completion_request(const json& body, const SamplingParams& defaults) {
+CompletionRequest parse_completion_request(const json& body, const SamplingParams& defaults,
+                                           UnknownFields* unknown) {
+  const UnknownFieldsScope scope(unknown);
   CompletionRequest req;
   req.params = defaults;
   req.params.n = 1;
@@ -408,13 +437,20 @@ CompletionRequest parse_completion_request(const json& body, const SamplingParam
     if (!suffix->is_string()) throw_invalid("'suffix' must be a string", "suffix");
     if (!suffix->get<std::string>().empty()) throw_invalid("'suffix' is not supported", "suffix");
   }
+  if (const json* format = r.get("response_format");
+      format && !(format->is_object() && format->value("type", json()) == "text")) {
+    throw_invalid("'response_format' other than {\"type\": \"text\"} is not supported",
+                  "response_format");
+  }
   req.add_special_tokens = r.get_bool("add_special_tokens").value_or(true);
   parse_sampling_fields(r, req.params);
   r.reject_unknown();
   return req;
 }
 
-ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults) {
+ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults,
+                               UnknownFields* unknown) {
+  const UnknownFieldsScope scope(unknown);
   ChatRequest req;
   req.params = defaults;
   req.params.n = 1;
@@ -503,7 +539,8 @@ void check_sampling_params(const SamplingParams& params) {
   }
 }
 
-TokenizeRequest parse_tokenize_request(const json& body) {
+TokenizeRequest parse_tokenize_request(const json& body, UnknownFields* unknown) {
+  const UnknownFieldsScope scope(unknown);
   TokenizeRequest req;
   FieldReader r(body);
   req.model = r.get_string("model").value_or("");
@@ -520,7 +557,9 @@ TokenizeRequest parse_tokenize_request(const json& body) {
   return req;
 }
 
-std::vector<int32_t> parse_detokenize_request(const json& body, std::string* model) {
+std::vector<int32_t> parse_detokenize_request(const json& body, std::string* model,
+                                              UnknownFields* unknown) {
+  const UnknownFieldsScope scope(unknown);
   FieldReader r(body);
   *model = r.get_string("model").value_or("");
   const json* tokens = r.get("tokens");

@@ -84,10 +84,23 @@ struct ChatRequest {
   bool add_special_tokens = false;  // the chat template already adds BOS
 };
 
+// What a field that no endpoint knows gets. vLLM ignores it with a warning, so that clients
+// sending newer or vendor fields (`refusal: null` in history, `cache_salt`, `reasoning_effort`)
+// keep working; the server does the same unless --strict-request-fields. A field we know but
+// cannot honour (tools, guided_json, logit_bias, ...) is a 400 either way: ignoring it would
+// change what the client gets.
+struct UnknownFields {
+  bool strict = true;
+  std::vector<std::string> ignored;  // when not strict, as named in `param`: "messages[1].refusal"
+};
+
 // `defaults` carries the model's generation_config.json values (temperature, top_p, ...); the
 // request overrides them field by field. Throws RequestError (400) naming the bad field in param.
-CompletionRequest parse_completion_request(const json& body, const SamplingParams& defaults);
-ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults);
+// `unknown` null: strict.
+CompletionRequest parse_completion_request(const json& body, const SamplingParams& defaults,
+                                           UnknownFields* unknown = nullptr);
+ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults,
+                               UnknownFields* unknown = nullptr);
 
 // Resolves max_tokens (completions: 16 unless sent; chat: the rest of the context) and checks
 // that prompt + max_tokens fits; the 400 message says by how many tokens it does not.
@@ -104,9 +117,10 @@ struct TokenizeRequest {
   bool add_generation_prompt = true;
   bool add_special_tokens = true;
 };
-TokenizeRequest parse_tokenize_request(const json& body);
+TokenizeRequest parse_tokenize_request(const json& body, UnknownFields* unknown = nullptr);
 // /detokenize: {"tokens": [ids]}.
-std::vector<int32_t> parse_detokenize_request(const json& body, std::string* model);
+std::vector<int32_t> parse_detokenize_request(const json& body, std::string* model,
+                                              UnknownFields* unknown = nullptr);
 
 // ---- responses ----
 

@@ -19,8 +19,11 @@ namespace {
 constexpr size_t kMaxRequestBytes = 1 << 20;
 
 struct TestServer {
+  // Strict request fields unless told otherwise: the broken-request corpus expects unknown
+  // fields to be 400s.
   explicit TestServer(FakeEngine::Options engine_options = {}, std::string api_key = {},
-                      int max_waiting = 1024)
+                      int max_waiting = 1024, bool strict_request_fields = true,
+                      std::string reasoning_parser = {})
       : engine([engine_options] { return std::make_unique<FakeEngine>(engine_options); },
                AsyncEngineOptions{max_waiting, false}) {
     ServerOptions o;
@@ -30,6 +33,8 @@ struct TestServer {
     o.max_request_bytes = kMaxRequestBytes;
     o.num_http_threads = 64;
     o.version = "test";
+    o.strict_request_fields = strict_request_fields;
+    o.reasoning_parser = std::move(reasoning_parser);
     http = std::make_unique<HttpServer>(engine, o);
     port = http->bind();
     engine.start();
@@ -56,6 +61,33 @@ std::string expected_text(const std::vector<int32_t>& prompt, int num_tokens) {
 
 std::vector<int32_t> fake_ids(const std::string& text) {
   return FakeEngine(FakeEngine::Options{}).encode(text, true);
+}
+
+// Clients that send fields newer than ours (or vendor ones) keep working by default, as with
+// vLLM; the reasoning split goes out under vLLM's current name and the old one.
+TEST(HttpServer, UnknownFieldsAreIgnoredByDefaultAndReasoningHasBothNames) {
+  TestServer s({}, {}, 1024, /*strict_request_fields=*/false, "deepseek_r1");
+  auto c = client(s.port);
+  auto r = c->Post("/v1/completions",
+                   R"({"prompt": "a b", "max_tokens": 2, "cache_salt": "x", "priority_hint": 1})",
+                   "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = c->Post("/v1/chat/completions",
+              R"({"messages": [{"role": "user", "content": "a"},
+                              {"role": "assistant", "content": "b", "refusal": null},
+                              {"role": "user", "content": "c"}],
+                 "max_tokens": 3, "reasoning_effort": "low"})",
+              "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  // deepseek_r1 starts inside <think>; the fake engine never closes it, so all is reasoning.
+  const json message = json::parse(r->body)["choices"][0]["message"];
+  EXPECT_TRUE(message["reasoning"].is_string()) << message;
+  EXPECT_EQ(message["reasoning"], message["reasoning_content"]) << message;
+  r = c->Post("/v1/completions", R"({"prompt": "a", "guided_regex": "a+"})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << "a constraint must never be dropped silently";
 }
 
 TEST(HttpServer, HealthVersionModelsAndAuth) {

@@ -55,7 +55,7 @@ class ServeProcess : public ::testing::Test {
             "--port", "0", "--api-key", kApiKey, "--max-request-bytes",
             std::to_string(kMaxRequestBytes).c_str(), "--max-num-seqs", "64", "--max-model-len",
             "512", "--log-file", log_.c_str(), "--shutdown-timeout", "60", "--threads", "2",
-            static_cast<char*>(nullptr));
+            "--strict-request-fields", static_cast<char*>(nullptr));
       _exit(127);
     }
     // The port is in the "listening on" log line; then /health turns 200 once the model loaded.

@@ -171,6 +171,53 @@ TEST(ParseCompletion, WrongTypesAndUnknownFieldsNameTheParam) {
   }
 }
 
+// The server's default, as vLLM: unknown fields, top-level or nested, are ignored and named;
+// fields we know but cannot honour stay a 400, since ignoring them would change the answer.
+TEST(UnknownFields, AreIgnoredAndNamedUnlessStrictButUnsupportedOnesStayErrors) {
+  UnknownFields lenient;
+  lenient.strict = false;
+  const ChatRequest c =
+      parse_chat_request(parse_json_body(R"({"messages": [{"role": "user", "content": "hi"},
+                                      {"role": "assistant", "content": "yo", "refusal": null,
+                                       "reasoning": "it greeted me"}],
+                         "reasoning_effort": "low", "cache_salt": "s", "stream": true,
+                         "stream_options": {"include_usage": true, "bogus": 1}})"),
+                         SamplingParams{}, &lenient);
+  EXPECT_EQ(lenient.ignored,
+            (std::vector<std::string>{"messages[1].refusal", "stream_options.bogus", "cache_salt",
+                                      "reasoning_effort"}));
+  EXPECT_EQ(c.messages[1]["reasoning_content"], "it greeted me") << "vLLM's current name";
+  EXPECT_TRUE(c.include_usage);
+
+  UnknownFields strict;
+  EXPECT_EQ(error_of([&] {
+              parse_completion_request(parse_json_body(R"({"prompt": "x", "max_token": 5})"),
+                                       SamplingParams{}, &strict);
+            }).param,
+            "max_token");
+
+  for (const char* body : {R"({"prompt": "x", "guided_json": {"type": "object"}})",
+                           R"({"prompt": "x", "guided_choice": ["a", "b"]})",
+                           R"({"prompt": "x", "logit_bias": {"5": 1}})",
+                           R"({"prompt": "x", "response_format": {"type": "json_object"}})",
+                           R"({"prompt": "x", "use_beam_search": true})"}) {
+    UnknownFields unknown;
+    unknown.strict = false;
+    const ApiError e = error_of(
+        [&] { parse_completion_request(parse_json_body(body), SamplingParams{}, &unknown); });
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_NE(e.message.find("not supported"), std::string::npos) << body << ": " << e.message;
+  }
+  UnknownFields unknown;
+  unknown.strict = false;
+  EXPECT_EQ(error_of([&] {
+              parse_chat_request(parse_json_body(R"({"messages": [{"role": "user", "content": "x"}],
+                                      "tools": [{"type": "function"}]})"),
+                                 SamplingParams{}, &unknown);
+            }).param,
+            "tools");
+}
+
 TEST(ParseChat, MessagesContentPartsAndChatFields) {
   const ChatRequest r = chat(R"({
     "model": "m",

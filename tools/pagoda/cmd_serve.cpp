@@ -169,6 +169,9 @@ Command register_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--reasoning-parser", s.reasoning_parser,
                   "deepseek_r1: put <think>...</think> text into reasoning_content");
+  sub->add_flag("--strict-request-fields", s.strict_request_fields,
+                "Answer 400 to request fields the server does not know (default: ignore them "
+                "with a warning, as vLLM does)");
   sub->add_flag("--disable-log-requests", f->disable_log_requests,
                 "No log line per finished request");
   sub->add_option("--log-file", f->log_file,
