@@ -66,8 +66,13 @@ class HttpServer::Impl {
     // cpp-httplib 0.11 listens with a backlog of 5, so a burst of concurrent connects (64 clients
     // starting at once) overflows the accept queue and some connections fail. Remember the
     // listening socket so bind() can listen again with the system's maximum backlog.
+    //
+    // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, lets a second server bind a port that
+    // is taken and take half its connections (one without --api-key beside one with it would
+    // serve the model to anyone). A taken port must fail the start instead.
     server_.set_socket_options([this](socket_t sock) {
-      httplib::default_socket_options(sock);
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
       listen_fd_ = sock;
     });
     install_handlers();

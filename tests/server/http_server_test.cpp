@@ -90,6 +90,26 @@ TEST(HttpServer, UnknownFieldsAreIgnoredByDefaultAndReasoningHasBothNames) {
   EXPECT_EQ(r->status, 400) << "a constraint must never be dropped silently";
 }
 
+// A second server on a taken port fails to start: it must never share the port (SO_REUSEPORT)
+// and take some of the first one's clients.
+TEST(HttpServer, ATakenPortFailsTheStart) {
+  TestServer first;
+  AsyncEngine engine([] { return std::make_unique<FakeEngine>(FakeEngine::Options{}); },
+                     AsyncEngineOptions{});
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = first.port;
+  HttpServer second(engine, o);
+  try {
+    second.bind();
+    FAIL() << "bound port " << first.port << " twice";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(first.port)), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("in use"), std::string::npos) << e.what();
+  }
+}
+
 TEST(HttpServer, HealthVersionModelsAndAuth) {
   TestServer s({}, "sekrit");
   auto anon = client(s.port);
