@@ -5,7 +5,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <exception>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -90,8 +93,23 @@ class HttpServer::Impl {
     if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);
     return port;
   }
-  void listen() { server_.listen_after_bind(); }
-  void stop() { server_.stop(); }
+  // httplib's stop() does nothing until listen_after_bind() is running, so a stop() that comes
+  // first (a load that fails at once, a SIGTERM at startup) would be lost and listen() would
+  // never return. Each side checks the other's flag (both seq_cst), and a stop() after listen()
+  // began repeats until listen() has returned.
+  void listen() {
+    listen_started_ = true;
+    if (!stop_requested_) server_.listen_after_bind();
+    listen_done_ = true;
+  }
+  void stop() {
+    stop_requested_ = true;
+    if (!listen_started_) return;
+    while (!listen_done_) {
+      server_.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
 
  private:
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
@@ -402,6 +420,7 @@ class HttpServer::Impl {
   ServerOptions options_;
   httplib::Server server_;
   socket_t listen_fd_ = -1;
+  std::atomic<bool> listen_started_{false}, listen_done_{false}, stop_requested_{false};
 };
 
 HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)

@@ -40,6 +40,8 @@ class HttpServer {
   int bind();
   // Serves until stop(); call bind() first.
   void listen();
+  // From any thread, before or during listen(): returns once listen() has returned (at once if
+  // it never began), and a listen() that begins later returns at once.
   void stop();
 
  private:

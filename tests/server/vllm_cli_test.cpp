@@ -140,6 +140,19 @@ TEST(VllmCommandLine, AVllmCpuCommandLineIsAcceptedWithInertFlagsNamed) {
   }
 }
 
+// --isa forces a kernel table and says so; the negative flags parse with their own names.
+TEST(VllmCommandLine, IsaForcesTheKernelsAndNegativeFlagsParse) {
+  const Scratch scratch;
+  const fs::path out = scratch.dir / "out.txt";
+  const pid_t pid = spawn({"serve", (scratch.dir / "m").string(), "--port", "0", "--isa", "scalar",
+                           "--no-enable-prefix-caching", "--no-enable-chunked-prefill"},
+                          {}, out);
+  EXPECT_EQ(wait_exit(pid, std::chrono::seconds(30)), 1);
+  const std::string text = read_file(out);
+  EXPECT_NE(text.find("kernels: scalar (--isa)"), std::string::npos) << text;
+  EXPECT_NE(text.find("loading failed"), std::string::npos) << text;
+}
+
 TEST(VllmCommandLine, ParallelismAboveOneAndBadValuesAreClearErrors) {
   const Scratch scratch;
   struct Case {
@@ -155,6 +168,7 @@ TEST(VllmCommandLine, ParallelismAboveOneAndBadValuesAreClearErrors) {
       {{"serve", model, "--max-model-len", "1.5K"}, {}, "decimals need a decimal suffix"},
       {{"serve", model, "--model", model + "2"}, {}, "two models given"},
       {{"serve"}, {}, "no model given"},
+      {{"serve", model, "--isa", "avx3"}, {}, "--isa"},
       {{"serve", model}, {"VLLM_CPU_OMP_THREADS_BIND=0|1"}, "one CPU list per tensor-parallel"},
   };
   for (const Case& c : cases) {

@@ -96,18 +96,11 @@ int run_serve(ServeFlags& f) {
   // A failed load (or an engine loop that died) ends the process with the error, so that a
   // supervisor sees the exit instead of a server answering 503 forever; as vLLM does.
   std::atomic<bool> serving{true};
-  // Until listen() returns: a stop() before it started listening would be lost.
-  const auto stop_http = [&] {
-    while (serving.load()) {
-      http.stop();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  };
   std::thread engine_watch([&] {
     while (serving.load()) {
       if (engine.state() == server::AsyncEngine::State::kDead) {
         spdlog::error("stopping the server: {}", engine.failure());
-        stop_http();
+        http.stop();
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -127,7 +120,7 @@ int run_serve(ServeFlags& f) {
       spdlog::info("{}: shutting down (up to {} s for running requests)",
                    sig == SIGTERM ? "SIGTERM" : "SIGINT", f.shutdown_timeout_s);
       drain(engine, f.shutdown_timeout_s);
-      stop_http();
+      http.stop();
       return;
     }
   });

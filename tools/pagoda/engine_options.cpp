@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <cstdlib>
 
+#include "kernels/kernels.h"
 #include "model/kv_cache.h"
 #include "util/error.h"
 #include "util/units.h"
@@ -53,10 +54,17 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
                   "the memory and attention traffic of fp32)")
       ->check(CLI::IsMember(kv_cache_dtype_names()))
       ->capture_default_str();
-  app->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a.enable_prefix_caching,
+  // Two flags each rather than CLI11's "!--no-x" form, whose help shows a misleading {false}.
+  app->add_flag("--enable-prefix-caching", a.enable_prefix_caching,
                 "Reuse KV blocks of identical prompt prefixes (default on)");
-  app->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", a.enable_chunked_prefill,
+  app->add_flag_callback(
+      "--no-enable-prefix-caching", [&a] { a.enable_prefix_caching = false; },
+      "Turn prefix caching off");
+  app->add_flag("--enable-chunked-prefill", a.enable_chunked_prefill,
                 "Split long prompts across steps (default on)");
+  app->add_flag_callback(
+      "--no-enable-chunked-prefill", [&a] { a.enable_chunked_prefill = false; },
+      "Turn chunked prefill off");
   app->add_option("--threads", a.num_threads,
                   "Worker threads (default: one per --cpu-bind CPU, or all cores)");
   app->add_option("--cpu-bind", f.cpu_bind,
@@ -81,6 +89,11 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
   app->add_option("--engine-seed", a.seed, "Seed for requests that set none")
       ->capture_default_str();
   app->add_option("--log-level", f.log_level, "debug, info, warning or error")
+      ->capture_default_str();
+  app->add_option("--isa", f.isa,
+                  "Kernels to use: auto (the best this CPU has), scalar, avx2 or avx512; for "
+                  "debugging and comparison")
+      ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512"}))
       ->capture_default_str();
 }
 
@@ -182,6 +195,8 @@ void init_runtime(const EngineFlags& flags) {
   spdlog::set_level(level);
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
   if (flags.args.num_threads > 0) omp_set_num_threads(flags.args.num_threads);
+  if (flags.isa != "auto") set_kernel_isa(parse_isa(flags.isa));  // fails if the CPU lacks it
+  spdlog::info("kernels: {}{}", isa_name(kernels().isa), flags.isa == "auto" ? "" : " (--isa)");
 }
 
 }  // namespace pagoda::cli

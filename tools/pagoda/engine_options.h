@@ -18,9 +18,8 @@ struct EngineFlags {
   std::vector<std::string> served_model_names;  // the first is args.served_model_name
   std::string kv_cache_space;  // "4GiB"; parsed in to_engine_args()
   std::string cpu_bind;        // "": not given (then the environment, then "none")
-  bool no_prefix_caching = false;
-  bool no_chunked_prefill = false;
   std::string log_level = "warning";
+  std::string isa = "auto";  // --isa: force a kernel table
 
   // Validates and fills args (kv_cache_space_bytes etc.), taking what the command line left
   // unset from the environment: PAGODA_KV_CACHE_SPACE or vLLM's VLLM_CPU_KVCACHE_SPACE (GiB),
