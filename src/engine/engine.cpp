@@ -164,8 +164,8 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   if (placement_.num_threads == 0 && !placement_.cpus.empty()) {
     placement_.num_threads = static_cast<int>(placement_.cpus.size());
   }
-  if (placement_.num_threads > static_cast<int>(placement_.cpus.size()) &&
-      !placement_.cpus.empty()) {
+  if (!placement_.cpus.empty() &&
+      placement_.num_threads > static_cast<int>(placement_.cpus.size())) {
     spdlog::warn("{} threads on {} bound CPUs: threads will share CPUs", placement_.num_threads,
                  placement_.cpus.size());
   }

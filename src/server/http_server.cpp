@@ -9,6 +9,7 @@
 #include <chrono>
 #include <exception>
 #include <thread>
+#include <type_traits>
 
 #include <spdlog/spdlog.h>
 
@@ -257,9 +258,9 @@ class HttpServer::Impl {
     server_.Post(
         "/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
           const EngineBackend& be = ready_backend();
-          UnknownFields unknown = unknown_fields();
-          const TokenizeRequest tr = parse_tokenize_request(parse_json_body(req.body), &unknown);
-          warn_ignored(unknown, req.path);
+          const TokenizeRequest tr = parse_request(req, [&](UnknownFields* unknown) {
+            return parse_tokenize_request(parse_json_body(req.body), unknown);
+          });
           check_model(be, tr.model);
           const std::string text =
               tr.prompt
@@ -274,27 +275,28 @@ class HttpServer::Impl {
                  guarded([this](const httplib::Request& req, httplib::Response& res) {
                    const EngineBackend& be = ready_backend();
                    std::string model;
-                   UnknownFields unknown = unknown_fields();
-                   const std::vector<int32_t> ids =
-                       parse_detokenize_request(parse_json_body(req.body), &model, &unknown);
-                   warn_ignored(unknown, req.path);
+                   const std::vector<int32_t> ids = parse_request(req, [&](UnknownFields* unknown) {
+                     return parse_detokenize_request(parse_json_body(req.body), &model, unknown);
+                   });
                    check_model(be, model);
                    send_json(res, 200, {{"prompt", be.decode(ids, false)}});
                  }));
   }
 
-  UnknownFields unknown_fields() const {
+  // Runs one of the parse_*_request functions under the server's unknown-field policy. Fields
+  // it ignored are logged as vLLM does: the request goes on, and the log says what it sent that
+  // nothing reads (names only, never values).
+  template <typename Parse>
+  std::invoke_result_t<Parse, UnknownFields*> parse_request(const httplib::Request& req,
+                                                            Parse parse) const {
     UnknownFields unknown;
     unknown.strict = options_.strict_request_fields;
-    return unknown;
-  }
-
-  // As vLLM does: the request goes on, and the log says what it sent that nothing reads. Field
-  // names only, never values.
-  static void warn_ignored(const UnknownFields& unknown, const std::string& path) {
-    if (unknown.ignored.empty()) return;
-    spdlog::warn("{}: ignoring fields the server does not know: {}", path,
-                 fmt::join(unknown.ignored, ", "));
+    auto parsed = parse(&unknown);
+    if (!unknown.ignored.empty()) {
+      spdlog::warn("{}: ignoring fields the server does not know: {}", req.path,
+                   fmt::join(unknown.ignored, ", "));
+    }
+    return parsed;
   }
 
   json model_card(const EngineBackend& be, const std::string& name) const {
@@ -321,9 +323,9 @@ class HttpServer::Impl {
     std::vector<SamplingParams> params;
     bool stream = false;
     if (!chat) {
-      UnknownFields unknown = unknown_fields();
-      const CompletionRequest cr = parse_completion_request(body, defaults, &unknown);
-      warn_ignored(unknown, req.path);
+      const CompletionRequest cr = parse_request(req, [&](UnknownFields* unknown) {
+        return parse_completion_request(body, defaults, unknown);
+      });
       check_model(be, cr.model);
       spec.id = random_request_id("cmpl");
       spec.n = cr.params.n;
@@ -347,9 +349,8 @@ class HttpServer::Impl {
         params.push_back(sp);
       }
     } else {
-      UnknownFields unknown = unknown_fields();
-      const ChatRequest cr = parse_chat_request(body, defaults, &unknown);
-      warn_ignored(unknown, req.path);
+      const ChatRequest cr = parse_request(
+          req, [&](UnknownFields* unknown) { return parse_chat_request(body, defaults, unknown); });
       check_model(be, cr.model);
       spec.id = random_request_id("chatcmpl");
       spec.n = cr.params.n;

@@ -2,9 +2,10 @@
 
 #include <omp.h>
 
+#include <cstdlib>
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-#include <cstdlib>
 
 #include "kernels/kernels.h"
 #include "model/kv_cache.h"
@@ -97,12 +98,12 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
       ->capture_default_str();
 }
 
-namespace {
-
 std::string environment(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? "" : value;
 }
+
+namespace {
 
 // VLLM_CPU_OMP_THREADS_BIND in --cpu-bind's terms: auto binds one thread per core, nobind
 // nothing; a list is a list. vLLM separates one list per tensor-parallel rank with '|'.

@@ -16,8 +16,8 @@ namespace pagoda::cli {
 struct EngineFlags {
   EngineArgs args;
   std::vector<std::string> served_model_names;  // the first is args.served_model_name
-  std::string kv_cache_space;  // "4GiB"; parsed in to_engine_args()
-  std::string cpu_bind;        // "": not given (then the environment, then "none")
+  std::string kv_cache_space;                   // "4GiB"; parsed in to_engine_args()
+  std::string cpu_bind;                         // "": not given (then the environment, then "none")
   std::string log_level = "warning";
   std::string isa = "auto";  // --isa: force a kernel table
 
@@ -43,6 +43,9 @@ struct SamplingFlags {
   SamplingParams apply(SamplingParams defaults) const;
 };
 void add_sampling_options(CLI::App* app, SamplingFlags& flags);
+
+// The variable's value, or "" when it is unset.
+std::string environment(const char* name);
 
 // Sets up spdlog and OpenMP threads from the flags; call first in every engine command.
 void init_runtime(const EngineFlags& flags);

@@ -1,9 +1,8 @@
 #include "tools/pagoda/vllm_compat.h"
 
-#include <cstdlib>
-
 #include <spdlog/spdlog.h>
 
+#include "model/gguf_model.h"
 #include "util/error.h"
 
 namespace pagoda::cli {
@@ -28,11 +27,6 @@ constexpr InertFlag kInertFlags[] = {
     {"--disable-log-stats", false, "Pagoda logs no periodic stats"},
     {"--uvicorn-log-level", true, "HTTP logging follows --log-level"},
 };
-
-std::string environment(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? "" : value;
-}
 
 void check_parallel_size(const char* flag, int size, const char* what) {
   if (size < 1) fail("{} must be at least 1, got {}", flag, size);
@@ -121,7 +115,7 @@ void apply_vllm_serve_options(const CLI::App& serve, const VllmServeFlags& f, En
         f.dtype);
   }
   const std::string& model = engine.args.model;
-  const bool gguf_path = model.size() > 5 && model.substr(model.size() - 5) == ".gguf";
+  const bool gguf_path = is_gguf_path(model);
   if ((f.load_format == "gguf" && !gguf_path) || (f.load_format == "safetensors" && gguf_path)) {
     fail("--load-format {} does not match the model '{}'", f.load_format, model);
   }
