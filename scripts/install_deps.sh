@@ -7,6 +7,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   ccache mold                                          # compiler cache, fast linker (tests)
   nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev
+  libboost1.81-dev libssl-dev                          # HTTP server (Beast/Asio), TLS
+  libyaml-cpp-dev                                      # vLLM's --config FILE.yaml
   libpcre2-dev libutf8proc-dev libnuma-dev
   nettle-dev                                           # SHA-256 for prefix-cache block hashes
   libgtest-dev libgmock-dev libbenchmark-dev
