@@ -109,6 +109,17 @@ struct EngineStats {
   int64_t prefix_cache_hits = 0;     // tokens found
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
+  int64_t num_steps = 0;             // steps that ran a forward pass
+  int32_t last_step_num_tokens = 0;  // tokens the latest of them computed (prefill + decode)
+};
+
+// The KV cache as sized at load: for the startup log and /metrics (vLLM's cache_config_info).
+struct CacheInfo {
+  int32_t block_size = 0;
+  int32_t num_blocks = 0;
+  int64_t num_bytes = 0;
+  std::string dtype;  // "fp16", "bf16", "fp32"
+  bool enable_prefix_caching = false;
 };
 
 class Engine {
@@ -143,6 +154,7 @@ class Engine {
                                   const std::string& kwargs_json = "{}") const;
 
   EngineStats stats() const;
+  CacheInfo cache_info() const;
   const EngineArgs& args() const;
   std::string model_name() const;
   int32_t max_model_len() const;

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/engine_log.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
@@ -36,6 +37,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/huge_buffer.h"
+#include "util/progress.h"
 #include "util/units.h"
 
 namespace pagoda {
@@ -83,9 +85,12 @@ class Engine::Impl {
   std::unique_ptr<KvCache> kv_cache_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
+  KvCachePlan kv_plan_;
   uint64_t num_requests_added_ = 0;
   int64_t prompt_tokens_total_ = 0;
   int64_t generation_tokens_total_ = 0;
+  int64_t num_steps_ = 0;
+  int32_t last_step_num_tokens_ = 0;
 
  private:
   // One generated sequence (one of a request's n samples).
@@ -114,6 +119,7 @@ class Engine::Impl {
   };
 
   void place_threads();
+  void log_startup_summary(double reserve_s) const;
   void append_token(Sequence& seq, CompletionOutput& out, int32_t token_id);
   void finish_sequence(Sequence& seq, CompletionOutput& out, RequestStatus status);
   GeneratedTokenLogprobs make_logprobs(const SampleResult& sample) const;
@@ -139,6 +145,13 @@ FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_p
   return read_once ? FileMemory::kMap : FileMemory::kHugePageCopy;
 }
 
+// Opens the model; copying weight files into memory (seconds per GB) shows progress.
+ModelSource open_model_with_progress(const EngineArgs& args) {
+  const std::string path = resolve_model_dir(args.model);
+  Progress progress("reading weights", 0);
+  return open_model_source(path, args.tokenizer, weights_memory_for(args, path), &progress);
+}
+
 }  // namespace
 
 // "demo" names the built-in random model unless a directory of that name exists.
@@ -146,9 +159,7 @@ std::string resolve_model_dir(const std::string& model) {
   return model == "demo" && !std::filesystem::exists(model) ? ensure_demo_model() : model;
 }
 
-Engine::Impl::Impl(const EngineArgs& args)
-    : Impl(args, open_model_source(resolve_model_dir(args.model), args.tokenizer,
-                                   weights_memory_for(args, args.model))) {}
+Engine::Impl::Impl(const EngineArgs& args) : Impl(args, open_model_with_progress(args)) {}
 
 Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
     : args_(args),
@@ -175,7 +186,14 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   options.weights.quantize_to = parse_quantization(args.quantization);
   options.weights.group_size = args.quantization_group_size;
   options.weights.int8_activations = args.int8_activations;
-  model_ = create_model(config_, store_, options);
+  {
+    // Quantizing at load reads and converts every float matrix: the slow part of such a load.
+    Progress quantizing("quantizing weights", is_quantized(options.weights.quantize_to)
+                                                  ? static_cast<uint64_t>(store_.total_bytes())
+                                                  : 0);
+    options.weights.progress = &quantizing;
+    model_ = create_model(config_, store_, options);
+  }
 
   const std::string template_source =
       args.chat_template.empty() ? source.chat_template : read_text_file(args.chat_template);
@@ -202,8 +220,9 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
 
   KvCacheSpec spec = model_->kv_cache_spec();
   spec.dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
-  const KvCachePlan plan = plan_kv_cache(spec, args.block_size, max_model_len_, args.max_num_seqs,
-                                         args.kv_cache_space_bytes);
+  kv_plan_ = plan_kv_cache(spec, args.block_size, max_model_len_, args.max_num_seqs,
+                           args.kv_cache_space_bytes);
+  const KvCachePlan& plan = kv_plan_;
   // The pool is faulted in now, as vLLM and llama.cpp reserve theirs at startup: a machine
   // short of memory fails here, not mid-request, and no request pays for zeroing fresh pages
   // (a block handed out for the first time would otherwise fault in a 2 MiB huge page under a
@@ -212,6 +231,8 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   kv_options.prefault = true;
   const auto reserve_start = std::chrono::steady_clock::now();
   try {
+    Progress reserving("reserving KV cache", static_cast<uint64_t>(plan.num_bytes));
+    kv_options.progress = &reserving;
     kv_memory_ = HugeBuffer::allocate(static_cast<size_t>(plan.num_bytes), kv_options);
   } catch (const Error& e) {
     fail("KV cache pool: {}; lower --kv-cache-space", e.what());
@@ -219,11 +240,6 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   const double reserve_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - reserve_start).count();
   kv_cache_ = std::make_unique<KvCache>(spec, plan.num_blocks, args.block_size, kv_memory_.data());
-  spdlog::info("KV cache: {} blocks of {} tokens ({}, {} per token, {}), {}, reserved in {:.2f} s",
-               plan.num_blocks, args.block_size,
-               format_bytes(static_cast<uint64_t>(plan.num_bytes)),
-               format_bytes(static_cast<uint64_t>(spec.bytes_per_token())), dtype_name(spec.dtype),
-               kv_memory_.kind_name(), reserve_s);
 
   SchedulerConfig sc;
   sc.max_num_seqs = args.max_num_seqs;
@@ -238,9 +254,29 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   if (!placement_.cpus.empty())
     spdlog::info("{} kernel threads pinned to CPUs {}", placement_.num_threads,
                  fmt::join(placement_.cpus, ","));
-  spdlog::info("loaded {} ({}, {:.2f} B parameters, {})", model_dir_, config_.architecture,
-               model_->num_parameters() / 1e9,
-               format_bytes(static_cast<uint64_t>(model_->weight_bytes())));
+  log_startup_summary(reserve_s);
+}
+
+// What an operator checks first in a log: the settings, what was loaded, and how many requests
+// fit, in the order and terms vLLM logs them.
+void Engine::Impl::log_startup_summary(double reserve_s) const {
+  if (!spdlog::should_log(spdlog::level::info)) return;
+  const std::string changed = non_default_engine_args(args_);
+  spdlog::info("engine args (non-default): {}", changed.empty() ? "none" : changed);
+  spdlog::info("model {}: architecture {}, {:.2f} B parameters, weights {} ({})", model_dir_,
+               config_.architecture, model_->num_parameters() / 1e9,
+               format_bytes(static_cast<uint64_t>(model_->weight_bytes())),
+               describe_weight_format(store_, is_gguf_path(model_dir_), args_.quantization));
+  const KvCacheSpec& spec = kv_cache_->spec();
+  spdlog::info(
+      "KV cache: {} tokens ({} blocks of {}), {} ({} per token), dtype {}, {}, reserved in "
+      "{:.2f} s",
+      int64_t{kv_plan_.num_blocks} * args_.block_size, kv_plan_.num_blocks, args_.block_size,
+      format_bytes(static_cast<uint64_t>(kv_plan_.num_bytes)),
+      format_bytes(static_cast<uint64_t>(spec.bytes_per_token())), dtype_name(spec.dtype),
+      kv_memory_.kind_name(), reserve_s);
+  spdlog::info("Maximum concurrency for {} tokens per request: {:.2f}x", max_model_len_,
+               max_concurrency(kv_plan_.num_blocks, args_.block_size, max_model_len_));
 }
 
 void Engine::Impl::add(const std::string& request_id, std::vector<int32_t> prompt_ids,
@@ -424,9 +460,19 @@ void Engine::Impl::place_threads() {
 
 std::vector<RequestOutput> Engine::Impl::step() {
   place_threads();
+  const double t_start = now_s();
   std::vector<RequestOutput> results;
   SchedulerOutput scheduled = scheduler_->schedule();
   const double t_scheduled = now_s();
+  // Summarized before update_from_output, which may free the requests a finished step names.
+  const bool log_step = spdlog::should_log(spdlog::level::debug) &&
+                        (!scheduled.empty() || !scheduled.preempted_request_ids.empty());
+  StepSummary step_summary;
+  if (!scheduled.empty()) {
+    ++num_steps_;
+    last_step_num_tokens_ = scheduled.total_num_scheduled_tokens;
+  }
+  if (log_step) step_summary = summarize_step(scheduled, num_steps_);
   if (!scheduled.empty()) {
     runner_->execute(scheduled);
     compute_prompt_logprobs(scheduled);
@@ -516,6 +562,12 @@ std::vector<RequestOutput> Engine::Impl::step() {
     parents_.erase(id);
   }
   aborted_parents_.clear();
+  if (log_step) {
+    const KvCacheManager& kv = scheduler_->kv_cache_manager();
+    spdlog::debug("{}", format_step(step_summary, scheduler_->num_waiting(),
+                                    kv.num_blocks() - kv.num_free_blocks(), kv.num_blocks(),
+                                    (now_s() - t_start) * 1e3));
+  }
   return results;
 }
 
@@ -603,7 +655,19 @@ EngineStats Engine::stats() const {
   st.prefix_cache_hits = s.kv_cache_manager().prefix_cache_stats().num_hit_tokens;
   st.prompt_tokens = impl_->prompt_tokens_total_;
   st.generation_tokens = impl_->generation_tokens_total_;
+  st.num_steps = impl_->num_steps_;
+  st.last_step_num_tokens = impl_->last_step_num_tokens_;
   return st;
+}
+
+CacheInfo Engine::cache_info() const {
+  CacheInfo c;
+  c.block_size = impl_->args_.block_size;
+  c.num_blocks = impl_->kv_plan_.num_blocks;
+  c.num_bytes = impl_->kv_plan_.num_bytes;
+  c.dtype = dtype_name(impl_->kv_cache_->spec().dtype);
+  c.enable_prefix_caching = impl_->args_.enable_prefix_caching;
+  return c;
 }
 
 const EngineArgs& Engine::args() const {

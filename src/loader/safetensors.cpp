@@ -69,8 +69,23 @@ int64_t safetensors_dtype_size(const std::string& dtype) {
   return it == sizes.end() ? 0 : it->second;
 }
 
-void TensorStore::add_file(const std::string& file_path) {
-  auto file = std::make_unique<MappedFile>(file_path, memory_);
+void TensorStore::add_files(const std::vector<std::string>& file_paths, Progress* progress) {
+  if (progress != nullptr && memory_ == FileMemory::kHugePageCopy) {
+    uint64_t total = 0;
+    std::error_code ec;
+    for (const std::string& file_path : file_paths) {
+      const uintmax_t size = fs::file_size(file_path, ec);
+      if (!ec) total += size;
+    }
+    progress->set_total(total);
+  } else {
+    progress = nullptr;  // a map reads nothing now
+  }
+  for (const std::string& file_path : file_paths) add_file(file_path, progress);
+}
+
+void TensorStore::add_file(const std::string& file_path, Progress* progress) {
+  auto file = std::make_unique<MappedFile>(file_path, memory_, progress);
   const std::string& path = file->path();
   const uint64_t file_size = file->size();
   if (file_size < 8) {
@@ -211,7 +226,7 @@ void TensorStore::add_file(const std::string& file_path) {
   files_.push_back(std::move(file));
 }
 
-TensorStore TensorStore::open(const std::string& path, FileMemory memory) {
+TensorStore TensorStore::open(const std::string& path, FileMemory memory, Progress* progress) {
   TensorStore store;
   store.path_ = path;
   store.memory_ = memory;
@@ -219,7 +234,7 @@ TensorStore TensorStore::open(const std::string& path, FileMemory memory) {
   const fs::file_status status = fs::status(path, ec);
   if (!fs::exists(status)) fail("{}: no such file or directory", path);
   if (!fs::is_directory(status)) {
-    store.add_file(path);
+    store.add_files({path}, progress);
     return store;
   }
 
@@ -248,14 +263,16 @@ TensorStore TensorStore::open(const std::string& path, FileMemory memory) {
       }
       shards.insert(shard.get<std::string>());
     }
+    std::vector<std::string> shard_paths;
     for (const std::string& shard : shards) {
       const fs::path shard_path = dir / shard;
       if (!fs::exists(shard_path)) {
         fail("{}: weight_map names shard '{}', which does not exist in {}", index_name, shard,
              path);
       }
-      store.add_file(shard_path.string());
+      shard_paths.push_back(shard_path.string());
     }
+    store.add_files(shard_paths, progress);
     for (const auto& [name, shard] : weight_map.items()) {
       const auto it = store.tensors_.find(name);
       const std::string shard_path = (dir / shard.get<std::string>()).string();
@@ -265,7 +282,7 @@ TensorStore TensorStore::open(const std::string& path, FileMemory memory) {
       }
     }
   } else if (fs::exists(single_path)) {
-    store.add_file(single_path.string());
+    store.add_files({single_path.string()}, progress);
   } else {
     std::vector<std::string> found;
     for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
@@ -275,7 +292,7 @@ TensorStore TensorStore::open(const std::string& path, FileMemory memory) {
       fail("{}: no {}, {} or other *.safetensors file", path, kSingleFile, kIndexFile);
     }
     std::sort(found.begin(), found.end());
-    for (const std::string& file : found) store.add_file(file);
+    store.add_files(found, progress);
   }
   store.fold_quantized_tensors();
   // AWQ/GPTQ layers are announced in config.json, not in the tensors; a config.json that does

@@ -53,8 +53,10 @@ class TensorStore {
   // `path` is a model directory or a single .safetensors file. Throws pagoda::Error with one
   // line naming the file (and tensor) and the problem. A directory whose config.json says the
   // weights are AWQ or GPTQ gets them repacked to kI4 (loader/awq_gptq.h).
-  // `memory` says how the files get into memory (util/mapped_file.h).
-  static TensorStore open(const std::string& path, FileMemory memory = FileMemory::kMap);
+  // `memory` says how the files get into memory (util/mapped_file.h); a copy advances
+  // `progress` (if given) over the files' total size.
+  static TensorStore open(const std::string& path, FileMemory memory = FileMemory::kMap,
+                          Progress* progress = nullptr);
 
   // An empty store for a converter (GGUF, AWQ/GPTQ repacking) to fill with `add`.
   static TensorStore empty(std::string path);
@@ -88,7 +90,8 @@ class TensorStore {
 
  private:
   TensorStore() = default;
-  void add_file(const std::string& file_path);
+  void add_files(const std::vector<std::string>& file_paths, Progress* progress);
+  void add_file(const std::string& file_path, Progress* progress);
   // Pagoda's own quantized checkpoints (`pagoda quantize`): NAME as I8 (int8) or U8 (packed
   // int4) plus NAME_scale and, for int4, NAME_min, both F16 [rows, groups]. Folds the planes
   // into NAME's Tensor so models see one kI8/kI4 tensor.

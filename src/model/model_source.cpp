@@ -25,13 +25,13 @@ ModelSource from_gguf(const std::string& path, const std::string& tokenizer_dir,
 }  // namespace
 
 ModelSource open_model_source(const std::string& path, const std::string& tokenizer_dir,
-                              FileMemory memory) {
+                              FileMemory memory, Progress* progress) {
   if (is_gguf_path(path)) return from_gguf(path, tokenizer_dir, memory);
   const std::string tok_dir = tokenizer_dir.empty() ? path : tokenizer_dir;
   ModelSource s{path,
                 ModelConfig::from_dir(path),
                 GenerationConfig::from_dir(path),
-                TensorStore::open(path, memory),
+                TensorStore::open(path, memory, progress),
                 Tokenizer::from_directory(tok_dir),
                 {},
                 {}};

@@ -76,6 +76,8 @@ WeightView WeightLoader::prepare(const WeightView& stored, const std::string& na
     return stored;
   }
   QuantizedMatrix q = quantize_matrix(stored, to, group);
+  if (options_.progress != nullptr)
+    options_.progress->advance(static_cast<uint64_t>(pagoda::weight_bytes(stored)));
   q.view.int8_activations = options_.int8_activations;
   owned_.push_back(q.values);
   owned_.push_back(q.scales);

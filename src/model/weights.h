@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "util/progress.h"
 
 namespace pagoda {
 
@@ -28,6 +29,9 @@ struct WeightOptions {
   // Called with each matrix quantized at load (by its tensor name): `pagoda quantize` writes
   // what the model would compute with.
   std::function<void(const std::string& name, const WeightView& quantized)> on_quantized;
+  // Advanced by the stored bytes of each matrix quantized at load (the slow part of loading a
+  // float checkpoint with --quantization); optional.
+  Progress* progress = nullptr;
 };
 
 // Rows [first, first + count) of `w` as a matrix of their own (a head's or an expert's slice of

@@ -26,8 +26,16 @@ bool OutputQueue::pop_all(std::vector<EngineEvent>& out, std::chrono::millisecon
   return true;
 }
 
+namespace {
+
+double steady_now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
 AsyncEngine::AsyncEngine(Factory factory, AsyncEngineOptions options)
-    : factory_(std::move(factory)), options_(options) {}
+    : factory_(std::move(factory)), options_(options), stats_logger_(options.stats_interval_s) {}
 
 AsyncEngine::~AsyncEngine() {
   stop();
@@ -54,6 +62,14 @@ std::string AsyncEngine::failure() const {
 const EngineBackend* AsyncEngine::backend() const {
   const State s = state_.load();
   return (s == State::kReady || s == State::kDraining) ? backend_.get() : nullptr;
+}
+
+std::string AsyncEngine::render_metrics() const {
+  // metrics_ is written once, on the engine thread, before the state leaves kLoading.
+  const State s = state_.load();
+  if (s == State::kLoading || metrics_ == nullptr)
+    return render_process_metrics(read_process_stats());
+  return metrics_->render(stats(), read_process_stats());
 }
 
 EngineStats AsyncEngine::stats() const {
@@ -126,10 +142,20 @@ void AsyncEngine::publish_stats() {
   stats_ = s;
 }
 
+void AsyncEngine::after_iteration(int64_t num_steps_before) {
+  const EngineStats& s = stats_;  // written by this thread only
+  if (s.num_steps > num_steps_before) metrics_->record_step(s.last_step_num_tokens);
+  if (options_.log_stats) {
+    if (std::optional<std::string> line = stats_logger_.update(s, steady_now_s()))
+      spdlog::info("{}", *line);
+  }
+}
+
 void AsyncEngine::run() {
   try {
     backend_ = factory_();
-    metrics_ = std::make_unique<Metrics>(backend_->model_name(), backend_->max_model_len());
+    metrics_ = std::make_unique<Metrics>(backend_->model_name(), backend_->max_model_len(),
+                                         backend_->cache_info());
     publish_stats();
   } catch (const std::exception& e) {
     spdlog::error("loading the engine failed: {}", e.what());
@@ -153,22 +179,32 @@ void AsyncEngine::run() {
                backend_->max_model_len());
 
   try {
+    // Idle, the loop still wakes once per stats interval, so that the line closing a busy period
+    // is not held back until the next request.
+    const auto idle_wait = std::chrono::duration<double>(options_.stats_interval_s);
     while (true) {
       std::vector<Command> commands;
       {
         std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] {
+        const auto work = [&] {
           return stop_ || !commands_.empty() || backend_->has_unfinished_requests();
-        });
+        };
+        if (options_.log_stats) {
+          cv_.wait_for(lock, idle_wait, work);
+        } else {
+          cv_.wait(lock, work);
+        }
         if (stop_) break;
         commands.swap(commands_);
       }
       for (Command& c : commands) apply(c);
+      const int64_t num_steps_before = stats_.num_steps;  // this thread alone writes stats_
       if (backend_->has_unfinished_requests()) {
         std::vector<RequestOutput> outputs = backend_->step();
         dispatch(outputs);
       }
       publish_stats();
+      after_iteration(num_steps_before);
     }
     // Shutting down: whatever is still running ends as aborted, so that its client gets an end.
     std::vector<std::string> ids;
@@ -214,6 +250,8 @@ void AsyncEngine::apply(Command& c) {
       live.queue = s.queue;
       live.tag = s.tag;
       live.num_prompt_tokens = static_cast<int64_t>(s.prompt_token_ids.size());
+      live.n = s.params.n;
+      live.max_tokens = s.params.max_tokens;
       live.last.request_id = s.request_id;
       live.last.prompt_token_ids = std::move(s.prompt_token_ids);
       live_.emplace(s.request_id, std::move(live));
@@ -283,17 +321,24 @@ void AsyncEngine::finish(const std::string& request_id, Live& live, const Reques
   FinishedRequest f;
   f.finish_reason = output.outputs.empty() ? "abort" : output.outputs.front().finish_reason;
   f.num_prompt_tokens = live.num_prompt_tokens;
-  for (const CompletionOutput& o : output.outputs)
-    f.num_generation_tokens += static_cast<int64_t>(o.token_ids.size());
-  const double end_s =
-      m.finished_time_s > 0
-          ? m.finished_time_s
-          : std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-                .count();
+  f.n = live.n;
+  f.max_tokens = live.max_tokens;
+  for (const CompletionOutput& o : output.outputs) {
+    const auto num_tokens = static_cast<int64_t>(o.token_ids.size());
+    f.num_generation_tokens += num_tokens;
+    f.max_num_generation_tokens = std::max(f.max_num_generation_tokens, num_tokens);
+  }
+  const double end_s = m.finished_time_s > 0 ? m.finished_time_s : steady_now_s();
   f.queue_time_s = m.first_scheduled_time_s > 0 ? m.first_scheduled_time_s - m.arrival_time_s
                                                 : end_s - m.arrival_time_s;
   f.ttft_s = m.first_token_time_s > 0 ? m.first_token_time_s - m.arrival_time_s : -1;
   f.e2e_s = m.arrival_time_s > 0 ? end_s - m.arrival_time_s : 0;
+  if (m.first_scheduled_time_s > 0 && m.first_token_time_s > 0) {
+    f.prefill_time_s = std::max(0.0, m.first_token_time_s - m.first_scheduled_time_s);
+    const double last_token_s = std::max(m.last_token_time_s, m.first_token_time_s);
+    f.decode_time_s = last_token_s - m.first_token_time_s;
+    f.inference_time_s = last_token_s - m.first_scheduled_time_s;
+  }
   if (metrics_) metrics_->record_finished(f);
   if (options_.log_requests) {
     spdlog::info(

@@ -21,6 +21,7 @@
 #include "pagoda/engine.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
+#include "server/stats_logger.h"
 
 namespace pagoda::server {
 
@@ -39,6 +40,7 @@ class EngineBackend {
   virtual bool has_unfinished_requests() const = 0;
   virtual EngineStats stats() const = 0;
   // Any thread.
+  virtual CacheInfo cache_info() const { return {}; }
   virtual std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
   virtual std::string apply_chat_template(const std::string& messages_json,
@@ -76,6 +78,9 @@ class OutputQueue {
 struct AsyncEngineOptions {
   int max_waiting_requests = 1024;  // submits beyond this many queued requests get 503
   bool log_requests = true;         // one info line per finished request
+  // A stats line every stats_interval_s while busy (StatsLogger); --disable-log-stats: false.
+  bool log_stats = true;
+  double stats_interval_s = 10.0;
 };
 
 struct Submission {
@@ -105,6 +110,9 @@ class AsyncEngine {
   // The loaded engine's tokenizer side, or null while loading or once dead.
   const EngineBackend* backend() const;
   Metrics* metrics() const { return metrics_.get(); }
+  // The /metrics text in any state: everything once loaded (also after the engine died, with
+  // its last stats), only the process_* series while loading or after a failed load.
+  std::string render_metrics() const;
 
   // Queues a request. Throws RequestError 503 while loading, draining or dead, or when the
   // waiting queue is full. The queue then receives kAccepted or kError, then outputs.
@@ -128,6 +136,8 @@ class AsyncEngine {
     std::shared_ptr<OutputQueue> queue;
     int tag = 0;
     int64_t num_prompt_tokens = 0;
+    int64_t n = 1;
+    int64_t max_tokens = 0;
     int64_t num_tokens_seen = 0;
     double last_token_time_s = 0;
     RequestOutput last;
@@ -139,6 +149,8 @@ class AsyncEngine {
   void finish(const std::string& request_id, Live& live, const RequestOutput& output);
   void fail_all(const std::string& reason);
   void publish_stats();
+  // After a loop iteration: per-step metrics and the periodic stats line.
+  void after_iteration(int64_t num_steps_before);
 
   Factory factory_;
   AsyncEngineOptions options_;
@@ -155,6 +167,7 @@ class AsyncEngine {
   EngineStats stats_;
 
   std::unordered_map<std::string, Live> live_;  // engine thread only
+  StatsLogger stats_logger_;                    // engine thread only
   std::thread thread_;
 };
 

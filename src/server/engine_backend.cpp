@@ -19,6 +19,7 @@ class EngineAdapter final : public EngineBackend {
   std::vector<RequestOutput> step() override { return engine_.step(); }
   bool has_unfinished_requests() const override { return engine_.has_unfinished_requests(); }
   EngineStats stats() const override { return engine_.stats(); }
+  CacheInfo cache_info() const override { return engine_.cache_info(); }
   std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const override {
     return engine_.encode(text, add_special_tokens);
   }

@@ -1,12 +1,15 @@
 // Prometheus text rendering of engine and request metrics; see metrics.h.
 #include "server/metrics.h"
 
+#include <dirent.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -25,6 +28,9 @@ const std::vector<double> kTokenLatencyBuckets = {0.01, 0.025, 0.05, 0.075, 0.1,
 const std::vector<double> kRequestLatencyBuckets = {
     0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
     30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::vector<double> kIterationTokenBuckets = {1,   8,    16,   32,   64,   128,  256,
+                                                    512, 1024, 2048, 4096, 8192, 16384};
+const std::vector<double> kParamsNBuckets = {1, 2, 5, 10, 20};
 
 double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -58,6 +64,13 @@ class Writer {
 
   void header(const std::string& name, const std::string& type, const std::string& help) {
     out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  }
+  // A series without the model_name label (process_*, cache_config_info, as vLLM has them).
+  void unlabelled(const std::string& name, const std::string& type, const std::string& help,
+                  double value, const std::string& labels = {}) {
+    header(name, type, help);
+    out_ += labels.empty() ? fmt::format("{} {}\n", name, format_value(value))
+                           : fmt::format("{}{{{}}} {}\n", name, labels, format_value(value));
   }
   void sample(const std::string& name, double value, const std::string& extra_labels = {}) {
     out_ += fmt::format("{}{{{}{}}} {}\n", name, label_,
@@ -118,20 +131,44 @@ std::vector<double> one_two_five_buckets(double max_value) {
   }
 }
 
+namespace {
+
+// The boot time in Unix seconds ("btime" in /proc/stat), 0 if unreadable.
+double boot_time_seconds() {
+  std::ifstream stat("/proc/stat");
+  std::string key;
+  while (stat >> key) {
+    if (key == "btime") {
+      double value = 0;
+      stat >> value;
+      return value;
+    }
+    stat.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return 0;
+}
+
+int64_t count_open_fds() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return 0;
+  int64_t n = 0;
+  while (const dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n - 1;  // the descriptor opendir holds
+}
+
+}  // namespace
+
 ProcessStats read_process_stats() {
   ProcessStats s;
   const long page_bytes = sysconf(_SC_PAGESIZE);
   const long ticks_per_s = sysconf(_SC_CLK_TCK);
   {
-    // statm: size resident shared text lib data dt, in pages.
-    std::ifstream statm("/proc/self/statm");
-    int64_t size_pages = 0, resident_pages = 0;
-    if (statm >> size_pages >> resident_pages)
-      s.resident_memory_bytes = resident_pages * page_bytes;
-  }
-  {
-    // stat: fields 14 and 15 are utime and stime in clock ticks; field 2 (comm) may hold spaces,
-    // so parsing starts after its closing parenthesis.
+    // stat, after field 2 (comm, which may hold spaces: parsing starts after its closing
+    // parenthesis): field 14 utime and 15 stime in clock ticks, 22 starttime in ticks after
+    // boot, 23 vsize in bytes, 24 rss in pages; as prometheus_client reads them.
     std::ifstream stat("/proc/self/stat");
     std::string line;
     std::getline(stat, line);
@@ -139,26 +176,66 @@ ProcessStats read_process_stats() {
     if (close != std::string::npos) {
       std::istringstream rest(line.substr(close + 2));
       std::string field;
-      std::vector<std::string> fields;
-      while (rest >> field && fields.size() < 13) fields.push_back(field);
-      if (fields.size() >= 13 && ticks_per_s > 0) {
-        s.cpu_seconds =
-            (std::stod(fields[11]) + std::stod(fields[12])) / static_cast<double>(ticks_per_s);
+      std::vector<std::string> fields;  // fields[0] is field 3
+      while (rest >> field && fields.size() < 22) fields.push_back(field);
+      if (fields.size() >= 22 && ticks_per_s > 0) {
+        const auto ticks = static_cast<double>(ticks_per_s);
+        s.cpu_seconds = (std::stod(fields[11]) + std::stod(fields[12])) / ticks;
+        s.start_time_seconds = boot_time_seconds() + std::stod(fields[19]) / ticks;
+        s.virtual_memory_bytes = std::stoll(fields[20]);
+        s.resident_memory_bytes = std::stoll(fields[21]) * page_bytes;
       }
     }
   }
+  s.open_fds = count_open_fds();
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) s.max_fds = static_cast<int64_t>(limit.rlim_cur);
   return s;
 }
 
-Metrics::Metrics(std::string model_name, int32_t max_model_len)
+namespace {
+
+// prometheus_client's ProcessCollector: same names, help and types, no labels.
+void write_process_metrics(Writer& w, const ProcessStats& p) {
+  w.unlabelled("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
+               static_cast<double>(p.virtual_memory_bytes));
+  w.unlabelled("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+               static_cast<double>(p.resident_memory_bytes));
+  w.unlabelled("process_start_time_seconds", "gauge",
+               "Start time of the process since unix epoch in seconds.", p.start_time_seconds);
+  w.unlabelled("process_cpu_seconds_total", "counter",
+               "Total user and system CPU time spent in seconds.", p.cpu_seconds);
+  w.unlabelled("process_open_fds", "gauge", "Number of open file descriptors.",
+               static_cast<double>(p.open_fds));
+  w.unlabelled("process_max_fds", "gauge", "Maximum number of open file descriptors.",
+               static_cast<double>(p.max_fds));
+}
+
+}  // namespace
+
+std::string render_process_metrics(const ProcessStats& process) {
+  Writer w("");
+  write_process_metrics(w, process);
+  return w.take();
+}
+
+Metrics::Metrics(std::string model_name, int32_t max_model_len, CacheInfo cache)
     : model_name_(std::move(model_name)),
+      cache_(std::move(cache)),
       ttft_(kTtftBuckets),
       itl_(kTokenLatencyBuckets),
       tpot_(kTokenLatencyBuckets),
       e2e_(kRequestLatencyBuckets),
       queue_(kRequestLatencyBuckets),
+      prefill_(kRequestLatencyBuckets),
+      decode_(kRequestLatencyBuckets),
+      inference_(kRequestLatencyBuckets),
       prompt_tokens_(one_two_five_buckets(std::max(max_model_len, 1))),
-      generation_tokens_(one_two_five_buckets(std::max(max_model_len, 1))) {
+      generation_tokens_(one_two_five_buckets(std::max(max_model_len, 1))),
+      max_generation_tokens_(one_two_five_buckets(std::max(max_model_len, 1))),
+      params_n_(kParamsNBuckets),
+      params_max_tokens_(one_two_five_buckets(std::max(max_model_len, 1))),
+      iteration_tokens_(kIterationTokenBuckets) {
   for (const char* reason : {"stop", "length", "abort"}) success_by_reason_[reason] = 0;
 }
 
@@ -167,8 +244,14 @@ void Metrics::record_finished(const FinishedRequest& r) {
   ++success_by_reason_[r.finish_reason.empty() ? "abort" : r.finish_reason];
   prompt_tokens_.observe(static_cast<double>(r.num_prompt_tokens));
   generation_tokens_.observe(static_cast<double>(r.num_generation_tokens));
+  max_generation_tokens_.observe(static_cast<double>(r.max_num_generation_tokens));
+  params_n_.observe(static_cast<double>(r.n));
+  if (r.max_tokens > 0) params_max_tokens_.observe(static_cast<double>(r.max_tokens));
   queue_.observe(std::max(0.0, r.queue_time_s));
   e2e_.observe(std::max(0.0, r.e2e_s));
+  if (r.prefill_time_s >= 0) prefill_.observe(r.prefill_time_s);
+  if (r.decode_time_s >= 0) decode_.observe(r.decode_time_s);
+  if (r.inference_time_s >= 0) inference_.observe(r.inference_time_s);
   if (r.ttft_s >= 0) {
     ttft_.observe(r.ttft_s);
     if (r.num_generation_tokens > 1) {
@@ -176,6 +259,11 @@ void Metrics::record_finished(const FinishedRequest& r) {
           std::max(0.0, (r.e2e_s - r.ttft_s) / static_cast<double>(r.num_generation_tokens - 1)));
     }
   }
+}
+
+void Metrics::record_step(int64_t num_tokens) {
+  std::lock_guard lock(mutex_);
+  iteration_tokens_.observe(static_cast<double>(num_tokens));
 }
 
 void Metrics::record_inter_token_latency(double seconds, int64_t num_tokens) {
@@ -229,9 +317,30 @@ std::string Metrics::render(const EngineStats& stats, const ProcessStats& proces
               e2e_);
   w.histogram("vllm:request_queue_time_seconds",
               "Histogram of time spent in WAITING phase for request.", queue_);
+  w.histogram("vllm:request_inference_time_seconds",
+              "Histogram of time spent in RUNNING phase for request.", inference_);
+  w.histogram("vllm:request_prefill_time_seconds",
+              "Histogram of time spent in PREFILL phase for request.", prefill_);
+  w.histogram("vllm:request_decode_time_seconds",
+              "Histogram of time spent in DECODE phase for request.", decode_);
   w.histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", prompt_tokens_);
   w.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
               generation_tokens_);
+  w.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+              iteration_tokens_);
+  w.histogram("vllm:request_max_num_generation_tokens",
+              "Histogram of maximum number of requested generation tokens.",
+              max_generation_tokens_);
+  w.histogram("vllm:request_params_n", "Histogram of the n request parameter.", params_n_);
+  w.histogram("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+              params_max_tokens_);
+  // vLLM's Info-style gauge, always 1, the cache config in its labels (CacheConfig's field names;
+  // the CPU pool is vLLM's num_gpu_blocks, as vLLM's CPU backend reports it).
+  w.unlabelled("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig", 1,
+               fmt::format("block_size=\"{}\",cache_dtype=\"{}\",cpu_kvcache_space_bytes=\"{}\","
+                           "enable_prefix_caching=\"{}\",engine=\"0\",num_gpu_blocks=\"{}\"",
+                           cache_.block_size, escape_label(cache_.dtype), cache_.num_bytes,
+                           cache_.enable_prefix_caching ? "True" : "False", cache_.num_blocks));
 
   const double kv_total = static_cast<double>(stats.kv_cache_total_bytes);
   w.gauge("pagoda_resident_memory_bytes",
@@ -246,6 +355,7 @@ std::string Metrics::render(const EngineStats& stats, const ProcessStats& proces
           cpu_utilization_);
   w.counter("pagoda_process_cpu_seconds_total", "User and system CPU time of the process.",
             process.cpu_seconds);
+  write_process_metrics(w, process);
   return w.take();
 }
 

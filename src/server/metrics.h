@@ -1,7 +1,9 @@
-// Prometheus metrics for /metrics, in the text exposition format 0.0.4, with vLLM's metric names
-// (vllm/v1/metrics/loggers.py) and a model_name label so existing vLLM Grafana dashboards work,
-// plus pagoda_ gauges for process memory and CPU. Engine-wide counters come from an EngineStats
-// snapshot; per-request latencies are recorded when a request finishes. Thread-safe.
+// Prometheus metrics for /metrics, in the text exposition format 0.0.4, with vLLM's metric names,
+// types and buckets (vllm/v1/metrics/loggers.py) and a model_name label so existing vLLM Grafana
+// dashboards work, the process_* series that Python's prometheus_client adds to every vLLM
+// server, and pagoda_ gauges for memory and CPU. Engine-wide counters come from an EngineStats
+// snapshot; per-step token counts are recorded after each step and per-request histograms when a
+// request finishes. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -35,36 +37,56 @@ class Histogram {
 // vLLM's 1-2-5 series up to max_value (build_1_2_5_buckets), for token counts.
 std::vector<double> one_two_five_buckets(double max_value);
 
-// Resident memory and CPU time of this process, read from /proc/self.
+// This process as prometheus_client's ProcessCollector reports it, read from /proc/self.
 struct ProcessStats {
   int64_t resident_memory_bytes = 0;
   double cpu_seconds = 0;  // user + system
+  int64_t virtual_memory_bytes = 0;
+  double start_time_seconds = 0;  // Unix time
+  int64_t open_fds = 0;
+  int64_t max_fds = 0;  // the soft RLIMIT_NOFILE
 };
 ProcessStats read_process_stats();
 
-// What one finished request contributes to the histograms (seconds and token counts).
+// The process_* series alone: what /metrics can still say when the engine failed to load.
+std::string render_process_metrics(const ProcessStats& process);
+
+// What one finished request contributes to the histograms (seconds and token counts). Phase
+// times follow vLLM: queue = scheduled - arrival, prefill = first token - scheduled, decode =
+// last token - first token, inference = last token - scheduled; < 0 where a phase never began.
 struct FinishedRequest {
   std::string finish_reason;  // "stop", "length", "abort"
   int64_t num_prompt_tokens = 0;
-  int64_t num_generation_tokens = 0;
+  int64_t num_generation_tokens = 0;      // over all n samples
+  int64_t max_num_generation_tokens = 0;  // the longest of the n samples
+  int64_t n = 1;                          // the request's n
+  int64_t max_tokens = 0;                 // the request's max_tokens
   double queue_time_s = 0;
   double ttft_s = -1;  // < 0: no token was produced
   double e2e_s = 0;
+  double prefill_time_s = -1;
+  double decode_time_s = -1;
+  double inference_time_s = -1;
 };
 
 class Metrics {
  public:
-  Metrics(std::string model_name, int32_t max_model_len);
+  // `cache` fills vLLM's cache_config_info.
+  Metrics(std::string model_name, int32_t max_model_len, CacheInfo cache = {});
 
   void record_finished(const FinishedRequest& request);
   void record_inter_token_latency(double seconds, int64_t num_tokens);
+  // One engine step that computed `num_tokens` tokens (prefill and decode together).
+  void record_step(int64_t num_tokens);
   // KV pool size known after load (EngineStats has the total).
   std::string render(const EngineStats& stats, const ProcessStats& process);
 
  private:
   std::string model_name_;
+  CacheInfo cache_;
   std::mutex mutex_;
-  Histogram ttft_, itl_, tpot_, e2e_, queue_, prompt_tokens_, generation_tokens_;
+  Histogram ttft_, itl_, tpot_, e2e_, queue_, prefill_, decode_, inference_, prompt_tokens_,
+      generation_tokens_, max_generation_tokens_, params_n_, params_max_tokens_, iteration_tokens_;
   std::map<std::string, int64_t> success_by_reason_;
   // CPU utilisation is the CPU time used since the previous scrape over the wall time elapsed.
   double last_cpu_seconds_ = -1;

@@ -25,6 +25,7 @@ namespace {
 constexpr size_t kFallbackHugePageBytes = size_t{2} << 20;
 // Zeroing fresh pages saturates a socket's memory bandwidth with a few cores.
 constexpr size_t kMostPopulateThreads = 8;
+constexpr size_t kPopulateChunkBytes = size_t{128} << 20;
 
 size_t round_up(size_t value, size_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
@@ -57,7 +58,9 @@ void* map_aligned(size_t bytes, size_t alignment) {
 // page gets one written byte, which is as good because the mapping is fresh and all zeros.
 // Zeroing runs at memory bandwidth on one core, so the range is split over a few threads, on
 // whole pages of `page_bytes` so that no huge page is split between two of them.
-void populate_pages(void* data, size_t bytes, size_t page_bytes) {
+void populate_pages(void* data, size_t bytes, size_t page_bytes, Progress* progress) {
+  // Each thread faults its range in pieces of whole pages, so that progress moves.
+  const size_t chunk_bytes = std::max<size_t>(1, kPopulateChunkBytes / page_bytes) * page_bytes;
   const size_t pages = (bytes + page_bytes - 1) / page_bytes;
   const size_t cores = std::max(1u, std::thread::hardware_concurrency());
   const size_t num_threads = std::min({cores, kMostPopulateThreads, pages});
@@ -67,14 +70,19 @@ void populate_pages(void* data, size_t bytes, size_t page_bytes) {
     const size_t begin = std::min(bytes, t * pages_per_thread * page_bytes);
     const size_t end = std::min(bytes, (t + 1) * pages_per_thread * page_bytes);
     if (end == begin) return;
-    auto* p = static_cast<uint8_t*>(data) + begin;
-    if (madvise(p, end - begin, MADV_POPULATE_WRITE) == 0) return;
-    if (errno != EINVAL) {
-      errors[t] = errno;
-      return;
+    for (size_t chunk = begin; chunk < end; chunk += chunk_bytes) {
+      auto* p = static_cast<uint8_t*>(data) + chunk;
+      const size_t length = std::min(chunk_bytes, end - chunk);
+      if (madvise(p, length, MADV_POPULATE_WRITE) != 0) {
+        if (errno != EINVAL) {
+          errors[t] = errno;
+          return;
+        }
+        auto* touch = static_cast<volatile uint8_t*>(p);
+        for (size_t offset = 0; offset < length; offset += page_bytes) touch[offset] = 0;
+      }
+      if (progress != nullptr) progress->advance(length);
     }
-    auto* touch = static_cast<volatile uint8_t*>(p);
-    for (size_t offset = 0; offset < end - begin; offset += page_bytes) touch[offset] = 0;
   };
   {
     std::vector<std::jthread> threads;
@@ -175,7 +183,8 @@ HugeBuffer HugeBuffer::allocate(size_t size_bytes, const HugeBufferOptions& opti
   if (options.prefault) {
     const size_t page_bytes =
         buffer.kind_ == PageKind::kPlain ? static_cast<size_t>(sysconf(_SC_PAGESIZE)) : huge_page;
-    populate_pages(buffer.data_, buffer.mapped_bytes_, page_bytes);
+    if (options.progress != nullptr) options.progress->set_total(buffer.mapped_bytes_);
+    populate_pages(buffer.data_, buffer.mapped_bytes_, page_bytes, options.progress);
   }
   return buffer;
 }

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <string_view>
 
+#include "util/progress.h"
+
 namespace pagoda {
 
 enum class PageKind {
@@ -23,6 +25,8 @@ struct HugeBufferOptions {
   // Fault every page in now instead of on first use, over a few threads; throws pagoda::Error if
   // the system cannot supply them all (the KV pool reserves its memory this way).
   bool prefault = false;
+  // Advanced by the bytes faulted in (prefault only), for a progress bar; optional.
+  Progress* progress = nullptr;
   // Spread the pages over all NUMA nodes (util/numa.h); a no-op on one node.
   bool interleave_numa_nodes = true;
 };

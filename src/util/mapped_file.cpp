@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -20,14 +21,19 @@ struct FileDescriptor {
   }
 };
 
-void read_all(int fd, const std::string& path, uint8_t* dst, size_t size) {
+// Reads in pieces of this size so that progress moves while a multi-GB shard is read.
+constexpr size_t kReadChunkBytes = size_t{64} << 20;
+
+void read_all(int fd, const std::string& path, uint8_t* dst, size_t size, Progress* progress) {
   size_t done = 0;
   while (done < size) {
-    const ssize_t n = ::pread(fd, dst + done, size - done, static_cast<off_t>(done));
+    const size_t want = std::min(size - done, kReadChunkBytes);
+    const ssize_t n = ::pread(fd, dst + done, want, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail("{}: cannot read: {}", path, std::strerror(errno));
     if (n == 0) fail("{}: file shrank while being read ({} of {} bytes)", path, done, size);
     done += static_cast<size_t>(n);
+    if (progress != nullptr) progress->advance(static_cast<uint64_t>(n));
   }
 }
 
@@ -39,7 +45,8 @@ FileMemory parse_file_memory(std::string_view name) {
   fail("weights memory must be 'mmap' or 'huge-pages', got '{}'", name);
 }
 
-MappedFile::MappedFile(const std::string& path, FileMemory memory) : path_(path) {
+MappedFile::MappedFile(const std::string& path, FileMemory memory, Progress* progress)
+    : path_(path) {
   FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (file.fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
@@ -48,7 +55,7 @@ MappedFile::MappedFile(const std::string& path, FileMemory memory) : path_(path)
   if (size_ == 0) return;
   if (memory == FileMemory::kHugePageCopy) {
     copy_ = HugeBuffer::allocate(size_);
-    read_all(file.fd, path, static_cast<uint8_t*>(copy_.data()), size_);
+    read_all(file.fd, path, static_cast<uint8_t*>(copy_.data()), size_, progress);
     data_ = static_cast<const uint8_t*>(copy_.data());
     return;
   }

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "util/huge_buffer.h"
+#include "util/progress.h"
 
 namespace pagoda {
 
@@ -24,8 +25,10 @@ FileMemory parse_file_memory(std::string_view name);
 
 class MappedFile {
  public:
-  // Throws pagoda::Error naming the path if it cannot be opened, mapped or read.
-  explicit MappedFile(const std::string& path, FileMemory memory = FileMemory::kMap);
+  // Throws pagoda::Error naming the path if it cannot be opened, mapped or read. A copy
+  // advances `progress` (if given) by the bytes read.
+  explicit MappedFile(const std::string& path, FileMemory memory = FileMemory::kMap,
+                      Progress* progress = nullptr);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

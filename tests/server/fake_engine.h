@@ -117,6 +117,7 @@ class FakeEngine final : public EngineBackend {
       outputs.push_back(std::move(out));
     }
     for (const std::string& id : finished) remove(id);
+    last_step_num_tokens_ = static_cast<int32_t>(outputs.size());  // one token per request
     return outputs;
   }
 
@@ -153,6 +154,8 @@ class FakeEngine final : public EngineBackend {
     s.kv_cache_usage = static_cast<double>(blocks) / kNumBlocks;
     s.kv_cache_total_bytes = int64_t{kNumBlocks} * kBlockTokens * 1024;
     s.generation_tokens = num_generated_;
+    s.num_steps = num_steps_;
+    s.last_step_num_tokens = last_step_num_tokens_;
     return s;
   }
 
@@ -213,6 +216,7 @@ class FakeEngine final : public EngineBackend {
   std::map<std::string, Req> requests_;
   std::vector<std::string> order_;  // FCFS
   int num_steps_ = 0;
+  int32_t last_step_num_tokens_ = 0;
   int64_t num_generated_ = 0;
 };
 

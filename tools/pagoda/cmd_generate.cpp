@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "tools/pagoda/commands.h"
 #include "tools/pagoda/engine_options.h"
@@ -131,6 +132,7 @@ void print_stats(const std::vector<RequestOutput>& outputs) {
 
 int run_generate(const GenerateFlags& f) {
   init_runtime(f.engine);
+  spdlog::info("pagoda {}", PAGODA_VERSION);
   const int num_sources = (!f.prompts.empty()) + (!f.chat.empty()) + (!f.prompts_file.empty());
   if (num_sources != 1) fail("give exactly one of --prompt, --chat or --prompts-file");
   Engine engine(f.engine.to_engine_args());

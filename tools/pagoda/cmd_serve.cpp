@@ -8,9 +8,12 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "server/async_engine.h"
@@ -31,9 +34,35 @@ struct ServeFlags {
   server::ServerOptions server;
   int max_waiting_requests = 1024;
   bool disable_log_requests = false;
+  bool disable_log_stats = false;
   std::string log_file;
   double shutdown_timeout_s = 30;
 };
+
+// "--port 8080, --api-key <redacted>": the serve options given (command line or environment)
+// whose value differs from the default, except the engine's, which the engine logs itself
+// (engine_log.h). Secrets are never logged.
+std::string non_default_server_flags(const CLI::App& command) {
+  CLI::App engine_only;
+  EngineFlags engine_defaults;
+  add_engine_options(&engine_only, engine_defaults);
+  std::set<std::string> engine_names;
+  for (const CLI::Option* opt : engine_only.get_options()) engine_names.insert(opt->get_name());
+  std::vector<std::string> items;
+  for (const CLI::Option* opt : command.get_options()) {
+    const std::string name = opt->get_name();
+    if (opt->count() == 0 || opt->get_positional() || engine_names.count(name) != 0) continue;
+    if (opt->get_expected_max() == 0) {  // a flag
+      items.push_back(name);
+      continue;
+    }
+    const std::string value = fmt::format("{}", fmt::join(opt->results(), " "));
+    if (value == opt->get_default_str()) continue;
+    const bool secret = name.find("key") != std::string::npos && name != "--ssl-keyfile";
+    items.push_back(fmt::format("{} {}", name, secret ? "<redacted>" : value));
+  }
+  return items.empty() ? "none" : fmt::format("{}", fmt::join(items, ", "));
+}
 
 // Waits for running requests to end (or the deadline), then aborts the rest and waits briefly
 // for their streams to deliver the final chunk.
@@ -66,7 +95,9 @@ int run_serve(ServeFlags& f) {
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
     spdlog::set_default_logger(logger);
   }
+  spdlog::info("Pagoda API server version {}", PAGODA_VERSION);
   apply_vllm_serve_options(*f.command, f.vllm, f.engine, f.server, f.disable_log_requests);
+  spdlog::info("server args (non-default): {}", non_default_server_flags(*f.command));
   const EngineArgs args = f.engine.to_engine_args();
   if (!f.server.reasoning_parser.empty() && f.server.reasoning_parser != "deepseek_r1") {
     fail("--reasoning-parser must be deepseek_r1, got '{}'", f.server.reasoning_parser);
@@ -86,6 +117,7 @@ int run_serve(ServeFlags& f) {
   server::AsyncEngineOptions engine_options;
   engine_options.max_waiting_requests = f.max_waiting_requests;
   engine_options.log_requests = !f.disable_log_requests;
+  engine_options.log_stats = !f.disable_log_stats;
   server::AsyncEngine engine([args] { return server::make_engine_backend(args); }, engine_options);
   server::HttpServer http(engine, f.server);
   const int port = http.bind();
@@ -170,6 +202,9 @@ Command register_serve(CLI::App& app) {
                 "with a warning, as vLLM does)");
   sub->add_flag("--disable-log-requests", f->disable_log_requests,
                 "No log line per finished request");
+  sub->add_flag("--disable-log-stats", f->disable_log_stats,
+                "No stats line (throughput, running and waiting requests, KV cache usage) every "
+                "10 s while the server is busy");
   sub->add_option("--log-file", f->log_file,
                   "Append logs to this file (reopened on SIGHUP) instead of stderr");
   sub->add_option("--shutdown-timeout", f->shutdown_timeout_s,

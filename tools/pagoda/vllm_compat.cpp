@@ -24,7 +24,6 @@ constexpr InertFlag kInertFlags[] = {
      "Pagoda runs no code from the model directory; its architectures are built in"},
     {"--download-dir", true, "models load from local paths only"},
     {"--distributed-executor-backend", true, "one process serves the model"},
-    {"--disable-log-stats", false, "Pagoda logs no periodic stats"},
     {"--uvicorn-log-level", true, "HTTP logging follows --log-level"},
 };
 

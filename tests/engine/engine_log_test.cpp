@@ -1,0 +1,86 @@
+// The engine's log lines: non-default settings found by comparing with a default EngineArgs, the
+// weight format by bytes, vLLM's maximum concurrency, and the per-step debug summary.
+#include "engine/engine_log.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "engine/request.h"
+#include "loader/safetensors.h"
+
+namespace pagoda {
+namespace {
+
+TEST(EngineLog, NonDefaultArgsListOnlyWhatChanged) {
+  EXPECT_EQ(non_default_engine_args(EngineArgs{}), "");
+  EngineArgs a;
+  a.model = "demo";
+  a.max_model_len = 2048;
+  a.kv_cache_dtype = "fp32";
+  a.enable_prefix_caching = false;
+  a.kv_cache_space_bytes = uint64_t{1} << 30;
+  a.max_num_seqs = EngineArgs{}.max_num_seqs;  // given, but the default: not listed
+  EXPECT_EQ(non_default_engine_args(a),
+            "model=demo, max_model_len=2048, kv_cache_space=1.00 GiB, kv_cache_dtype=fp32, "
+            "enable_prefix_caching=false");
+}
+
+TEST(EngineLog, MaximumConcurrencyCountsWholeBlocks) {
+  // 100 blocks of 16 tokens; a 2048-token request needs 128 blocks.
+  EXPECT_DOUBLE_EQ(max_concurrency(100, 16, 2048), 100.0 / 128.0);
+  // 40 tokens take 3 blocks: 300 blocks hold 100 such requests.
+  EXPECT_DOUBLE_EQ(max_concurrency(300, 16, 40), 100.0);
+  EXPECT_EQ(max_concurrency(300, 16, 0), 0.0);
+}
+
+Tensor tensor(const std::string& name, const std::string& dtype, int64_t bytes) {
+  Tensor t;
+  t.name = name;
+  t.stored_dtype = dtype;
+  t.size_bytes = bytes;
+  return t;
+}
+
+TEST(EngineLog, WeightFormatIsTheDtypeHoldingMostBytes) {
+  TensorStore store = TensorStore::empty("m");
+  store.add(tensor("a", "BF16", 1000), nullptr);
+  store.add(tensor("norm", "F32", 10), nullptr);
+  EXPECT_EQ(describe_weight_format(store, false, ""), "safetensors BF16");
+  EXPECT_EQ(describe_weight_format(store, false, "int8"),
+            "safetensors BF16, quantized to int8 at load");
+  store.add(tensor("b", "Q8_0", 1500), nullptr);
+  EXPECT_EQ(describe_weight_format(store, true, ""), "GGUF Q8_0 (mostly)");
+}
+
+TEST(EngineLog, StepSummaryTellsPrefillFromDecode) {
+  Request prefilling("p", {1, 2, 3, 4, 5, 6, 7, 8});
+  Request decoding("d", {1, 2, 3});
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  SchedulerOutput out;
+  ScheduledRequest a;
+  a.request_id = "p";
+  a.request = &prefilling;
+  a.token_ids = std::span<const int32_t>(tokens).first(5);
+  a.start_position = 0;
+  ScheduledRequest b;
+  b.request_id = "d";
+  b.request = &decoding;
+  b.token_ids = std::span<const int32_t>(tokens).first(1);
+  b.start_position = 4;  // past the 3-token prompt
+  out.requests = {a, b};
+  out.preempted_request_ids = {"x"};
+  const StepSummary s = summarize_step(out, 7);
+  EXPECT_EQ(s.num_prefill_requests, 1);
+  EXPECT_EQ(s.num_prefill_tokens, 5);
+  EXPECT_EQ(s.num_decode_requests, 1);
+  EXPECT_EQ(s.num_decode_tokens, 1);
+  EXPECT_EQ(s.num_preempted, 1);
+  EXPECT_EQ(format_step(s, 3, 40, 512, 31.26),
+            "step 7: 1 prefill (5 tokens), 1 decode (1 tokens), 1 preempted, 3 waiting, KV "
+            "blocks 40/512, 31.3 ms");
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,152 @@
+// What `pagoda serve` and `pagoda generate` tell an operator (issue 21, lifecycle): the version,
+// the non-default settings, what was loaded and how much fits, a line per step at --log-level
+// debug, and --disable-log-stats accepted as a real flag. Runs the real binary on the built-in
+// demo model, bounded in time.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/test_paths.h"
+
+namespace pagoda::server::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+struct Scratch {
+  fs::path dir = fs::temp_directory_path() / ("pagoda_lifecycle_test_" + std::to_string(getpid()));
+  Scratch() { fs::create_directories(dir); }
+  ~Scratch() {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
+};
+
+// `pagoda ARGS...`, stdout and stderr into `output`; returns the pid.
+pid_t spawn(const std::vector<std::string>& args, const fs::path& output) {
+  std::vector<std::string> argv_strings = {pagoda::test::pagoda_binary().string()};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::freopen(output.c_str(), "w", stderr);
+    std::freopen(output.c_str(), "a", stdout);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits up to `timeout` for the process to exit; its exit code, or -1 (then it is killed).
+int wait_exit(pid_t pid, std::chrono::seconds timeout) {
+  int status = 0;
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(Lifecycle, ServeLogsVersionSettingsAndCapacity) {
+  const Scratch scratch;
+  const fs::path out = scratch.dir / "serve.txt";
+  const pid_t pid = spawn({"serve", "--model", "demo", "--port", "0", "--max-model-len", "256",
+                           "--kv-cache-space", "8MiB", "--api-key", "sekret-key",
+                           "--disable-log-stats"},
+                          out);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  std::string text;
+  while (Clock::now() < deadline && !contains(text, "engine ready")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    text = read_file(out);
+  }
+  kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid, std::chrono::seconds(30)), 0) << text;
+  text = read_file(out);
+  ASSERT_TRUE(contains(text, "engine ready")) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex("Pagoda API server version \\d+\\.\\d+"))) << text;
+  // The server's own flags (the key never in clear), then the engine's.
+  EXPECT_TRUE(std::regex_search(
+      text, std::regex("server args \\(non-default\\): .*--port 0.*--api-key <redacted>.*"
+                       "--disable-log-stats")))
+      << text;
+  EXPECT_FALSE(contains(text, "sekret-key")) << text;
+  EXPECT_TRUE(contains(text, "engine args (non-default): model=demo, max_model_len=256, "
+                             "kv_cache_space=8.00 MiB"))
+      << text;
+  EXPECT_TRUE(std::regex_search(
+      text, std::regex("architecture \\w+, [0-9.]+ B parameters, weights [0-9.]+ \\w+ "
+                       "\\(safetensors \\w+")))
+      << text;
+  // 8 MiB of blocks: the token count, and how many 256-token requests that is.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex("KV cache: (\\d+) tokens \\((\\d+) blocks of 16\\)")))
+      << text;
+  const int tokens = std::stoi(m[1]);
+  EXPECT_EQ(tokens, std::stoi(m[2]) * 16);
+  ASSERT_TRUE(std::regex_search(
+      text, m, std::regex("Maximum concurrency for 256 tokens per request: ([0-9.]+)x")))
+      << text;
+  EXPECT_NEAR(std::stod(m[1]), tokens / 256.0, 0.01);
+  EXPECT_FALSE(contains(text, "--disable-log-stats has no effect")) << text;
+}
+
+TEST(Lifecycle, DebugLogSaysWhatEachStepScheduled) {
+  const Scratch scratch;
+  const fs::path out = scratch.dir / "generate.txt";
+  const pid_t pid = spawn({"generate", "--model", "demo", "--prompt", "one two three",
+                           "--max-tokens", "3", "--ignore-eos", "--log-level", "debug"},
+                          out);
+  EXPECT_EQ(wait_exit(pid, std::chrono::seconds(60)), 0) << read_file(out);
+  const std::string text = read_file(out);
+  EXPECT_TRUE(std::regex_search(text, std::regex("pagoda \\d+\\.\\d+"))) << text;
+  // The prompt in one prefill step, then a decode step per further token.
+  EXPECT_TRUE(std::regex_search(
+      text, std::regex("step 1: 1 prefill \\(\\d+ tokens\\), 0 decode \\(0 tokens\\), 0 "
+                       "preempted, 0 waiting, KV blocks \\d+/\\d+")))
+      << text;
+  EXPECT_TRUE(contains(text, "step 2: 0 prefill (0 tokens), 1 decode (1 tokens)")) << text;
+  EXPECT_TRUE(contains(text, "step 3: 0 prefill (0 tokens), 1 decode (1 tokens)")) << text;
+  EXPECT_FALSE(contains(text, "step 4:")) << text;
+}
+
+TEST(Lifecycle, InfoLogHasNoStepLines) {
+  const Scratch scratch;
+  const fs::path out = scratch.dir / "generate.txt";
+  const pid_t pid = spawn({"generate", "--model", "demo", "--prompt", "one two", "--max-tokens",
+                           "2", "--log-level", "info"},
+                          out);
+  EXPECT_EQ(wait_exit(pid, std::chrono::seconds(60)), 0) << read_file(out);
+  const std::string text = read_file(out);
+  EXPECT_TRUE(contains(text, "Maximum concurrency for")) << text;
+  EXPECT_FALSE(contains(text, "step 1:")) << text;
+}
+
+}  // namespace
+}  // namespace pagoda::server::testing
