@@ -145,6 +145,15 @@ FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_p
   return read_once ? FileMemory::kMap : FileMemory::kHugePageCopy;
 }
 
+}  // namespace
+
+// "demo" names the built-in random model unless a directory of that name exists.
+std::string resolve_model_dir(const std::string& model) {
+  return model == "demo" && !std::filesystem::exists(model) ? ensure_demo_model() : model;
+}
+
+namespace {
+
 // Opens the model; copying weight files into memory (seconds per GB) shows progress.
 ModelSource open_model_with_progress(const EngineArgs& args) {
   const std::string path = resolve_model_dir(args.model);
@@ -153,11 +162,6 @@ ModelSource open_model_with_progress(const EngineArgs& args) {
 }
 
 }  // namespace
-
-// "demo" names the built-in random model unless a directory of that name exists.
-std::string resolve_model_dir(const std::string& model) {
-  return model == "demo" && !std::filesystem::exists(model) ? ensure_demo_model() : model;
-}
 
 Engine::Impl::Impl(const EngineArgs& args) : Impl(args, open_model_with_progress(args)) {}
 

@@ -142,13 +142,18 @@ void AsyncEngine::publish_stats() {
   stats_ = s;
 }
 
-void AsyncEngine::after_iteration(int64_t num_steps_before) {
-  const EngineStats& s = stats_;  // written by this thread only
-  if (s.num_steps > num_steps_before) metrics_->record_step(s.last_step_num_tokens);
-  if (options_.log_stats) {
-    if (std::optional<std::string> line = stats_logger_.update(s, steady_now_s()))
-      spdlog::info("{}", *line);
-  }
+void AsyncEngine::record_step() {
+  const EngineStats s = backend_->stats();
+  if (s.num_steps == num_steps_recorded_) return;  // the scheduler had nothing to run
+  num_steps_recorded_ = s.num_steps;
+  metrics_->record_step(s.last_step_num_tokens);
+}
+
+void AsyncEngine::log_stats() {
+  if (!options_.log_stats) return;
+  // stats_ is written by this thread only, so reading it needs no lock.
+  if (std::optional<std::string> line = stats_logger_.update(stats_, steady_now_s()))
+    spdlog::info("{}", *line);
 }
 
 void AsyncEngine::run() {
@@ -198,13 +203,13 @@ void AsyncEngine::run() {
         commands.swap(commands_);
       }
       for (Command& c : commands) apply(c);
-      const int64_t num_steps_before = stats_.num_steps;  // this thread alone writes stats_
       if (backend_->has_unfinished_requests()) {
         std::vector<RequestOutput> outputs = backend_->step();
+        record_step();  // before the outputs go out: a scrape after a request ends sees its steps
         dispatch(outputs);
       }
       publish_stats();
-      after_iteration(num_steps_before);
+      log_stats();
     }
     // Shutting down: whatever is still running ends as aborted, so that its client gets an end.
     std::vector<std::string> ids;

@@ -149,8 +149,8 @@ class AsyncEngine {
   void finish(const std::string& request_id, Live& live, const RequestOutput& output);
   void fail_all(const std::string& reason);
   void publish_stats();
-  // After a loop iteration: per-step metrics and the periodic stats line.
-  void after_iteration(int64_t num_steps_before);
+  void record_step();  // the step's tokens into vllm:iteration_tokens_total
+  void log_stats();    // the periodic stats line, when one is due
 
   Factory factory_;
   AsyncEngineOptions options_;
@@ -168,6 +168,7 @@ class AsyncEngine {
 
   std::unordered_map<std::string, Live> live_;  // engine thread only
   StatsLogger stats_logger_;                    // engine thread only
+  int64_t num_steps_recorded_ = 0;              // engine thread only
   std::thread thread_;
 };
 

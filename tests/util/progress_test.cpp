@@ -35,16 +35,16 @@ TEST(Progress, LinesAtMostOncePerInterval) {
   p.advance(kGiB);  // before first_report_s: nothing
   EXPECT_TRUE(r.lines.empty());
   r.now = 1.5;
-  p.advance(3 * kGiB + kGiB / 10);
+  p.advance(3 * kGiB + kGiB / 2);
   ASSERT_EQ(r.lines.size(), 1u);
-  EXPECT_EQ(r.lines[0], "loading weights: 41% (4.1/10.0 GiB)");
+  EXPECT_EQ(r.lines[0], "loading weights: 45% (4.5/10.0 GiB)");
   r.now = 6.0;  // 4.5 s after the last line: still quiet
   p.advance(kGiB);
   EXPECT_EQ(r.lines.size(), 1u);
   r.now = 6.6;
   p.advance(kGiB);
   ASSERT_EQ(r.lines.size(), 2u);
-  EXPECT_EQ(r.lines[1], "loading weights: 61% (6.1/10.0 GiB)");
+  EXPECT_EQ(r.lines[1], "loading weights: 65% (6.5/10.0 GiB)");
   p.finish();
   EXPECT_EQ(r.lines.size(), 2u);  // lines need no closing
   EXPECT_TRUE(r.bars.empty());
