@@ -90,6 +90,19 @@ TEST(HugeBuffer, PrefaultBringsEveryPageInAndOnlyThen) {
   }
 }
 
+// The KV pool's reservation reports the bytes it faults in, the whole mapping in the end.
+TEST(HugeBuffer, PrefaultAdvancesProgress) {
+  ProgressOptions quiet;
+  quiet.write_line = [](std::string_view) {};
+  quiet.write_bar = [](std::string_view) {};
+  Progress progress("reserving", 0, quiet);
+  HugeBufferOptions options;
+  options.prefault = true;
+  options.progress = &progress;
+  const HugeBuffer buffer = HugeBuffer::allocate((size_t{300} << 20) + 1, options);
+  EXPECT_EQ(progress.done_bytes(), buffer.mapped_bytes());
+}
+
 TEST(HugeBuffer, MovesOwnership) {
   HugeBuffer a = HugeBuffer::allocate(4096);
   void* p = a.data();

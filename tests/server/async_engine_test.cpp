@@ -106,8 +106,7 @@ TEST(AsyncEngineStats, LogsAStatsLineWhileBusyUnlessDisabled) {
     AsyncEngineOptions options;
     options.log_stats = enabled;
     options.stats_interval_s = 0.02;
-    AsyncEngine engine([] { return std::make_unique<FakeEngine>(FakeEngine::Options{}); },
-                       options);
+    AsyncEngine engine([] { return std::make_unique<FakeEngine>(FakeEngine::Options{}); }, options);
     engine.start();
     ASSERT_TRUE(engine.wait_ready(10s));
     run_one(engine, 40, 1);  // 40 steps of 2 ms: two intervals at least

@@ -76,10 +76,10 @@ bool contains(const std::string& text, const std::string& part) {
 TEST(Lifecycle, ServeLogsVersionSettingsAndCapacity) {
   const Scratch scratch;
   const fs::path out = scratch.dir / "serve.txt";
-  const pid_t pid = spawn({"serve", "--model", "demo", "--port", "0", "--max-model-len", "256",
-                           "--kv-cache-space", "8MiB", "--api-key", "sekret-key",
-                           "--disable-log-stats"},
-                          out);
+  const pid_t pid =
+      spawn({"serve", "--model", "demo", "--port", "0", "--max-model-len", "256",
+             "--kv-cache-space", "8MiB", "--api-key", "sekret-key", "--disable-log-stats"},
+            out);
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   std::string text;
   while (Clock::now() < deadline && !contains(text, "engine ready")) {
@@ -97,8 +97,9 @@ TEST(Lifecycle, ServeLogsVersionSettingsAndCapacity) {
                        "--disable-log-stats")))
       << text;
   EXPECT_FALSE(contains(text, "sekret-key")) << text;
-  EXPECT_TRUE(contains(text, "engine args (non-default): model=demo, max_model_len=256, "
-                             "kv_cache_space=8.00 MiB"))
+  EXPECT_TRUE(contains(text,
+                       "engine args (non-default): model=demo, max_model_len=256, "
+                       "kv_cache_space=8.00 MiB"))
       << text;
   EXPECT_TRUE(std::regex_search(
       text, std::regex("architecture \\w+, [0-9.]+ B parameters, weights [0-9.]+ \\w+ "
@@ -106,7 +107,8 @@ TEST(Lifecycle, ServeLogsVersionSettingsAndCapacity) {
       << text;
   // 8 MiB of blocks: the token count, and how many 256-token requests that is.
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(text, m, std::regex("KV cache: (\\d+) tokens \\((\\d+) blocks of 16\\)")))
+  ASSERT_TRUE(
+      std::regex_search(text, m, std::regex("KV cache: (\\d+) tokens \\((\\d+) blocks of 16\\)")))
       << text;
   const int tokens = std::stoi(m[1]);
   EXPECT_EQ(tokens, std::stoi(m[2]) * 16);

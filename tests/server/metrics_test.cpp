@@ -183,8 +183,8 @@ TEST(Metrics, RendersProcessSeriesAsPrometheusClient) {
   p.cpu_seconds = 2.25;
   p.open_fds = 7;
   p.max_fds = 1024;
-  for (const std::string& text : {Metrics("m", 16).render(EngineStats{}, p),
-                                  render_process_metrics(p)}) {
+  for (const std::string& text :
+       {Metrics("m", 16).render(EngineStats{}, p), render_process_metrics(p)}) {
     EXPECT_EQ(sample(text, "process_virtual_memory_bytes"), 1000);
     EXPECT_EQ(sample(text, "process_resident_memory_bytes"), 500);
     EXPECT_EQ(sample(text, "process_start_time_seconds"), 1700000000.5);
@@ -212,8 +212,9 @@ std::string promtool_problems(const std::string& text) {
   while (std::getline(in, line)) {
     const bool colon = line.rfind("vllm:", 0) == 0 &&
                        line.find("metric names should not contain ':'") != std::string::npos;
-    const bool iteration = line == "vllm:iteration_tokens_total non-counter metrics should not "
-                                   "have \"_total\" suffix";
+    const bool iteration = line ==
+                           "vllm:iteration_tokens_total non-counter metrics should not "
+                           "have \"_total\" suffix";
     if (!line.empty() && !colon && !iteration) problems += line + "\n";
   }
   return problems;

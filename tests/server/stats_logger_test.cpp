@@ -43,7 +43,7 @@ TEST(StatsLogger, OneLinePerIntervalWithThroughput) {
 TEST(StatsLogger, QuietWhenIdleAfterOneClosingLine) {
   StatsLogger logger(10.0);
   EXPECT_FALSE(logger.update(snapshot(0, 0, 0, 0), 0.0));
-  EXPECT_FALSE(logger.update(snapshot(0, 0, 0, 0), 10.0));  // idle from the start: no line
+  EXPECT_FALSE(logger.update(snapshot(0, 0, 0, 0), 10.0));   // idle from the start: no line
   EXPECT_TRUE(logger.update(snapshot(10, 10, 0, 0), 20.0));  // work done in the interval
   const std::optional<std::string> closing = logger.update(snapshot(10, 10, 0, 0), 30.0);
   ASSERT_TRUE(closing);  // the throughput falling to zero is shown once

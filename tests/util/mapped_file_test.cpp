@@ -49,6 +49,26 @@ TEST(MappedFile, MapAndHugePageCopyHoldTheSameBytes) {
   std::filesystem::remove(path);
 }
 
+// Copying a file into memory reports every byte read, in pieces (so a bar moves during a
+// multi-GB shard); a map reads nothing up front and reports nothing.
+TEST(MappedFile, HugePageCopyAdvancesProgressByTheFileSize) {
+  const std::vector<uint8_t> bytes = pattern((size_t{130} << 20) + 5);  // three read chunks
+  const std::string path = write_temp_file("pagoda_mapped_progress", bytes);
+  int num_reports = 0;
+  ProgressOptions options;
+  options.first_report_s = 0;
+  options.line_interval_s = 0;
+  options.write_line = [&](std::string_view) { ++num_reports; };
+  Progress copy_progress("reading", bytes.size(), options);
+  const MappedFile copied(path, FileMemory::kHugePageCopy, &copy_progress);
+  EXPECT_EQ(copy_progress.done_bytes(), bytes.size());
+  EXPECT_EQ(num_reports, 3);
+  Progress map_progress("reading", bytes.size(), options);
+  const MappedFile mapped(path, FileMemory::kMap, &map_progress);
+  EXPECT_EQ(map_progress.done_bytes(), 0u);
+  std::filesystem::remove(path);
+}
+
 TEST(MappedFile, EmptyFilesAndErrorsNameThePath) {
   const std::string path = write_temp_file("pagoda_mapped_empty", {});
   for (FileMemory memory : {FileMemory::kMap, FileMemory::kHugePageCopy}) {
