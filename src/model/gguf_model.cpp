@@ -262,7 +262,7 @@ json gguf_config_json(const GgufFile& file) {
   return c;
 }
 
-GgufModel open_gguf_model(const std::string& path, FileMemory memory) {
+GgufModel open_gguf_model(const std::string& path, FileMemory memory, Progress* progress) {
   auto file = std::make_shared<const GgufFile>(path, memory);
   const GgufArchitecture& arch = arch_of(*file);
   const json config_json = gguf_config_json(*file);
@@ -270,7 +270,14 @@ GgufModel open_gguf_model(const std::string& path, FileMemory memory) {
   config.dir = path;
 
   TensorStore store = TensorStore::empty(path);
+  if (progress != nullptr) {
+    uint64_t total = 0;
+    for (const GgufTensorInfo& info : file->tensors())
+      total += static_cast<uint64_t>(info.size_bytes);
+    progress->set_total(total);
+  }
   for (const GgufTensorInfo& info : file->tensors()) {
+    if (progress != nullptr) progress->advance(static_cast<uint64_t>(info.size_bytes));
     if (info.name == "rope_freqs.weight") continue;  // folded into rope_scaling above
     std::vector<GgufTensorPart> parts;
     const auto layer = split_layer_name(info.name);

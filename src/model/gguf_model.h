@@ -37,7 +37,10 @@ struct GgufModel {
 bool is_gguf_path(const std::string& path);
 
 // Throws pagoda::Error with one line naming the file and the key / tensor that is wrong.
-GgufModel open_gguf_model(const std::string& path, FileMemory memory = FileMemory::kMap);
+// `progress` (optional) follows the tensor bytes repacked: reading them through the map is what
+// takes the time of a GGUF load.
+GgufModel open_gguf_model(const std::string& path, FileMemory memory = FileMemory::kMap,
+                          Progress* progress = nullptr);
 
 // The pieces, for tests and tools:
 // tokenizer.* metadata (views into `file`).

@@ -5,9 +5,9 @@
 namespace pagoda {
 namespace {
 
-ModelSource from_gguf(const std::string& path, const std::string& tokenizer_dir,
-                      FileMemory memory) {
-  GgufModel g = open_gguf_model(path, memory);
+ModelSource from_gguf(const std::string& path, const std::string& tokenizer_dir, FileMemory memory,
+                      Progress* progress) {
+  GgufModel g = open_gguf_model(path, memory, progress);
   const bool own_tokenizer = tokenizer_dir.empty();
   ModelSource s{path,
                 std::move(g.config),
@@ -26,7 +26,7 @@ ModelSource from_gguf(const std::string& path, const std::string& tokenizer_dir,
 
 ModelSource open_model_source(const std::string& path, const std::string& tokenizer_dir,
                               FileMemory memory, Progress* progress) {
-  if (is_gguf_path(path)) return from_gguf(path, tokenizer_dir, memory);
+  if (is_gguf_path(path)) return from_gguf(path, tokenizer_dir, memory, progress);
   const std::string tok_dir = tokenizer_dir.empty() ? path : tokenizer_dir;
   ModelSource s{path,
                 ModelConfig::from_dir(path),
