@@ -24,6 +24,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/half.h"
+#include "util/progress.h"
 
 namespace pagoda {
 namespace {
@@ -164,6 +165,29 @@ TEST(Quantize, LoadTimeQuantizationQuantizesEveryProjection) {
     EXPECT_LT(model->weight_bytes(), float_model->weight_bytes());
     EXPECT_EQ(model->num_parameters(), float_model->num_parameters());
   }
+}
+
+// Quantizing at load reports progress by the stored bytes of each matrix it converts, so a
+// bar moves through the slow part of such a load.
+TEST(Quantize, LoadTimeQuantizationAdvancesProgress) {
+  test::TempDir dir;
+  const std::string path = generated_model(dir);
+  const ModelConfig config = ModelConfig::from_dir(path);
+  const TensorStore store = TensorStore::open(path);
+  ProgressOptions quiet;
+  quiet.write_line = [](std::string_view) {};
+  quiet.write_bar = [](std::string_view) {};
+  Progress progress("quantizing", static_cast<uint64_t>(store.total_bytes()), quiet);
+  int64_t quantized_bytes = 0;
+  ModelOptions options;
+  options.weights.quantize_to = DType::kI8;
+  options.weights.progress = &progress;
+  options.weights.on_quantized = [&](const std::string& name, const WeightView&) {
+    quantized_bytes += store.get(name).size_bytes;
+  };
+  const auto model = create_model(config, store, options);
+  EXPECT_GT(quantized_bytes, 0);
+  EXPECT_EQ(progress.done_bytes(), static_cast<uint64_t>(quantized_bytes));
 }
 
 // Writes a `pagoda quantize`-style checkpoint by hand and checks it folds into kI8/kI4.
