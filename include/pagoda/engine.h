@@ -105,9 +105,10 @@ struct EngineStats {
   double kv_cache_usage = 0;  // fraction of blocks in use
   int64_t kv_cache_total_bytes = 0;
   int64_t num_preemptions = 0;
-  int64_t prefix_cache_queries = 0;  // tokens looked up
-  int64_t prefix_cache_hits = 0;     // tokens found
-  int64_t prompt_tokens = 0;
+  int64_t prefix_cache_queries = 0;    // tokens looked up
+  int64_t prefix_cache_hits = 0;       // tokens found
+  int64_t prompt_tokens = 0;           // of the requests added
+  int64_t prompt_tokens_computed = 0;  // run through the model (not from the prefix cache)
   int64_t generation_tokens = 0;
   int64_t num_steps = 0;             // steps that ran a forward pass
   int32_t last_step_num_tokens = 0;  // tokens the latest of them computed (prefill + decode)

@@ -89,6 +89,7 @@ class Engine::Impl {
   uint64_t num_requests_added_ = 0;
   int64_t prompt_tokens_total_ = 0;
   int64_t generation_tokens_total_ = 0;
+  int64_t prompt_tokens_computed_ = 0;
   int64_t num_steps_ = 0;
   int32_t last_step_num_tokens_ = 0;
 
@@ -475,6 +476,13 @@ std::vector<RequestOutput> Engine::Impl::step() {
   if (!scheduled.empty()) {
     ++num_steps_;
     last_step_num_tokens_ = scheduled.total_num_scheduled_tokens;
+    for (const ScheduledRequest& r : scheduled.requests) {
+      const int32_t prompt_end = r.request->num_prompt_tokens();
+      if (r.start_position < prompt_end) {
+        prompt_tokens_computed_ +=
+            std::min(r.start_position + r.num_new_tokens(), prompt_end) - r.start_position;
+      }
+    }
   }
   if (log_step) step_summary = summarize_step(scheduled, num_steps_);
   if (!scheduled.empty()) {
@@ -659,6 +667,7 @@ EngineStats Engine::stats() const {
   st.prefix_cache_hits = s.kv_cache_manager().prefix_cache_stats().num_hit_tokens;
   st.prompt_tokens = impl_->prompt_tokens_total_;
   st.generation_tokens = impl_->generation_tokens_total_;
+  st.prompt_tokens_computed = impl_->prompt_tokens_computed_;
   st.num_steps = impl_->num_steps_;
   st.last_step_num_tokens = impl_->last_step_num_tokens_;
   return st;

@@ -16,7 +16,8 @@ std::optional<std::string> StatsLogger::update(const EngineStats& stats, double 
   const double elapsed_s = now_s - interval_start_s_;
   if (elapsed_s < interval_s_) return std::nullopt;
 
-  const int64_t prompt_tokens = stats.prompt_tokens - at_start_.prompt_tokens;
+  // Prompt tokens the model computed (vLLM's prompt throughput is work done, not work queued).
+  const int64_t prompt_tokens = stats.prompt_tokens_computed - at_start_.prompt_tokens_computed;
   const int64_t generation_tokens = stats.generation_tokens - at_start_.generation_tokens;
   const bool busy =
       prompt_tokens > 0 || generation_tokens > 0 || stats.num_running > 0 || stats.num_waiting > 0;

@@ -309,6 +309,37 @@ TEST(Engine, AbortFreesBlocksImmediately) {
   EXPECT_EQ(engine.stats().num_running, 0);
 }
 
+// The counters the stats line and vllm:iteration_tokens_total read: prompt tokens are counted
+// as the model computes them (chunk by chunk, prefix-cache hits excluded), every step's tokens,
+// and the pool as cache_info() describes it.
+TEST(Engine, StatsCountComputedPromptTokensAndSteps) {
+  Engine engine(small_engine(true, true));  // 48-token steps: a 100-token prompt takes 3
+  SamplingParams p;
+  p.max_tokens = 4;
+  p.ignore_eos = true;
+  const std::vector<int32_t> prompt(100, 7);
+  engine.add_request_tokens("a", prompt, p);
+  EXPECT_EQ(engine.stats().prompt_tokens, 100);
+  EXPECT_EQ(engine.stats().prompt_tokens_computed, 0);
+  engine.step();
+  EXPECT_EQ(engine.stats().prompt_tokens_computed, 48);
+  EXPECT_EQ(engine.stats().num_steps, 1);
+  EXPECT_EQ(engine.stats().last_step_num_tokens, 48);
+  while (engine.has_unfinished_requests()) engine.step();
+  EXPECT_EQ(engine.stats().prompt_tokens_computed, 100);
+  EXPECT_EQ(engine.stats().num_steps, 3 + 3);  // three prefill chunks, then three decodes
+  EXPECT_EQ(engine.stats().last_step_num_tokens, 1);
+  // The same prompt again: its whole blocks come from the prefix cache, not the model.
+  engine.add_request_tokens("b", prompt, p);
+  while (engine.has_unfinished_requests()) engine.step();
+  EXPECT_LT(engine.stats().prompt_tokens_computed, 200);
+  const CacheInfo cache = engine.cache_info();
+  EXPECT_EQ(cache.block_size, 4);
+  EXPECT_GT(cache.num_blocks, 0);
+  EXPECT_EQ(cache.num_bytes, engine.stats().kv_cache_total_bytes);
+  EXPECT_TRUE(cache.enable_prefix_caching);
+}
+
 TEST(Engine, RejectsPromptsThatDoNotFitAndBadParameters) {
   Engine engine(small_engine(true, true));
   SamplingParams p;

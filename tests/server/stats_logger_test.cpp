@@ -10,7 +10,7 @@ namespace {
 EngineStats snapshot(int64_t prompt_tokens, int64_t generation_tokens, int32_t running,
                      int32_t waiting) {
   EngineStats s;
-  s.prompt_tokens = prompt_tokens;
+  s.prompt_tokens_computed = prompt_tokens;
   s.generation_tokens = generation_tokens;
   s.num_running = running;
   s.num_waiting = waiting;
