@@ -187,6 +187,7 @@ void AsyncEngine::run() {
     // Idle, the loop still wakes once per stats interval, so that the line closing a busy period
     // is not held back until the next request.
     const auto idle_wait = std::chrono::duration<double>(options_.stats_interval_s);
+    log_stats();  // the first interval starts now, with the counters at zero
     while (true) {
       std::vector<Command> commands;
       {

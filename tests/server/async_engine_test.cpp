@@ -114,6 +114,11 @@ TEST(AsyncEngineStats, LogsAStatsLineWhileBusyUnlessDisabled) {
     engine.stop();
     const std::string text = log.text();
     EXPECT_EQ(text.find("Avg generation throughput: ") != std::string::npos, enabled) << text;
+    if (!enabled) continue;
+    // The first interval starts at load, so the prompt computed in the first step counts.
+    const size_t first = text.find("Avg prompt throughput: ");
+    ASSERT_NE(first, std::string::npos) << text;
+    EXPECT_NE(text.compare(first, 27, "Avg prompt throughput: 0.0 "), 0) << text;
   }
 }
 

@@ -78,7 +78,10 @@ class FakeEngine final : public EngineBackend {
                        static_cast<int>(r.tokens.size()) >= r.params.min_tokens &&
                        std::find(r.prompt.begin(), r.prompt.end(), 42) != r.prompt.end();
       const int32_t token = eos ? kEos : next;
-      if (r.tokens.empty()) r.first_token_s = t;
+      if (r.tokens.empty()) {
+        r.first_token_s = t;
+        num_prompt_tokens_computed_ += static_cast<int64_t>(r.prompt.size());
+      }
       r.tokens.push_back(token);
       r.last_token_s = t;
       RequestOutput out;
@@ -154,6 +157,7 @@ class FakeEngine final : public EngineBackend {
     s.kv_cache_usage = static_cast<double>(blocks) / kNumBlocks;
     s.kv_cache_total_bytes = int64_t{kNumBlocks} * kBlockTokens * 1024;
     s.generation_tokens = num_generated_;
+    s.prompt_tokens_computed = num_prompt_tokens_computed_;
     s.num_steps = num_steps_;
     s.last_step_num_tokens = last_step_num_tokens_;
     return s;
@@ -217,6 +221,7 @@ class FakeEngine final : public EngineBackend {
   std::vector<std::string> order_;  // FCFS
   int num_steps_ = 0;
   int32_t last_step_num_tokens_ = 0;
+  int64_t num_prompt_tokens_computed_ = 0;
   int64_t num_generated_ = 0;
 };
 
