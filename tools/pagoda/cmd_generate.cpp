@@ -6,8 +6,8 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "tools/pagoda/commands.h"
 #include "tools/pagoda/engine_options.h"
