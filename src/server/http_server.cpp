@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <mutex>
 #include <type_traits>
 
 #include <spdlog/spdlog.h>
@@ -60,19 +61,41 @@ void guarded(const HttpRequest& req, const ReplyPtr& reply, Work&& work) {
   }
 }
 
+// Whether the request threads may still be given work: engine pushes and client hang-ups can
+// come after the server is gone (the engine outlives it), and must not post to a dead pool.
+struct Lifeline {
+  std::mutex mutex;
+  bool alive = true;
+
+  template <typename F>
+  void post(const Strand& strand, F&& f) {
+    std::lock_guard lock(mutex);
+    if (alive) net::post(strand, std::forward<F>(f));
+  }
+  void end() {
+    std::lock_guard lock(mutex);
+    alive = false;
+  }
+};
+
 // One generation request from submission to its last byte. Every step runs on the request's
 // strand: the engine's pushes only schedule a poll there, and a client that hangs up only
 // schedules the abort, so the job is never touched by two threads at once.
 class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
  public:
-  GenerationCall(std::unique_ptr<GenerationJob> job, ReplyPtr reply, Strand strand)
-      : job_(std::move(job)), reply_(std::move(reply)), strand_(std::move(strand)) {}
+  GenerationCall(std::unique_ptr<GenerationJob> job, ReplyPtr reply, Strand strand,
+                 std::shared_ptr<Lifeline> lifeline)
+      : job_(std::move(job)),
+        reply_(std::move(reply)),
+        strand_(std::move(strand)),
+        lifeline_(std::move(lifeline)) {}
 
   // On the strand. Throws RequestError when the engine refuses at once.
   void start(std::vector<std::vector<int32_t>> prompts, const std::vector<SamplingParams>& params) {
     auto self = shared_from_this();
     job_->queue().set_listener([self] { self->schedule_poll(); });
-    reply_->on_close([self] { net::post(self->strand_, [self] { self->client_gone(); }); });
+    reply_->on_close(
+        [self] { self->lifeline_->post(self->strand_, [self] { self->client_gone(); }); });
     try {
       job_->submit(std::move(prompts), params);
     } catch (...) {
@@ -85,7 +108,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
  private:
   void schedule_poll() {
     if (poll_scheduled_.exchange(true)) return;
-    net::post(strand_, [self = shared_from_this()] {
+    lifeline_->post(strand_, [self = shared_from_this()] {
       self->poll_scheduled_ = false;
       self->poll();
     });
@@ -138,6 +161,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   std::unique_ptr<GenerationJob> job_;
   ReplyPtr reply_;
   Strand strand_;
+  std::shared_ptr<Lifeline> lifeline_;
   std::atomic<bool> poll_scheduled_{false};
   bool finished_ = false;
   bool stream_begun_ = false;
@@ -156,6 +180,7 @@ class HttpServer::Impl {
 
   ~Impl() {
     transport_.stop();
+    lifeline_->end();
     workers_.join();
   }
 
@@ -397,12 +422,13 @@ class HttpServer::Impl {
     }
 
     auto call = std::make_shared<GenerationCall>(
-        std::make_unique<GenerationJob>(engine_, std::move(spec)), reply, strand);
+        std::make_unique<GenerationJob>(engine_, std::move(spec)), reply, strand, lifeline_);
     call->start(std::move(prompts), params);
   }
 
   AsyncEngine& engine_;
   ServerOptions options_;
+  std::shared_ptr<Lifeline> lifeline_ = std::make_shared<Lifeline>();
   net::thread_pool workers_;
   HttpTransport transport_;
 };

@@ -565,7 +565,7 @@ class Session final : public SessionBase,
     std::string bytes =
         response_head(r.status, r.content_type, common_headers(std::move(r.headers)), r.body.size(),
                       false, keep_alive_);
-    bytes += r.body;
+    if (method_ != "HEAD") bytes += r.body;  // HEAD: the head of what GET would answer
     queue_bytes(std::move(bytes));
   }
 
