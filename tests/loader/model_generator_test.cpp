@@ -15,6 +15,7 @@
 #include "common/test_paths.h"
 #include "loader/safetensors.h"
 #include "model/builtin_tokenizer.h"
+#include "model/deepseek_config.h"
 #include "model/model_config.h"
 #include "model/model_generator.h"
 #include "test_helpers.h"
@@ -276,6 +277,125 @@ TEST(ModelGenerator, PresetShapes) {
   EXPECT_TRUE(demo.demo);
   EXPECT_EQ(model_preset("r1-distill-qwen-1.5b").architecture, "Qwen2ForCausalLM");
   EXPECT_EQ(model_preset("ds-llm-7b").num_layers, 30);
+}
+
+int64_t num_parameters(const ModelSpec& spec) {
+  int64_t params = 0;
+  for (const TensorLayout& t : model_tensor_layout(spec)) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    params += n;
+  }
+  return params;
+}
+
+// The parameter counts DeepSeek publishes: V3 671B (685B with its MTP module), V2 236B,
+// V2-Lite 15.7B.
+TEST(ModelGenerator, DeepseekPresetsHaveThePublishedSizes) {
+  ModelSpec v3 = model_preset("deepseek-v3");
+  EXPECT_EQ(v3.architecture, "DeepseekV3ForCausalLM");
+  EXPECT_EQ(v3.deepseek.num_nextn_predict_layers, 1);
+  EXPECT_NEAR(num_parameters(v3) / 1e9, 684.5, 0.1);
+  v3.deepseek.num_nextn_predict_layers = 0;
+  EXPECT_NEAR(num_parameters(v3) / 1e9, 671.0, 0.1);
+  const ModelSpec v2 = model_preset("deepseek-v2");
+  EXPECT_EQ(v2.architecture, "DeepseekV2ForCausalLM");
+  EXPECT_NEAR(num_parameters(v2) / 1e9, 235.7, 0.1);
+  const ModelSpec lite = model_preset("deepseek-v2-lite");
+  EXPECT_EQ(lite.deepseek.q_lora_rank, 0);
+  EXPECT_NEAR(num_parameters(lite) / 1e9, 15.7, 0.1);
+}
+
+ModelSpec tiny_deepseek(const std::string& preset) {
+  ModelSpec s = model_preset(preset);
+  s.num_layers = 2;
+  s.hidden_size = 64;
+  s.intermediate_size = 96;
+  s.num_heads = 4;
+  s.vocab_size = 512;
+  s.max_position_embeddings = 256;
+  DeepseekSpec& d = s.deepseek;
+  if (d.q_lora_rank > 0) d.q_lora_rank = 24;
+  d.kv_lora_rank = 32;
+  d.qk_nope_head_dim = 16;
+  d.qk_rope_head_dim = 8;
+  d.v_head_dim = 16;
+  d.n_routed_experts = 8;
+  d.num_experts_per_tok = 2;
+  d.moe_intermediate_size = 32;
+  d.first_k_dense_replace = 1;
+  d.n_group = std::min<int64_t>(d.n_group, 4);
+  d.topk_group = std::min<int64_t>(d.topk_group, 2);
+  return s;
+}
+
+// The MTP layer is written under the names DeepSeek-V3's safetensors use, after the last
+// decoder layer; the routing bias is fp32 as in V3.
+TEST(ModelGenerator, DeepseekV3WritesTheMtpLayerUnderV3sNames) {
+  TempDir dir;
+  const ModelSpec spec = tiny_deepseek("deepseek-v3");
+  generate_model(spec, dir.str());
+  const TensorStore store = TensorStore::open(dir.str());
+  const std::map<std::string, std::vector<int64_t>> mtp = {
+      {"model.layers.2.embed_tokens.weight", {512, 64}},
+      {"model.layers.2.enorm.weight", {64}},
+      {"model.layers.2.hnorm.weight", {64}},
+      {"model.layers.2.eh_proj.weight", {64, 128}},
+      {"model.layers.2.shared_head.norm.weight", {64}},
+      {"model.layers.2.shared_head.head.weight", {512, 64}},
+      {"model.layers.2.self_attn.kv_a_proj_with_mqa.weight", {40, 64}},
+      {"model.layers.2.mlp.experts.7.down_proj.weight", {64, 32}},
+      {"model.layers.2.mlp.shared_experts.gate_proj.weight", {32, 64}},
+  };
+  for (const auto& [name, shape] : mtp) {
+    const Tensor* t = store.find(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->shape, shape) << name;
+  }
+  EXPECT_EQ(store.get("model.layers.1.mlp.gate.e_score_correction_bias").dtype, DType::kF32);
+  EXPECT_EQ(store.get("model.layers.1.mlp.gate.weight").dtype, DType::kBF16);
+  EXPECT_EQ(store.find("model.layers.0.mlp.gate.weight"), nullptr);  // first_k_dense_replace 1
+  EXPECT_NE(store.find("model.layers.0.mlp.gate_proj.weight"), nullptr);
+  EXPECT_EQ(store.find("model.layers.3.enorm.weight"), nullptr);
+
+  const DeepseekConfig d = DeepseekConfig::from_model_config(ModelConfig::from_dir(dir.str()));
+  EXPECT_EQ(d.num_layers, 2);
+  EXPECT_EQ(d.num_nextn_predict_layers, 1);
+  EXPECT_EQ(d.q_lora_rank, 24);
+  EXPECT_EQ(d.kv_lora_rank, 32);
+  EXPECT_EQ(d.router.num_experts, 8);
+  EXPECT_EQ(d.router.method, MoeTopkMethod::kNoauxTc);
+  EXPECT_EQ(d.router.scoring, MoeScoring::kSigmoid);
+  EXPECT_TRUE(d.router.norm_topk_prob);
+  EXPECT_FLOAT_EQ(d.router.routed_scaling_factor, 2.5f);
+  EXPECT_EQ(d.rope.type, RopeParams::Type::kYarn);
+}
+
+TEST(ModelGenerator, DeepseekV2LiteProjectsQueriesDirectly) {
+  TempDir dir;
+  generate_model(tiny_deepseek("deepseek-v2-lite"), dir.str());
+  const json config = read_json(dir.file("config.json"));
+  EXPECT_TRUE(config["q_lora_rank"].is_null());
+  EXPECT_EQ(config["model_type"], "deepseek_v2");
+  EXPECT_FALSE(config.contains("num_nextn_predict_layers"));
+  const TensorStore store = TensorStore::open(dir.str());
+  EXPECT_NE(store.find("model.layers.0.self_attn.q_proj.weight"), nullptr);
+  EXPECT_EQ(store.find("model.layers.0.self_attn.q_a_proj.weight"), nullptr);
+  const DeepseekConfig d = DeepseekConfig::from_model_config(ModelConfig::from_dir(dir.str()));
+  EXPECT_EQ(d.q_lora_rank, 0);
+  EXPECT_EQ(d.router.method, MoeTopkMethod::kGreedy);
+  EXPECT_EQ(d.num_shared_experts, 2);
+}
+
+TEST(ModelGenerator, DeepseekSpecsAreCheckedByTheLoadersRules) {
+  TempDir dir;
+  ModelSpec spec = tiny_deepseek("deepseek-v3");
+  spec.deepseek.n_group = 8;  // 8 experts in 8 groups: noaux_tc needs 2 per group
+  expect_message(error_of([&] { generate_model(spec, dir.str()); }), {"n_group"});
+  EXPECT_FALSE(fs::exists(dir.file("model.safetensors")));
+  spec = tiny_deepseek("deepseek-v2");
+  spec.deepseek.qk_rope_head_dim = 7;
+  expect_message(error_of([&] { generate_model(spec, dir.str()); }), {"qk_rope_head_dim"});
 }
 
 TEST(ModelGenerator, BadSpecs) {
