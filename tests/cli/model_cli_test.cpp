@@ -176,6 +176,29 @@ TEST(InfoCli, NamesTheEnginesKvDtypeAndTheStoredWeightFormat) {
   EXPECT_NE(gguf.out.find("weight format:      Q8_0"), std::string::npos) << gguf.out;
 }
 
+TEST(InfoCli, ADeepseekGgufFileShowsItsLayoutAndItsGgmlTypes) {
+  const Scratch scratch;
+  const std::string dir = scratch.path("v3"), gguf = scratch.path("v3.q8_0.gguf");
+  std::vector<std::string> args = {
+      "make-model", "--preset",  "deepseek-v3", "--out",        dir, "--q-lora-rank",
+      "32",         "--n-group", "4",           "--topk-group", "2"};
+  const std::vector<std::string> tiny = tiny_deepseek_flags();
+  args.insert(args.end(), tiny.begin(), tiny.end());
+  ASSERT_EQ(run_pagoda(args, scratch.dir()).exit_code, 0);
+  const RunResult exported =
+      run_pagoda({"export-gguf", "--model", dir, "--type", "q8_0", "--out", gguf}, scratch.dir());
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+
+  const RunResult info = run_pagoda({"info", "--model", gguf}, scratch.dir());
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  for (const std::string& line : {"architecture:       DeepseekV3ForCausalLM",
+                                  "kv_lora_rank:     32", "8 routed + 1 shared, 2 per token",
+                                  "sigmoid scores, noaux_tc", "weight format:      Q8_0 "}) {
+    EXPECT_NE(info.out.find(line), std::string::npos) << "expected '" << line << "' in\n"
+                                                      << info.out;
+  }
+}
+
 TEST(TokenizeCli, ADirectoryTheDemoModelAndAGgufFileAllTokenize) {
   const Scratch scratch;
   const TinyModels m = make_tiny_models(scratch);
