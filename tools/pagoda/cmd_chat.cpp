@@ -56,12 +56,14 @@ void install_sigint_handler() {
   ::sigaction(SIGINT, &action, nullptr);
 }
 
-// Forgets a Ctrl-C that has been acted on (or came between two prompts).
+// Forgets a Ctrl-C that has been acted on (or came between two prompts). The flag is cleared
+// before the pipe is drained: the handler sets it before writing, so a Ctrl-C racing with this
+// leaves the flag set rather than being lost.
 void clear_interrupt() {
+  g_interrupted.store(false);
   char buffer[64];
   while (::read(g_wake_pipe[0], buffer, sizeof(buffer)) > 0) {
   }
-  g_interrupted.store(false);
 }
 
 // Lines from standard input, read with poll() beside the wake pipe so Ctrl-C ends the wait.
@@ -89,7 +91,12 @@ class PromptReader {
         if (errno == EINTR) continue;
         fail("chat: poll on standard input failed: {}", std::strerror(errno));
       }
-      if (fds[1].revents != 0 && g_interrupted.load()) return Result::kInterrupted;
+      // A byte in the pipe is a Ctrl-C even if the flag was cleared in between: reading it
+      // (rather than polling on) keeps a late byte from spinning this loop.
+      if (fds[1].revents != 0) {
+        clear_interrupt();
+        return Result::kInterrupted;
+      }
       if (fds[0].revents == 0) continue;
       char chunk[4096];
       const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof(chunk));
