@@ -306,6 +306,72 @@ TEST(ModelGenerator, DeepseekPresetsHaveThePublishedSizes) {
   EXPECT_NEAR(num_parameters(lite) / 1e9, 15.7, 0.1);
 }
 
+// The presets against the published files in the shared test data: DeepSeek-R1's config.json
+// (V3's shape) and the inference configs of DeepSeek-V2 (236B) and V2-Lite (16B).
+TEST(ModelGenerator, DeepseekPresetsMatchThePublishedConfigs) {
+  const fs::path dir = pagoda::test::testdata_dir() / "hf-configs";
+  const fs::path r1 = dir / "deepseek-ai-DeepSeek-R1/config.json";
+  const fs::path inference = dir / "deepseek-ai-DeepSeek-V3-inference-configs";
+  if (!fs::exists(r1) || !fs::exists(inference)) GTEST_SKIP() << "test data missing: " << dir;
+
+  const json c = read_json(r1);
+  const ModelSpec v3 = model_preset("deepseek-v3");
+  const DeepseekSpec& d = v3.deepseek;
+  EXPECT_EQ(c["architectures"][0], v3.architecture);
+  EXPECT_EQ(c["hidden_size"], v3.hidden_size);
+  EXPECT_EQ(c["intermediate_size"], v3.intermediate_size);
+  EXPECT_EQ(c["num_hidden_layers"], v3.num_layers);
+  EXPECT_EQ(c["num_attention_heads"], v3.num_heads);
+  EXPECT_EQ(c["vocab_size"], v3.vocab_size);
+  EXPECT_EQ(c["max_position_embeddings"], v3.max_position_embeddings);
+  EXPECT_EQ(c["rope_theta"], v3.rope_theta);
+  EXPECT_EQ(c["rope_scaling"], v3.rope_scaling);
+  EXPECT_EQ(c["q_lora_rank"], d.q_lora_rank);
+  EXPECT_EQ(c["kv_lora_rank"], d.kv_lora_rank);
+  EXPECT_EQ(c["qk_nope_head_dim"], d.qk_nope_head_dim);
+  EXPECT_EQ(c["qk_rope_head_dim"], d.qk_rope_head_dim);
+  EXPECT_EQ(c["v_head_dim"], d.v_head_dim);
+  EXPECT_EQ(c["n_routed_experts"], d.n_routed_experts);
+  EXPECT_EQ(c["n_shared_experts"], d.n_shared_experts);
+  EXPECT_EQ(c["num_experts_per_tok"], d.num_experts_per_tok);
+  EXPECT_EQ(c["moe_intermediate_size"], d.moe_intermediate_size);
+  EXPECT_EQ(c["first_k_dense_replace"], d.first_k_dense_replace);
+  EXPECT_EQ(c["moe_layer_freq"], d.moe_layer_freq);
+  EXPECT_EQ(c["n_group"], d.n_group);
+  EXPECT_EQ(c["topk_group"], d.topk_group);
+  EXPECT_EQ(c["topk_method"], d.topk_method);
+  EXPECT_EQ(c["scoring_func"], d.scoring_func);
+  EXPECT_EQ(c["norm_topk_prob"], d.norm_topk_prob);
+  EXPECT_EQ(c["routed_scaling_factor"], d.routed_scaling_factor);
+  EXPECT_EQ(c["num_nextn_predict_layers"], d.num_nextn_predict_layers);
+
+  for (const auto& [file, preset] :
+       {std::pair<std::string, std::string>{"config_236B.json", "deepseek-v2"},
+        {"config_16B.json", "deepseek-v2-lite"}}) {
+    const json i = read_json(inference / file);
+    const ModelSpec s = model_preset(preset);
+    SCOPED_TRACE(preset);
+    EXPECT_EQ(i["dim"], s.hidden_size);
+    EXPECT_EQ(i["inter_dim"], s.intermediate_size);
+    EXPECT_EQ(i["moe_inter_dim"], s.deepseek.moe_intermediate_size);
+    EXPECT_EQ(i["n_layers"], s.num_layers);
+    EXPECT_EQ(i["n_dense_layers"], s.deepseek.first_k_dense_replace);
+    EXPECT_EQ(i["n_heads"], s.num_heads);
+    EXPECT_EQ(i["vocab_size"], s.vocab_size);
+    EXPECT_EQ(i["n_routed_experts"], s.deepseek.n_routed_experts);
+    EXPECT_EQ(i["n_shared_experts"], s.deepseek.n_shared_experts);
+    EXPECT_EQ(i["n_activated_experts"], s.deepseek.num_experts_per_tok);
+    EXPECT_EQ(i.value("n_expert_groups", 1), s.deepseek.n_group);
+    EXPECT_EQ(i.value("n_limited_groups", 1), s.deepseek.topk_group);
+    EXPECT_EQ(i["route_scale"], s.deepseek.routed_scaling_factor);
+    EXPECT_EQ(i["q_lora_rank"], s.deepseek.q_lora_rank);
+    EXPECT_EQ(i["kv_lora_rank"], s.deepseek.kv_lora_rank);
+    EXPECT_EQ(i["qk_nope_head_dim"], s.deepseek.qk_nope_head_dim);
+    EXPECT_EQ(i["qk_rope_head_dim"], s.deepseek.qk_rope_head_dim);
+    EXPECT_EQ(i["v_head_dim"], s.deepseek.v_head_dim);
+  }
+}
+
 ModelSpec tiny_deepseek(const std::string& preset) {
   ModelSpec s = model_preset(preset);
   s.num_layers = 2;
