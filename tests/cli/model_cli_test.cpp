@@ -171,6 +171,14 @@ TEST(InfoCli, NamesTheEnginesKvDtypeAndTheStoredWeightFormat) {
   ASSERT_EQ(int8.exit_code, 0) << int8.err;
   EXPECT_NE(int8.out.find("weight format:      int8 (group"), std::string::npos) << int8.out;
 
+  const std::string int4_dir = scratch.path("tiny-int4");
+  const RunResult quantized =
+      run_pagoda({"quantize", "--model", m.dir, "--to", "int4", "--out", int4_dir}, scratch.dir());
+  ASSERT_EQ(quantized.exit_code, 0) << quantized.err;
+  const RunResult int4 = run_pagoda({"info", "--model", int4_dir}, scratch.dir());
+  ASSERT_EQ(int4.exit_code, 0) << int4.err;
+  EXPECT_NE(int4.out.find("weight format:      int4 (group 32)"), std::string::npos) << int4.out;
+
   const RunResult gguf = run_pagoda({"info", "--model", m.gguf}, scratch.dir());
   ASSERT_EQ(gguf.exit_code, 0) << gguf.err;
   EXPECT_NE(gguf.out.find("weight format:      Q8_0"), std::string::npos) << gguf.out;

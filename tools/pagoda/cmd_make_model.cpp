@@ -109,11 +109,15 @@ int run_make_model(const MakeModelOptions& o) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print(stderr,
-             "wrote {}: {} ({}), {:.3f}B parameters, {} of {} weights in {} file(s), vocab {} "
+             "wrote {}: {} ({}{}), {:.3f}B parameters, {} of {} weights in {} file(s), vocab {} "
              "(tokenizer {}), {:.1f} s\n",
-             model.dir, spec.architecture, spec.preset, model.num_parameters / 1e9,
-             format_bytes(static_cast<uint64_t>(model.weight_bytes)), dtype_name(spec.dtype),
-             model.weight_files.size(), model.vocab_size, model.tokenizer_vocab_size, seconds);
+             model.dir, spec.architecture, spec.preset,
+             spec.is_deepseek() && spec.deepseek.num_nextn_predict_layers > 0
+                 ? fmt::format(", +{} MTP layer(s)", spec.deepseek.num_nextn_predict_layers)
+                 : "",
+             model.num_parameters / 1e9, format_bytes(static_cast<uint64_t>(model.weight_bytes)),
+             dtype_name(spec.dtype), model.weight_files.size(), model.vocab_size,
+             model.tokenizer_vocab_size, seconds);
   return 0;
 }
 
