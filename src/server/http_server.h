@@ -27,6 +27,7 @@ struct ServerOptions {
   std::string reasoning_parser;        // "" or "deepseek_r1"
   bool strict_request_fields = false;  // unknown request fields: 400 instead of a warning
   std::string version;
+  ProtocolOptions protocol;  // --max-logprobs, --response-role, --return-tokens-as-token-ids
 };
 
 class HttpServer {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -232,6 +233,181 @@ TEST(VllmCommandLine, VllmApiKeyLocksTheServerAndEveryServedNameWorks) {
                               "application/json");
     ASSERT_TRUE(unknown);
     EXPECT_EQ(unknown->status, 404) << unknown->body;
+  }
+  kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid, std::chrono::seconds(60)), 0) << read_file(log);
+  ASSERT_TRUE(up) << read_file(log) << read_file(scratch.dir / "serve.out");
+}
+
+// `--config FILE.yaml` in vLLM's form carries any serve option; the command line wins; a bad
+// file is a clear error before anything loads; a VLLM_* variable Pagoda does not read is named.
+TEST(VllmCommandLine, ConfigFileInVllmsFormAndItsErrors) {
+  const Scratch scratch;
+  const fs::path config = scratch.dir / "serve.yaml";
+  std::ofstream(config) << "model: " << (scratch.dir / "no-such-model").string() << "\n"
+                        << "port: 0\n"
+                        << "dtype: bfloat16\n"
+                        << "enforce_eager: true\n"
+                        << "trust-remote-code: false\n"
+                        << "served-model-name: [first, second]\n"
+                        << "max-model-len: 2k\n"
+                        << "log-level: error\n";
+  const fs::path out = scratch.dir / "out.txt";
+  EXPECT_EQ(wait_exit(spawn({"serve", "--config", config.string(), "--log-level", "info"},
+                            {"VLLM_HOST_IP=10.0.0.1", "VLLM_SOMETHING_NEW=1"}, out),
+                      std::chrono::seconds(30)),
+            1);
+  std::string text = read_file(out);
+  EXPECT_NE(text.find("--dtype bfloat16 has no effect"), std::string::npos) << text;
+  EXPECT_NE(text.find("--enforce-eager has no effect"), std::string::npos) << text;
+  EXPECT_EQ(text.find("--trust-remote-code has no effect"), std::string::npos) << text;
+  EXPECT_NE(text.find("no-such-model/config.json"), std::string::npos) << text;
+  EXPECT_NE(text.find("VLLM_HOST_IP is set but has no effect: it is the address of a node"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("VLLM_SOMETHING_NEW is set but has no effect"), std::string::npos) << text;
+  // The warnings above show that --log-level info on the command line beat the file's error.
+
+  // VLLM_LOGGING_LEVEL sets the level when neither --log-level nor PAGODA_LOG_LEVEL does.
+  const std::string model = (scratch.dir / "no-such-model").string();
+  EXPECT_EQ(wait_exit(spawn({"serve", model, "--dtype", "half"}, {"VLLM_LOGGING_LEVEL=ERROR"}, out),
+                      std::chrono::seconds(30)),
+            1);
+  text = read_file(out);
+  EXPECT_EQ(text.find("--dtype half has no effect"), std::string::npos) << text;
+  EXPECT_NE(text.find("loading failed"), std::string::npos) << text;
+  EXPECT_EQ(wait_exit(spawn({"serve", model, "--dtype", "half"},
+                            {"VLLM_LOGGING_LEVEL=ERROR", "PAGODA_LOG_LEVEL=warning"}, out),
+                      std::chrono::seconds(30)),
+            1);
+  text = read_file(out);
+  EXPECT_NE(text.find("--dtype half has no effect"), std::string::npos) << text;
+
+  struct Case {
+    std::string yaml;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"port: 0\nmax-lora-rank: 8\n", "unknown key 'max-lora-rank'"},
+      {"port: [0\n", "not valid YAML"},
+      {"enforce-eager: maybe\n", "--enforce-eager is a switch"},
+  };
+  for (const Case& c : cases) {
+    std::ofstream(config) << c.yaml;
+    const int code = wait_exit(spawn({"serve", "m", "--config", config.string()}, {}, out),
+                               std::chrono::seconds(30));
+    text = read_file(out);
+    EXPECT_EQ(code, 1) << c.message;
+    EXPECT_NE(text.find(c.message), std::string::npos) << c.message << "\n" << text;
+  }
+  EXPECT_EQ(
+      wait_exit(spawn({"serve", "m", "--config", (scratch.dir / "none.yaml").string()}, {}, out),
+                std::chrono::seconds(30)),
+      1);
+  EXPECT_NE(read_file(out).find("none.yaml: no such file"), std::string::npos) << read_file(out);
+}
+
+// The serve flags with vLLM's meaning, set from a config file, against a real server: the
+// logprobs limit, token ids as logprob tokens, the response role, an inline chat template with
+// the openai content format, return_token_strs and continuous usage stats.
+TEST(VllmCommandLine, VllmServeFlagsAndRequestFieldsOnARealServer) {
+  const Scratch scratch;
+  const fs::path model = scratch.dir / "model";
+  ASSERT_EQ(wait_exit(spawn({"make-model", "--preset", "tiny", "--out", model.string()}, {},
+                            scratch.dir / "make.txt"),
+                      std::chrono::seconds(120)),
+            0)
+      << read_file(scratch.dir / "make.txt");
+  const fs::path config = scratch.dir / "serve.yaml";
+  std::ofstream(config) << "max_logprobs: 3\n"
+                        << "return-tokens-as-token-ids: true\n"
+                        << "response-role: model\n"
+                        << "chat-template-content-format: openai\n"
+                        << "generation-config: vllm\n";
+  const fs::path log = scratch.dir / "serve.log";
+  // The template loops over each message's content parts: with the openai format a plain string
+  // content arrives as one text part.
+  const pid_t pid = spawn(
+      {"serve", model.string(), "--config", config.string(), "--host", "127.0.0.1", "--port", "0",
+       "--max-model-len", "256", "--threads", "1", "--log-file", log.string(), "--chat-template",
+       "{% for m in messages %}<{% for p in m['content'] %}{{ p.text }}{% endfor %}>"
+       "{% endfor %}"},
+      {}, scratch.dir / "serve.out");
+  int port = 0;
+  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+  const bool up = eventually(
+      [&] {
+        std::smatch m;
+        const std::string text = read_file(log);
+        if (port == 0 && std::regex_search(text, m, listening)) port = std::stoi(m[1]);
+        if (port == 0) return false;
+        auto r = client(port)->Get("/health");
+        return r && r->status == 200;
+      },
+      std::chrono::seconds(120));
+  if (up) {
+    auto post = [&](const std::string& path, const json& body) {
+      auto r = client(port)->Post(path, body.dump(), "application/json");
+      EXPECT_TRUE(r) << path;
+      return r ? std::make_pair(r->status, json::parse(r->body, nullptr, false))
+               : std::make_pair(0, json());
+    };
+    // --max-logprobs 3 (from the file).
+    auto [too_many_status, too_many] =
+        post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}, {"logprobs", 4}});
+    EXPECT_EQ(too_many_status, 400) << too_many;
+    auto [ok_status, ok] =
+        post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}, {"logprobs", 3}});
+    ASSERT_EQ(ok_status, 200) << ok;
+    const json& tokens = ok["choices"][0]["logprobs"]["tokens"];
+    ASSERT_EQ(tokens.size(), 2u) << ok;
+    EXPECT_EQ(tokens[0].get<std::string>().rfind("token_id:", 0), 0u) << ok;
+    // --response-role, and the inline template with string content as an openai part list.
+    auto [chat_status, chat] =
+        post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hello"}}}},
+                                      {"max_tokens", 2},
+                                      {"logprobs", true},
+                                      {"top_logprobs", 1}});
+    ASSERT_EQ(chat_status, 200) << chat;
+    EXPECT_EQ(chat["choices"][0]["message"]["role"], "model") << chat;
+    EXPECT_EQ(chat["choices"][0]["logprobs"]["content"][0]["token"].get<std::string>().rfind(
+                  "token_id:", 0),
+              0u);
+    auto [chat_tok_status, chat_tok] = post(
+        "/tokenize",
+        {{"messages", {{{"role", "user"}, {"content", "hello"}}}}, {"return_token_strs", true}});
+    ASSERT_EQ(chat_tok_status, 200) << chat_tok;
+    auto [plain_status, plain] =
+        post("/tokenize", {{"prompt", "<hello>"}, {"add_special_tokens", false}});
+    ASSERT_EQ(plain_status, 200) << plain;
+    EXPECT_EQ(chat_tok["tokens"], plain["tokens"]) << chat_tok << plain;
+    ASSERT_TRUE(chat_tok.contains("token_strs")) << chat_tok;
+    std::string joined;
+    for (const json& piece : chat_tok["token_strs"]) joined += piece.get<std::string>();
+    EXPECT_EQ(joined, "<hello>") << chat_tok;
+    EXPECT_FALSE(plain.contains("token_strs"));
+    // stream_options.continuous_usage_stats: every chunk with a choice carries the usage so far.
+    const StreamResult streamed = stream_request(
+        port, "/v1/completions",
+        {{"prompt", "hi"},
+         {"max_tokens", 3},
+         {"stream", true},
+         {"stream_options", {{"include_usage", true}, {"continuous_usage_stats", true}}}});
+    EXPECT_EQ(streamed.status, 200);
+    int num_choice_chunks = 0;
+    int64_t last_completion_tokens = -1;
+    std::istringstream events(streamed.raw);
+    for (std::string line; std::getline(events, line);) {
+      if (line.rfind("data: {", 0) != 0) continue;
+      const json chunk = json::parse(line.substr(6));
+      if (chunk["choices"].empty()) continue;
+      ++num_choice_chunks;
+      ASSERT_TRUE(chunk["usage"].is_object()) << line;
+      EXPECT_GE(chunk["usage"]["completion_tokens"].get<int64_t>(), last_completion_tokens);
+      last_completion_tokens = chunk["usage"]["completion_tokens"].get<int64_t>();
+    }
+    EXPECT_GT(num_choice_chunks, 0) << streamed.raw;
+    EXPECT_EQ(last_completion_tokens, 3) << streamed.raw;
   }
   kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid, std::chrono::seconds(60)), 0) << read_file(log);
