@@ -171,6 +171,13 @@ TEST(VllmCommandLine, ParallelismAboveOneAndBadValuesAreClearErrors) {
       {{"serve"}, {}, "no model given"},
       {{"serve", model, "--isa", "avx3"}, {}, "--isa"},
       {{"serve", model}, {"VLLM_CPU_OMP_THREADS_BIND=0|1"}, "one CPU list per tensor-parallel"},
+      {{"serve", model, "--num-reserved-cpus", "1"}, {}, "threads are not pinned unless"},
+      {{"serve", model},
+       {"VLLM_CPU_OMP_THREADS_BIND=auto", "VLLM_CPU_NUM_OF_RESERVED_CPU=100000"},
+       "cannot reserve 100000 of the"},
+      {{"serve", model}, {"VLLM_ALLOW_LONG_MAX_MODEL_LEN=maybe"}, "expected 1, true, 0 or false"},
+      {{"serve", model, "--max-logprobs", "-2"}, {}, "--max-logprobs must be -1 or at least 0"},
+      {{"serve", model, "--chat-template-content-format", "list"}, {}, "--chat-template-content"},
   };
   for (const Case& c : cases) {
     const fs::path out = scratch.dir / "out.txt";

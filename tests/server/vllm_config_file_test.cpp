@@ -164,6 +164,9 @@ TEST(VllmConfigFile, ErrorsNameTheFileTheKeyAndTheCause) {
   const ConfigFile null_value("port:\n");
   EXPECT_NE(expand_error({"serve", "--config", null_value.path.string()}).find("has no value"),
             std::string::npos);
+  const ConfigFile nested("config: other.yaml\n");
+  EXPECT_NE(expand_error({"serve", "--config", nested.path.string()}).find("cannot name another"),
+            std::string::npos);
   const ConfigFile positional("model_tag: x\n");
   EXPECT_NE(expand_error({"serve", "--config", positional.path.string()}).find("unknown key"),
             std::string::npos);

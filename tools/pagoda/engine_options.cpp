@@ -180,9 +180,11 @@ EngineArgs EngineFlags::to_engine_args() const {
   if (reserved && *reserved > 0) {
     if (a.cpu_bind != "cores") {
       fail(
-          "{} {} needs --cpu-bind cores (VLLM_CPU_OMP_THREADS_BIND=auto); with '{}' the CPUs "
-          "are chosen already",
-          reserved_from, *reserved, a.cpu_bind);
+          "{} {} reserves cores of --cpu-bind cores (VLLM_CPU_OMP_THREADS_BIND=auto), but the "
+          "binding is '{}': {}",
+          reserved_from, *reserved, a.cpu_bind,
+          a.cpu_bind == "none" ? "threads are not pinned unless --cpu-bind cores is given"
+                               : "the list chooses the CPUs already");
     }
     a.cpu_bind = cores_less_reserved(*reserved);
   }

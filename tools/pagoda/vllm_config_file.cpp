@@ -97,6 +97,7 @@ std::vector<std::string> config_file_arguments(const std::string& path, const CL
       fail("--config {}: unknown key '{}': `pagoda {}` has no option {}", path, key,
            command.get_name(), flag);
     }
+    if (flag == "--config") fail("--config {}: a config file cannot name another one", path);
     const YAML::Node& value = entry.second;
     if (value.IsNull()) fail("--config {}: key '{}' has no value", path, key);
     if (value.IsMap()) {
