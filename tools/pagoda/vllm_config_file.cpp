@@ -33,7 +33,7 @@ std::optional<bool> yaml_bool(const YAML::Node& node) {
 }
 
 bool is_switch(const CLI::Option& option) {
-  return option.get_type_size_max() == 0;
+  return option.get_expected_max() == 0;  // add_flag sets expected(0)
 }
 
 // The option a command-line word names (`--port`, `--port=1`, `-q`), or null.
