@@ -273,7 +273,8 @@ void parse_stream_options(FieldReader& r, bool stream, bool* include_usage,
     throw_invalid("'stream_options' is only allowed when 'stream' is true", "stream_options");
   FieldReader o(*opts, "stream_options");
   *include_usage = o.get_bool("include_usage").value_or(false);
-  *continuous_usage = *include_usage && o.get_bool("continuous_usage_stats").value_or(false);
+  const bool continuous = o.get_bool("continuous_usage_stats").value_or(false);
+  *continuous_usage = *include_usage && continuous;
   o.reject_unknown();
 }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <limits>
 #include <string>
 
@@ -461,7 +463,7 @@ TEST(StreamOptions, ContinuousUsageStatsOnlyWithIncludeUsage) {
 TEST(Tokenize, ReturnTokenStrsAddsEachTokensText) {
   const TokenizeRequest plain = parse_tokenize_request(parse_json_body(R"({"prompt": "hi"})"));
   EXPECT_FALSE(plain.return_token_strs);
-  auto text = [](int32_t id) { return "t" + std::to_string(id); };
+  auto text = [](int32_t id) { return fmt::format("t{}", id); };
   EXPECT_EQ(tokenize_response(plain, {3, 4}, 64, text),
             json({{"count", 2}, {"max_model_len", 64}, {"tokens", {3, 4}}}));
   const TokenizeRequest with_strs =
