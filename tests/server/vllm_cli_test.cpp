@@ -314,9 +314,50 @@ TEST(VllmCommandLine, ConfigFileInVllmsFormAndItsErrors) {
   EXPECT_NE(read_file(out).find("none.yaml: no such file"), std::string::npos) << read_file(out);
 }
 
+// `pagoda serve ARGS` on 127.0.0.1, any port, logging to `log`; its pid and, once /health
+// answers 200, its port (0 if it never did).
+std::pair<pid_t, int> start_server(std::vector<std::string> args, const fs::path& log,
+                                   const fs::path& out) {
+  args.insert(args.begin(), "serve");
+  for (const char* a : {"--host", "127.0.0.1", "--port", "0", "--log-file"}) args.push_back(a);
+  args.push_back(log.string());
+  const pid_t pid = spawn(args, {}, out);
+  int port = 0;
+  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+  const bool up = eventually(
+      [&] {
+        std::smatch m;
+        const std::string text = read_file(log);
+        if (port == 0 && std::regex_search(text, m, listening)) port = std::stoi(m[1]);
+        if (port == 0) return false;
+        auto r = client(port)->Get("/health");
+        return r && r->status == 200;
+      },
+      std::chrono::seconds(120));
+  return {pid, up ? port : 0};
+}
+
+// POST a JSON body; the status and the parsed body (status 0 when nothing came back).
+std::pair<int, json> post_json(int port, const std::string& path, const json& body) {
+  auto r = client(port)->Post(path, body.dump(), "application/json");
+  if (!r) return {0, json()};
+  return {r->status, json::parse(r->body, nullptr, false)};
+}
+
+// The JSON payloads of an SSE body's `data: {...}` events.
+std::vector<json> sse_chunks(const std::string& raw) {
+  std::vector<json> chunks;
+  std::istringstream events(raw);
+  for (std::string line; std::getline(events, line);) {
+    if (line.rfind("data: {", 0) == 0) chunks.push_back(json::parse(line.substr(6)));
+  }
+  return chunks;
+}
+
 // The serve flags with vLLM's meaning, set from a config file, against a real server: the
 // logprobs limit, token ids as logprob tokens, the response role, an inline chat template with
-// the openai content format, return_token_strs and continuous usage stats.
+// the openai content format, return_token_strs and continuous usage stats; then a second server
+// whose --generation-config directory makes the first greedy token the end of the sequence.
 TEST(VllmCommandLine, VllmServeFlagsAndRequestFieldsOnARealServer) {
   const Scratch scratch;
   const fs::path model = scratch.dir / "model";
@@ -334,58 +375,45 @@ TEST(VllmCommandLine, VllmServeFlagsAndRequestFieldsOnARealServer) {
   const fs::path log = scratch.dir / "serve.log";
   // The template loops over each message's content parts: with the openai format a plain string
   // content arrives as one text part.
-  const pid_t pid = spawn(
-      {"serve", model.string(), "--config", config.string(), "--host", "127.0.0.1", "--port", "0",
-       "--max-model-len", "256", "--threads", "1", "--log-file", log.string(), "--chat-template",
-       "{% for m in messages %}<{% for p in m['content'] %}{{ p.text }}{% endfor %}>"
-       "{% endfor %}"},
-      {}, scratch.dir / "serve.out");
-  int port = 0;
-  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
-  const bool up = eventually(
-      [&] {
-        std::smatch m;
-        const std::string text = read_file(log);
-        if (port == 0 && std::regex_search(text, m, listening)) port = std::stoi(m[1]);
-        if (port == 0) return false;
-        auto r = client(port)->Get("/health");
-        return r && r->status == 200;
-      },
-      std::chrono::seconds(120));
-  if (up) {
-    auto post = [&](const std::string& path, const json& body) {
-      auto r = client(port)->Post(path, body.dump(), "application/json");
-      EXPECT_TRUE(r) << path;
-      return r ? std::make_pair(r->status, json::parse(r->body, nullptr, false))
-               : std::make_pair(0, json());
-    };
+  const auto [pid, port] = start_server(
+      {model.string(), "--config", config.string(), "--max-model-len", "256", "--threads", "1",
+       "--chat-template",
+       "{% for m in messages %}<{% for p in m['content'] %}{{ p.text }}{% endfor %}>{% endfor %}"},
+      log, scratch.dir / "serve.out");
+  std::string first_token;  // "token_id:N" of the greedy continuation of "hi"
+  if (port != 0) {
     // --max-logprobs 3 (from the file).
     auto [too_many_status, too_many] =
-        post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}, {"logprobs", 4}});
+        post_json(port, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}, {"logprobs", 4}});
     EXPECT_EQ(too_many_status, 400) << too_many;
-    auto [ok_status, ok] =
-        post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}, {"logprobs", 3}});
+    auto [ok_status, ok] = post_json(port, "/v1/completions",
+                                     {{"prompt", "hi"},
+                                      {"max_tokens", 2},
+                                      {"logprobs", 3},
+                                      {"temperature", 0},
+                                      {"ignore_eos", true}});
     ASSERT_EQ(ok_status, 200) << ok;
     const json& tokens = ok["choices"][0]["logprobs"]["tokens"];
     ASSERT_EQ(tokens.size(), 2u) << ok;
-    EXPECT_EQ(tokens[0].get<std::string>().rfind("token_id:", 0), 0u) << ok;
+    first_token = tokens[0].get<std::string>();
+    EXPECT_EQ(first_token.rfind("token_id:", 0), 0u) << ok;
     // --response-role, and the inline template with string content as an openai part list.
-    auto [chat_status, chat] =
-        post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hello"}}}},
-                                      {"max_tokens", 2},
-                                      {"logprobs", true},
-                                      {"top_logprobs", 1}});
+    auto [chat_status, chat] = post_json(port, "/v1/chat/completions",
+                                         {{"messages", {{{"role", "user"}, {"content", "hello"}}}},
+                                          {"max_tokens", 2},
+                                          {"logprobs", true},
+                                          {"top_logprobs", 1}});
     ASSERT_EQ(chat_status, 200) << chat;
     EXPECT_EQ(chat["choices"][0]["message"]["role"], "model") << chat;
     EXPECT_EQ(chat["choices"][0]["logprobs"]["content"][0]["token"].get<std::string>().rfind(
                   "token_id:", 0),
               0u);
-    auto [chat_tok_status, chat_tok] = post(
-        "/tokenize",
+    auto [chat_tok_status, chat_tok] = post_json(
+        port, "/tokenize",
         {{"messages", {{{"role", "user"}, {"content", "hello"}}}}, {"return_token_strs", true}});
     ASSERT_EQ(chat_tok_status, 200) << chat_tok;
     auto [plain_status, plain] =
-        post("/tokenize", {{"prompt", "<hello>"}, {"add_special_tokens", false}});
+        post_json(port, "/tokenize", {{"prompt", "<hello>"}, {"add_special_tokens", false}});
     ASSERT_EQ(plain_status, 200) << plain;
     EXPECT_EQ(chat_tok["tokens"], plain["tokens"]) << chat_tok << plain;
     ASSERT_TRUE(chat_tok.contains("token_strs")) << chat_tok;
@@ -393,32 +421,64 @@ TEST(VllmCommandLine, VllmServeFlagsAndRequestFieldsOnARealServer) {
     for (const json& piece : chat_tok["token_strs"]) joined += piece.get<std::string>();
     EXPECT_EQ(joined, "<hello>") << chat_tok;
     EXPECT_FALSE(plain.contains("token_strs"));
-    // stream_options.continuous_usage_stats: every chunk with a choice carries the usage so far.
-    const StreamResult streamed = stream_request(
-        port, "/v1/completions",
-        {{"prompt", "hi"},
-         {"max_tokens", 3},
-         {"stream", true},
-         {"stream_options", {{"include_usage", true}, {"continuous_usage_stats", true}}}});
+    // stream_options.continuous_usage_stats: every chunk with a choice carries the usage so far;
+    // the chat stream opens with the --response-role.
+    const json usage_options = {{"include_usage", true}, {"continuous_usage_stats", true}};
+    const StreamResult streamed = stream_request(port, "/v1/completions",
+                                                 {{"prompt", "hi"},
+                                                  {"max_tokens", 3},
+                                                  {"ignore_eos", true},
+                                                  {"stream", true},
+                                                  {"stream_options", usage_options}});
     EXPECT_EQ(streamed.status, 200);
     int num_choice_chunks = 0;
     int64_t last_completion_tokens = -1;
-    std::istringstream events(streamed.raw);
-    for (std::string line; std::getline(events, line);) {
-      if (line.rfind("data: {", 0) != 0) continue;
-      const json chunk = json::parse(line.substr(6));
+    for (const json& chunk : sse_chunks(streamed.raw)) {
       if (chunk["choices"].empty()) continue;
       ++num_choice_chunks;
-      ASSERT_TRUE(chunk["usage"].is_object()) << line;
+      ASSERT_TRUE(chunk["usage"].is_object()) << chunk;
       EXPECT_GE(chunk["usage"]["completion_tokens"].get<int64_t>(), last_completion_tokens);
       last_completion_tokens = chunk["usage"]["completion_tokens"].get<int64_t>();
     }
     EXPECT_GT(num_choice_chunks, 0) << streamed.raw;
     EXPECT_EQ(last_completion_tokens, 3) << streamed.raw;
+    const StreamResult chat_stream =
+        stream_request(port, "/v1/chat/completions",
+                       {{"messages", {{{"role", "user"}, {"content", "hello"}}}},
+                        {"max_tokens", 2},
+                        {"stream", true},
+                        {"stream_options", usage_options}});
+    const std::vector<json> chat_chunks = sse_chunks(chat_stream.raw);
+    ASSERT_FALSE(chat_chunks.empty()) << chat_stream.raw;
+    EXPECT_EQ(chat_chunks[0]["choices"][0]["delta"]["role"], "model") << chat_stream.raw;
+    EXPECT_EQ(chat_chunks[0]["usage"]["completion_tokens"], 0) << chat_stream.raw;
   }
   kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid, std::chrono::seconds(60)), 0) << read_file(log);
-  ASSERT_TRUE(up) << read_file(log) << read_file(scratch.dir / "serve.out");
+  ASSERT_NE(port, 0) << read_file(log) << read_file(scratch.dir / "serve.out");
+  ASSERT_FALSE(first_token.empty());
+
+  // --generation-config DIR: greedy, with the first greedy token as EOS, so a request that sets
+  // neither stops after one token.
+  const fs::path generation = scratch.dir / "generation";
+  fs::create_directories(generation);
+  std::ofstream(generation / "generation_config.json")
+      << json{{"temperature", 0.0}, {"eos_token_id", std::stoi(first_token.substr(9))}}.dump();
+  const fs::path log2 = scratch.dir / "serve2.log";
+  const auto [pid2, port2] =
+      start_server({model.string(), "--generation-config", generation.string(), "--max-model-len",
+                    "256", "--threads", "1"},
+                   log2, scratch.dir / "serve2.out");
+  if (port2 != 0) {
+    auto [status, body] =
+        post_json(port2, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 3}});
+    ASSERT_EQ(status, 200) << body;
+    EXPECT_EQ(body["choices"][0]["finish_reason"], "stop") << body;
+    EXPECT_EQ(body["usage"]["completion_tokens"], 1) << body;
+  }
+  kill(pid2, SIGTERM);
+  EXPECT_EQ(wait_exit(pid2, std::chrono::seconds(60)), 0) << read_file(log2);
+  ASSERT_NE(port2, 0) << read_file(log2) << read_file(scratch.dir / "serve2.out");
 }
 
 }  // namespace
