@@ -317,11 +317,11 @@ TEST(VllmCommandLine, ConfigFileInVllmsFormAndItsErrors) {
 // `pagoda serve ARGS` on 127.0.0.1, any port, logging to `log`; its pid and, once /health
 // answers 200, its port (0 if it never did).
 std::pair<pid_t, int> start_server(std::vector<std::string> args, const fs::path& log,
-                                   const fs::path& out) {
+                                   const fs::path& out, const std::vector<std::string>& env = {}) {
   args.insert(args.begin(), "serve");
   for (const char* a : {"--host", "127.0.0.1", "--port", "0", "--log-file"}) args.push_back(a);
   args.push_back(log.string());
-  const pid_t pid = spawn(args, {}, out);
+  const pid_t pid = spawn(args, env, out);
   int port = 0;
   const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
   const bool up = eventually(
@@ -459,7 +459,8 @@ TEST(VllmCommandLine, VllmServeFlagsAndRequestFieldsOnARealServer) {
   ASSERT_FALSE(first_token.empty());
 
   // --generation-config DIR: greedy, with the first greedy token as EOS, so a request that sets
-  // neither stops after one token.
+  // neither stops after one token. And VLLM_ALLOW_LONG_MAX_MODEL_LEN lets --max-model-len pass
+  // the tiny model's 512 positions.
   const fs::path generation = scratch.dir / "generation";
   fs::create_directories(generation);
   std::ofstream(generation / "generation_config.json")
@@ -467,8 +468,8 @@ TEST(VllmCommandLine, VllmServeFlagsAndRequestFieldsOnARealServer) {
   const fs::path log2 = scratch.dir / "serve2.log";
   const auto [pid2, port2] =
       start_server({model.string(), "--generation-config", generation.string(), "--max-model-len",
-                    "256", "--threads", "1"},
-                   log2, scratch.dir / "serve2.out");
+                    "1024", "--threads", "1"},
+                   log2, scratch.dir / "serve2.out", {"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"});
   if (port2 != 0) {
     auto [status, body] =
         post_json(port2, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 3}});
@@ -479,6 +480,17 @@ TEST(VllmCommandLine, VllmServeFlagsAndRequestFieldsOnARealServer) {
   kill(pid2, SIGTERM);
   EXPECT_EQ(wait_exit(pid2, std::chrono::seconds(60)), 0) << read_file(log2);
   ASSERT_NE(port2, 0) << read_file(log2) << read_file(scratch.dir / "serve2.out");
+  EXPECT_NE(read_file(log2).find("--max-model-len 1024 exceeds the model's "
+                                 "max_position_embeddings 512: allowed"),
+            std::string::npos)
+      << read_file(log2);
+  const fs::path out = scratch.dir / "too_long.out";
+  EXPECT_EQ(
+      wait_exit(spawn({"serve", model.string(), "--port", "0", "--max-model-len", "1024"}, {}, out),
+                std::chrono::seconds(60)),
+      1);
+  EXPECT_NE(read_file(out).find("set PAGODA_ALLOW_LONG_MAX_MODEL_LEN=1"), std::string::npos)
+      << read_file(out);
 }
 
 }  // namespace
