@@ -117,8 +117,6 @@ std::string environment(const char* name) {
 
 namespace {
 
-// VLLM_CPU_OMP_THREADS_BIND in --cpu-bind's terms: auto binds one thread per core, nobind
-// nothing; a list is a list. vLLM separates one list per tensor-parallel rank with '|'.
 // vLLM's booleans in the environment: "1" or "true", any case; "0", "false" or unset are false.
 bool environment_flag(const char* name) {
   std::string value = environment(name);
@@ -140,6 +138,8 @@ std::string cores_less_reserved(int reserved) {
   return fmt::format("{}", fmt::join(cpus, ","));
 }
 
+// VLLM_CPU_OMP_THREADS_BIND in --cpu-bind's terms: auto binds one thread per core, nobind
+// nothing; a list is a list. vLLM separates one list per tensor-parallel rank with '|'.
 std::string cpu_bind_from_vllm(const std::string& value) {
   if (value == "auto") return "cores";
   if (value == "nobind") return "none";
