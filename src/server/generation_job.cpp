@@ -155,7 +155,7 @@ void GenerationJob::add_prompt_logprobs(int tag, CompletionLogprobs& out) const 
       // The first token (nothing precedes it); later ones only if the request was aborted
       // before its prompt was computed.
       const std::string& first = spec_.first_prompt_tokens[static_cast<size_t>(tag)];
-      out.add_unscored(i == 0 ? first : std::string());
+      out.add_unscored(i == 0 ? first : std::string(), t.prompt_token_ids[i]);
     }
   }
 }
@@ -202,7 +202,7 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
       if (echo_now) text = spec_.prompt_texts[tag] + text;
       json logprobs = nullptr;
       if (spec_.logprobs && (lp_end > lp_begin || echo_now)) {
-        CompletionLogprobs lps(*spec_.logprobs, c.text_offset);
+        CompletionLogprobs lps(*spec_.logprobs, c.text_offset, spec_.tokens_as_ids);
         if (echo_now) add_prompt_logprobs(tag, lps);
         for (size_t i = lp_begin; i < lp_end; ++i) lps.add(o.logprobs[i]);
         c.text_offset = lps.text_offset();
@@ -217,8 +217,8 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
 
     if (first_chunk) {
       Choice opening;  // a chunk carrying only the role, never a finish reason
-      *sse += sse_event(
-          chat_chunk(choice_index, {{"role", "assistant"}, {"content", ""}}, nullptr, opening));
+      *sse += sse_event(chat_chunk(choice_index, {{"role", spec_.response_role}, {"content", ""}},
+                                   nullptr, opening));
     }
     json delta = json::object();
     if (spec_.reasoning) {
@@ -236,7 +236,7 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
     }
     json logprobs = nullptr;
     if (spec_.logprobs && lp_end > lp_begin)
-      logprobs = chat_logprobs_json(o.logprobs, lp_begin, lp_end);
+      logprobs = chat_logprobs_json(o.logprobs, lp_begin, lp_end, spec_.tokens_as_ids);
     if (delta.empty() && logprobs.is_null() && !c.finished) continue;
     *sse += sse_event(chat_chunk(choice_index, std::move(delta), std::move(logprobs), c));
   }
@@ -254,7 +254,7 @@ json GenerationJob::completion_chunk(int index, std::string text, json logprobs,
                 {"created", spec_.created},
                 {"model", spec_.model},
                 {"choices", json::array({std::move(choice)})}};
-  if (spec_.include_usage) chunk["usage"] = nullptr;
+  if (spec_.include_usage) chunk["usage"] = chunk_usage(index, c);
   return chunk;
 }
 
@@ -268,8 +268,17 @@ json GenerationJob::chat_chunk(int index, json delta, json logprobs, const Choic
                 {"created", spec_.created},
                 {"model", spec_.model},
                 {"choices", json::array({std::move(choice)})}};
-  if (spec_.include_usage) chunk["usage"] = nullptr;
+  if (spec_.include_usage) chunk["usage"] = chunk_usage(index, c);
   return chunk;
+}
+
+json GenerationJob::chunk_usage(int index, const Choice& c) const {
+  if (!spec_.continuous_usage) return nullptr;
+  const size_t tag = static_cast<size_t>(index) / static_cast<size_t>(spec_.n);
+  Usage u;
+  u.prompt_tokens = tag < tags_.size() ? tags_[tag].num_prompt_tokens : 0;
+  u.completion_tokens = c.num_tokens;
+  return usage_json(u);
 }
 
 Usage GenerationJob::usage() const {
@@ -290,7 +299,7 @@ json GenerationJob::final_response() const {
       json logprobs = nullptr;
       if (spec_.logprobs) {
         // With echo the offsets count from the prompt's first token, as vLLM's do.
-        CompletionLogprobs lps(*spec_.logprobs, 0);
+        CompletionLogprobs lps(*spec_.logprobs, 0, spec_.tokens_as_ids);
         if (spec_.echo) add_prompt_logprobs(static_cast<int>(tag), lps);
         for (const GeneratedTokenLogprobs& lp : c.logprobs) lps.add(lp);
         logprobs = lps.to_json();
@@ -305,7 +314,7 @@ json GenerationJob::final_response() const {
                                                  : json(nullptr)}});
       continue;
     }
-    json message = {{"role", "assistant"}};
+    json message = {{"role", spec_.response_role}};
     if (spec_.reasoning) {
       ReasoningDelta d = ReasoningParser::split(c.text);
       message["reasoning"] = message["reasoning_content"] =
@@ -318,7 +327,8 @@ json GenerationJob::final_response() const {
         {{"index", i},
          {"message", std::move(message)},
          {"logprobs",
-          spec_.logprobs ? chat_logprobs_json(c.logprobs, 0, c.logprobs.size()) : json(nullptr)},
+          spec_.logprobs ? chat_logprobs_json(c.logprobs, 0, c.logprobs.size(), spec_.tokens_as_ids)
+                         : json(nullptr)},
          {"finish_reason", c.finish_reason},
          {"stop_reason", std::move(stop_reason)}});
   }

@@ -33,8 +33,12 @@ struct JobSpec {
   std::optional<int> logprobs;   // top-N per token; chat: set when logprobs is true
   bool prompt_logprobs = false;  // completions: the engine computes prompt logprobs
   bool include_usage = false;    // streamed: a final usage chunk
-  bool reasoning = false;        // chat: split <think>…</think> into reasoning_content
-  bool stream = false;           // SSE chunks as outputs come, instead of one response
+  // streamed, with include_usage: every chunk carries its choice's usage so far
+  bool continuous_usage = false;
+  bool reasoning = false;                   // chat: split <think>…</think> into reasoning_content
+  bool stream = false;                      // SSE chunks as outputs come, instead of one response
+  std::string response_role = "assistant";  // chat: see chat_response_role()
+  bool tokens_as_ids = false;               // logprob tokens as "token_id:N"
 };
 
 class GenerationJob {
@@ -97,6 +101,8 @@ class GenerationJob {
   void add_prompt_logprobs(int tag, CompletionLogprobs& out) const;
   json completion_chunk(int index, std::string text, json logprobs, const Choice& c) const;
   json chat_chunk(int index, json delta, json logprobs, const Choice& c) const;
+  // A chunk's "usage": null, or with continuous_usage the choice's prompt and tokens so far.
+  json chunk_usage(int index, const Choice& c) const;
   Usage usage() const;
   json final_response() const;
   // Streamed: the usage chunk (if asked for) and [DONE], or the error event and [DONE].

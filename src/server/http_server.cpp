@@ -287,8 +287,9 @@ class HttpServer::Impl {
         tr.prompt ? *tr.prompt
                   : be.apply_chat_template(dump_json(tr.messages), tr.add_generation_prompt, "{}");
     const std::vector<int32_t> ids = be.encode(text, tr.add_special_tokens);
-    return json_response(
-        200, {{"count", ids.size()}, {"max_model_len", be.max_model_len()}, {"tokens", ids}});
+    return json_response(200, tokenize_response(tr, ids, be.max_model_len(), [&be](int32_t id) {
+                           return be.decode({id}, false);
+                         }));
   }
 
   HttpResponse detokenize(const HttpRequest& req) {
@@ -375,7 +376,7 @@ class HttpServer::Impl {
     std::vector<SamplingParams> params;
     if (!chat) {
       const CompletionRequest cr = parse_request(req, [&](UnknownFields* unknown) {
-        return parse_completion_request(body, defaults, unknown);
+        return parse_completion_request(body, defaults, unknown, options_.protocol);
       });
       check_model(be, cr.model);
       spec.id = random_request_id("cmpl");
@@ -385,6 +386,8 @@ class HttpServer::Impl {
       spec.logprobs = cr.params.logprobs;
       spec.prompt_logprobs = cr.params.prompt_logprobs.has_value();
       spec.include_usage = cr.include_usage;
+      spec.continuous_usage = cr.continuous_usage;
+      spec.tokens_as_ids = options_.protocol.return_tokens_as_token_ids;
       spec.stream = cr.stream;
       for (const Prompt& p : cr.prompts) {
         std::vector<int32_t> ids = p.text ? be.encode(*p.text, cr.add_special_tokens) : p.token_ids;
@@ -400,13 +403,17 @@ class HttpServer::Impl {
         params.push_back(sp);
       }
     } else {
-      const ChatRequest cr = parse_request(
-          req, [&](UnknownFields* unknown) { return parse_chat_request(body, defaults, unknown); });
+      const ChatRequest cr = parse_request(req, [&](UnknownFields* unknown) {
+        return parse_chat_request(body, defaults, unknown, options_.protocol);
+      });
       check_model(be, cr.model);
       spec.id = random_request_id("chatcmpl");
       spec.n = cr.params.n;
       if (cr.logprobs) spec.logprobs = cr.params.logprobs.value_or(0);
       spec.include_usage = cr.include_usage;
+      spec.continuous_usage = cr.continuous_usage;
+      spec.tokens_as_ids = options_.protocol.return_tokens_as_token_ids;
+      spec.response_role = chat_response_role(cr, options_.protocol);
       spec.reasoning = options_.reasoning_parser == "deepseek_r1";
       spec.stream = cr.stream;
       const std::string prompt = be.apply_chat_template(

@@ -32,6 +32,7 @@ struct ServerOptions {
   // TLS, CORS, --root-path, connection limits and timeouts. Its host, port, api_key and
   // max_body_bytes are taken from the fields above.
   TransportOptions transport;
+  ProtocolOptions protocol;  // --max-logprobs, --response-role, --return-tokens-as-token-ids
 };
 
 class HttpServer {
