@@ -93,9 +93,10 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
   app->add_option(
       "--quantization-group-size", a.quantization_group_size,
       "Values per scale: a multiple of 32 (default: per channel for int8, 32 for int4)");
-  app->add_flag("!--weight-only-quantization", a.int8_activations,
-                "Keep activations in fp32 with quantized weights (default: int8 activations on "
-                "integer dot products)");
+  app->add_flag_callback(
+      "--weight-only-quantization", [&a] { a.int8_activations = false; },
+      "Keep activations in fp32 with quantized weights (default: int8 activations on "
+      "integer dot products)");
   app->add_option("--engine-seed", a.seed, "Seed for requests that set none")
       ->capture_default_str();
   f.log_level_option =

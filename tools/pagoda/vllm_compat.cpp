@@ -40,6 +40,7 @@ constexpr VllmVariable kHonouredVariables[] = {
     {"VLLM_CPU_OMP_THREADS_BIND", "--cpu-bind"},
     {"VLLM_CPU_NUM_OF_RESERVED_CPU", "--num-reserved-cpus"},
     {"VLLM_LOGGING_LEVEL", "--log-level"},
+    {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "--http-keep-alive-timeout"},
     {"VLLM_ALLOW_LONG_MAX_MODEL_LEN", "PAGODA_ALLOW_LONG_MAX_MODEL_LEN"},
     {"VLLM_NO_USAGE_STATS", "Pagoda collects no usage stats"},
     {"VLLM_DO_NOT_TRACK", "Pagoda collects no usage stats"},
