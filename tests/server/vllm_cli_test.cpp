@@ -246,41 +246,6 @@ TEST(VllmCommandLine, VllmApiKeyLocksTheServerAndEveryServedNameWorks) {
   ASSERT_TRUE(up) << read_file(log) << read_file(scratch.dir / "serve.out");
 }
 
-// The front door's vLLM flags on the real binary: HTTPS, CORS as vLLM's default allows it, a root
-// path, the connection cap, and vLLM's keep-alive variable; a certificate that cannot be read
-// fails the start naming the file.
-TEST(VllmCommandLine, HttpsCorsAndRootPathFlags) {
-  const Scratch scratch;
-  const std::string cert = (scratch.dir / "cert.pem").string();
-  const std::string key = (scratch.dir / "key.pem").string();
-  const std::string openssl =
-      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=x -keyout " + key + " -out " +
-      cert + " >/dev/null 2>&1";
-  if (std::system(openssl.c_str()) != 0) GTEST_SKIP() << "no openssl command to make a certificate";
-
-  const fs::path missing_out = scratch.dir / "missing.txt";
-  EXPECT_EQ(wait_exit(spawn({"serve", "demo", "--port", "0", "--ssl-certfile",
-                             (scratch.dir / "nope.pem").string(), "--ssl-keyfile", key},
-                            {}, missing_out),
-                      std::chrono::seconds(30)),
-            1);
-  EXPECT_NE(read_file(missing_out).find("nope.pem"), std::string::npos) << read_file(missing_out);
-
-  const fs::path log = scratch.dir / "serve.log";
-  const pid_t pid =
-      spawn({"serve", "demo", "--host", "127.0.0.1", "--port", "0", "--log-file", log.string(),
-             "--ssl-certfile", cert, "--ssl-keyfile", key, "--allowed-origins", R"(["*"])",
-             "--root-path", "/api", "--max-connections", "64"},
-            {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE=2"}, scratch.dir / "serve.out");
-  int port = 0;
-  const std::regex listening(R"(listening on https://127\.0\.0\.1:(\d+)/api)");
-  auto tls_client = [&] {
-    auto c = std::make_unique<httplib::SSLClient>("127.0.0.1", port);
-    c->enable_server_certificate_verification(false);
-    c->set_read_timeout(30);
-    return c;
-  };
-
 // `--config FILE.yaml` in vLLM's form carries any serve option; the command line wins; a bad
 // file is a clear error before anything loads; a VLLM_* variable Pagoda does not read is named.
 TEST(VllmCommandLine, ConfigFileInVllmsFormAndItsErrors) {
@@ -365,21 +330,6 @@ std::pair<pid_t, int> start_server(std::vector<std::string> args, const fs::path
         const std::string text = read_file(log);
         if (port == 0 && std::regex_search(text, m, listening)) port = std::stoi(m[1]);
         if (port == 0) return false;
-        auto r = tls_client()->Get("/api/health");
-        return r && r->status == 200;
-      },
-      std::chrono::seconds(120));
-  if (up) {
-    auto r = tls_client()->Post("/api/v1/completions", {{"Origin", "https://any.example"}},
-                                R"({"prompt": "hi", "max_tokens": 2})", "application/json");
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->status, 200) << r->body;
-    EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "*");
-  }
-  kill(pid, SIGTERM);
-  EXPECT_EQ(wait_exit(pid, std::chrono::seconds(60)), 0) << read_file(log);
-  ASSERT_TRUE(up) << read_file(log) << read_file(scratch.dir / "serve.out");
-
         auto r = client(port)->Get("/health");
         return r && r->status == 200;
       },
@@ -541,6 +491,62 @@ TEST(VllmCommandLine, VllmServeFlagsAndRequestFieldsOnARealServer) {
       1);
   EXPECT_NE(read_file(out).find("set PAGODA_ALLOW_LONG_MAX_MODEL_LEN=1"), std::string::npos)
       << read_file(out);
+}
+
+// The front door's vLLM flags on the real binary: HTTPS, CORS as vLLM's default allows it, a root
+// path, the connection cap, and vLLM's keep-alive variable; a certificate that cannot be read
+// fails the start naming the file.
+TEST(VllmCommandLine, HttpsCorsAndRootPathFlags) {
+  const Scratch scratch;
+  const std::string cert = (scratch.dir / "cert.pem").string();
+  const std::string key = (scratch.dir / "key.pem").string();
+  const std::string openssl =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=x -keyout " + key + " -out " +
+      cert + " >/dev/null 2>&1";
+  if (std::system(openssl.c_str()) != 0) GTEST_SKIP() << "no openssl command to make a certificate";
+
+  const fs::path missing_out = scratch.dir / "missing.txt";
+  EXPECT_EQ(wait_exit(spawn({"serve", "demo", "--port", "0", "--ssl-certfile",
+                             (scratch.dir / "nope.pem").string(), "--ssl-keyfile", key},
+                            {}, missing_out),
+                      std::chrono::seconds(30)),
+            1);
+  EXPECT_NE(read_file(missing_out).find("nope.pem"), std::string::npos) << read_file(missing_out);
+
+  const fs::path log = scratch.dir / "serve.log";
+  const pid_t pid =
+      spawn({"serve", "demo", "--host", "127.0.0.1", "--port", "0", "--log-file", log.string(),
+             "--ssl-certfile", cert, "--ssl-keyfile", key, "--allowed-origins", R"(["*"])",
+             "--root-path", "/api", "--max-connections", "64"},
+            {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE=2"}, scratch.dir / "serve.out");
+  int port = 0;
+  const std::regex listening(R"(listening on https://127\.0\.0\.1:(\d+)/api)");
+  auto tls_client = [&] {
+    auto c = std::make_unique<httplib::SSLClient>("127.0.0.1", port);
+    c->enable_server_certificate_verification(false);
+    c->set_read_timeout(30);
+    return c;
+  };
+  const bool up = eventually(
+      [&] {
+        std::smatch m;
+        const std::string text = read_file(log);
+        if (port == 0 && std::regex_search(text, m, listening)) port = std::stoi(m[1]);
+        if (port == 0) return false;
+        auto r = tls_client()->Get("/api/health");
+        return r && r->status == 200;
+      },
+      std::chrono::seconds(120));
+  if (up) {
+    auto r = tls_client()->Post("/api/v1/completions", {{"Origin", "https://any.example"}},
+                                R"({"prompt": "hi", "max_tokens": 2})", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "*");
+  }
+  kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid, std::chrono::seconds(60)), 0) << read_file(log);
+  ASSERT_TRUE(up) << read_file(log) << read_file(scratch.dir / "serve.out");
 }
 
 }  // namespace
