@@ -23,8 +23,24 @@ struct EngineArgs {
   std::string model;              // HF model directory, or "demo"
   std::string tokenizer;          // defaults to `model`
   std::string served_model_name;  // defaults to the directory name
-  std::string chat_template;      // file overriding tokenizer_config.json's template
-  int32_t max_model_len = 0;      // 0: the model's max_position_embeddings
+  // Overrides tokenizer_config.json's template: a file, or (as vLLM) the template text itself
+  // when no such file exists and the value holds a '{', '}' or newline.
+  std::string chat_template;
+  // How message contents reach the template (vLLM's --chat-template-content-format): "string"
+  // (content parts joined into one string), "openai" (a list of {"type": "text", "text"}
+  // parts, strings wrapped into one), or "auto" (openai when the template loops over a
+  // message's content).
+  std::string chat_template_content_format = "auto";
+  // Where the default sampling settings come from (vLLM's --generation-config): "auto" (the
+  // model's generation_config.json), "vllm" (vLLM's defaults; the file's EOS ids still count),
+  // or a directory holding a generation_config.json.
+  std::string generation_config = "auto";
+  // The most top-N logprobs a request may ask for (vLLM's --max-logprobs); -1: the vocabulary.
+  int32_t max_logprobs = 20;
+  int32_t max_model_len = 0;  // 0: the model's max_position_embeddings
+  // A max_model_len above max_position_embeddings is an error unless this is set (vLLM's
+  // VLLM_ALLOW_LONG_MAX_MODEL_LEN): then a warning, and positions past the trained length.
+  bool allow_long_max_model_len = false;
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 2048;
   int32_t block_size = 16;

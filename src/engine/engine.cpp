@@ -22,6 +22,7 @@
 #include "engine/scheduler.h"
 #include "kernels/thread_placement.h"
 #include "loader/safetensors.h"
+#include "loader/weight_format.h"
 #include "model/generation_config.h"
 #include "model/gguf_model.h"
 #include "model/model_config.h"
@@ -33,6 +34,7 @@
 #include "sampling/stop_strings.h"
 #include "sampling/validate.h"
 #include "template/chat_template.h"
+#include "template/chat_template_options.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -45,14 +47,6 @@ namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open chat template", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -75,6 +69,7 @@ class Engine::Impl {
   Tokenizer tokenizer_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ChatTemplate> chat_template_;
+  ContentFormat content_format_ = ContentFormat::kString;  // --chat-template-content-format
   std::vector<int32_t> eos_token_ids_;
   int32_t max_model_len_ = 0;
   HugeBuffer kv_memory_;
@@ -170,7 +165,8 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
     : args_(args),
       model_dir_(source.path),
       config_(std::move(source.config)),
-      generation_config_(std::move(source.generation)),
+      generation_config_(
+          GenerationConfig::select(args.generation_config, std::move(source.generation))),
       store_(std::move(source.tensors)),
       tokenizer_(std::move(source.tokenizer)) {
   placement_.num_threads = args.num_threads;
@@ -200,12 +196,17 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
     model_ = create_model(config_, store_, options);
   }
 
-  const std::string template_source =
-      args.chat_template.empty() ? source.chat_template : read_text_file(args.chat_template);
-  if (!template_source.empty()) {
-    const std::string origin =
-        args.chat_template.empty() ? source.chat_template_origin : args.chat_template;
-    chat_template_ = std::make_unique<ChatTemplate>(template_source, origin);
+  const ChatTemplateText chat_template =
+      args.chat_template.empty()
+          ? ChatTemplateText{source.chat_template, source.chat_template_origin}
+          : read_chat_template_argument(args.chat_template);
+  if (!chat_template.source.empty()) {
+    chat_template_ = std::make_unique<ChatTemplate>(chat_template.source, chat_template.origin);
+  }
+  content_format_ = resolve_content_format(args.chat_template_content_format, chat_template.source);
+  if (args.chat_template_content_format == "auto") {
+    spdlog::info("chat template content format: {} (detected from the template)",
+                 content_format_name(content_format_));
   }
 
   for (int64_t id : config_.eos_token_ids) eos_token_ids_.push_back(static_cast<int32_t>(id));
@@ -219,8 +220,16 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   max_model_len_ = args.max_model_len > 0 ? args.max_model_len
                                           : static_cast<int32_t>(config_.max_position_embeddings);
   if (max_model_len_ > config_.max_position_embeddings) {
-    fail("--max-model-len {} exceeds the model's max_position_embeddings {} ({})", max_model_len_,
-         config_.max_position_embeddings, config_.config_path);
+    if (!args.allow_long_max_model_len) {
+      fail(
+          "--max-model-len {} exceeds the model's max_position_embeddings {} ({}); set "
+          "PAGODA_ALLOW_LONG_MAX_MODEL_LEN=1 (or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) to allow it",
+          max_model_len_, config_.max_position_embeddings, config_.config_path);
+    }
+    spdlog::warn(
+        "--max-model-len {} exceeds the model's max_position_embeddings {}: allowed by "
+        "ALLOW_LONG_MAX_MODEL_LEN; output past the trained length may be wrong",
+        max_model_len_, config_.max_position_embeddings);
   }
 
   KvCacheSpec spec = model_->kv_cache_spec();
@@ -268,10 +277,13 @@ void Engine::Impl::log_startup_summary(double reserve_s) const {
   if (!spdlog::should_log(spdlog::level::info)) return;
   const std::string changed = non_default_engine_args(args_);
   spdlog::info("engine args (non-default): {}", changed.empty() ? "none" : changed);
-  spdlog::info("model {}: architecture {}, {:.2f} B parameters, weights {} ({})", model_dir_,
+  spdlog::info("model {}: architecture {}, {:.2f} B parameters, weights {} ({} {}{})", model_dir_,
                config_.architecture, model_->num_parameters() / 1e9,
                format_bytes(static_cast<uint64_t>(model_->weight_bytes())),
-               describe_weight_format(store_, is_gguf_path(model_dir_), args_.quantization));
+               is_gguf_path(model_dir_) ? "GGUF" : "safetensors", describe_weight_format(store_),
+               args_.quantization.empty()
+                   ? ""
+                   : fmt::format(", quantized to {} at load", args_.quantization));
   const KvCacheSpec& spec = kv_cache_->spec();
   spdlog::info(
       "KV cache: {} tokens ({} blocks of {}), {} ({} per token), dtype {}, {}, reserved in "
@@ -286,10 +298,12 @@ void Engine::Impl::log_startup_summary(double reserve_s) const {
 
 void Engine::Impl::add(const std::string& request_id, std::vector<int32_t> prompt_ids,
                        const SamplingParams& params) {
-  if (std::optional<std::string> problem = validate(params)) fail("{}", *problem);
+  // --max-logprobs -1: as many as the vocabulary has.
+  const int max_logprobs = args_.max_logprobs < 0 ? model_->vocab_size() : args_.max_logprobs;
+  if (std::optional<std::string> problem = validate(params, max_logprobs)) fail("{}", *problem);
   if (params.prompt_logprobs &&
-      (*params.prompt_logprobs < 0 || *params.prompt_logprobs > kMaxLogprobs)) {
-    fail("prompt_logprobs must be in [0, {}], got {}", kMaxLogprobs, *params.prompt_logprobs);
+      (*params.prompt_logprobs < 0 || *params.prompt_logprobs > max_logprobs)) {
+    fail("prompt_logprobs must be in [0, {}], got {}", max_logprobs, *params.prompt_logprobs);
   }
   if (parents_.count(request_id) != 0) fail("request id '{}' is already in use", request_id);
   if (prompt_ids.empty()) fail("the prompt is empty");
@@ -647,7 +661,8 @@ std::string Engine::apply_chat_template(const std::string& messages_json,
   if (!impl_->chat_template_) {
     fail("{} has no chat template; pass --chat-template FILE", impl_->model_dir_);
   }
-  const nlohmann::json messages = nlohmann::json::parse(messages_json);
+  const nlohmann::json messages =
+      format_message_contents(nlohmann::json::parse(messages_json), impl_->content_format_);
   nlohmann::json context = nlohmann::json::parse(kwargs_json);
   if (!context.is_object()) fail("chat template arguments must be a JSON object");
   context["bos_token"] = impl_->tokenizer_.bos_token();

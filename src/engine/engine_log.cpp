@@ -1,14 +1,12 @@
 // Startup summary and per-step debug lines; see engine_log.h.
 #include "engine/engine_log.h"
 
-#include <map>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "engine/request.h"
-#include "loader/safetensors.h"
 #include "util/units.h"
 
 namespace pagoda {
@@ -52,28 +50,6 @@ std::string non_default_engine_args(const EngineArgs& a) {
   diff.add("quantization_group_size", a.quantization_group_size, d.quantization_group_size);
   diff.add("int8_activations", a.int8_activations, d.int8_activations);
   return diff.join();
-}
-
-std::string describe_weight_format(const TensorStore& store, bool gguf,
-                                   const std::string& quantization) {
-  std::map<std::string, int64_t> bytes_by_dtype;
-  int64_t total = 0;
-  for (const auto& [name, t] : store.tensors()) {
-    bytes_by_dtype[t.stored_dtype.empty() ? "?" : t.stored_dtype] += t.size_bytes;
-    total += t.size_bytes;
-  }
-  std::string dominant = "?";
-  int64_t most = -1;
-  for (const auto& [dtype, bytes] : bytes_by_dtype) {
-    if (bytes > most) {
-      most = bytes;
-      dominant = dtype;
-    }
-  }
-  std::string out = fmt::format("{} {}", gguf ? "GGUF" : "safetensors", dominant);
-  if (total > 0 && (total - most) * 10 >= total) out += " (mostly)";
-  if (!quantization.empty()) out += fmt::format(", quantized to {} at load", quantization);
-  return out;
 }
 
 double max_concurrency(int32_t num_blocks, int32_t block_size, int32_t max_model_len) {

@@ -11,17 +11,9 @@
 
 namespace pagoda {
 
-class TensorStore;
-
 // "max_model_len=2048, kv_cache_dtype=fp32": every EngineArgs field that differs from a
 // default-constructed EngineArgs, with vLLM's flag spelling; "" when all are defaults.
 std::string non_default_engine_args(const EngineArgs& args);
-
-// How the weights are stored: "safetensors BF16", "GGUF Q8_0 (mostly)", and what load-time
-// quantization makes of them ("safetensors BF16, quantized to int8 at load"). The dtype is the
-// one holding most of the bytes; "(mostly)" when others hold a tenth or more.
-std::string describe_weight_format(const TensorStore& store, bool gguf,
-                                   const std::string& quantization);
 
 // How many requests of max_model_len tokens the KV pool holds at once (vLLM's "Maximum
 // concurrency for N tokens per request: X.XXx"): whole blocks per request, as allocation goes.

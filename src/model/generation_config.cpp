@@ -40,6 +40,23 @@ GenerationConfig GenerationConfig::from_dir(const std::string& dir) {
   return from_json(read_json_file(path), path);
 }
 
+GenerationConfig GenerationConfig::select(const std::string& choice,
+                                          GenerationConfig model_config) {
+  if (choice.empty() || choice == "auto") return model_config;
+  if (choice == "vllm") {
+    GenerationConfig ids_only;
+    ids_only.bos_token_id = model_config.bos_token_id;
+    ids_only.eos_token_ids = std::move(model_config.eos_token_ids);
+    return ids_only;
+  }
+  const std::string path = (std::filesystem::path(choice) / "generation_config.json").string();
+  if (!std::filesystem::is_regular_file(path)) {
+    fail("--generation-config {}: {} not found (give auto, vllm or a directory holding one)",
+         choice, path);
+  }
+  return from_json(read_json_file(path), path);
+}
+
 GenerationConfig GenerationConfig::from_json(const json& j, const std::string& path) {
   if (!j.is_object()) fail("{}: expected a JSON object, got {}", path, j.type_name());
   GenerationConfig g;

@@ -27,6 +27,10 @@ struct GenerationConfig {
   // pagoda::Error "DIR/generation_config.json: key 'X' ..." on bad values.
   static GenerationConfig from_dir(const std::string& dir);
   static GenerationConfig from_json(const nlohmann::json& json, const std::string& path);
+  // vLLM's --generation-config CHOICE over the model's own config: "auto" keeps it; "vllm"
+  // keeps only its BOS and EOS ids, so that the sampling defaults are vLLM's; a directory
+  // replaces it with DIR/generation_config.json, which must exist. Throws pagoda::Error.
+  static GenerationConfig select(const std::string& choice, GenerationConfig model_config);
 
   // SamplingParams defaults for this model: vLLM's defaults overlaid with the file's values.
   // `do_sample: false` (transformers' greedy switch) makes the default temperature 0.

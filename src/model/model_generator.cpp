@@ -16,7 +16,9 @@
 
 #include <fmt/format.h>
 
+#include "loader/safetensors.h"
 #include "model/builtin_tokenizer.h"
+#include "model/deepseek_config.h"
 #include "model/model_config.h"
 #include "util/error.h"
 #include "util/half.h"
@@ -77,13 +79,22 @@ void fill_uniform(uint8_t* dst, DType dtype, int64_t count, uint64_t seed, float
   }
 }
 
+// The float type of a layout entry ("F32", "BF16", "F16").
+DType layout_dtype(const TensorLayout& t) {
+  if (t.dtype == "F32") return DType::kF32;
+  if (t.dtype == "F16") return DType::kF16;
+  return DType::kBF16;
+}
+
 // Scales that keep activations near unit size through many layers: weights uniform with
-// std 1/sqrt(fan_in) (half-width sqrt(3/fan_in)), norms 1 +- 0.05, biases +- 0.02.
-void fill_tensor(const TensorLayout& t, DType dtype, uint8_t* dst, uint64_t seed) {
+// std 1/sqrt(fan_in) (half-width sqrt(3/fan_in)), norms 1 +- 0.05, biases +- 0.02 (DeepSeek-V3's
+// router e_score_correction_bias included).
+void fill_tensor(const TensorLayout& t, uint8_t* dst, uint64_t seed) {
+  const DType dtype = layout_dtype(t);
   int64_t count = 1;
   for (int64_t d : t.shape) count *= d;
   const uint64_t tensor_seed = hash_name(t.name, seed);
-  const bool is_bias = t.name.ends_with(".bias");
+  const bool is_bias = t.name.ends_with(".bias") || t.name.ends_with("_bias");
   const bool is_norm = t.name.ends_with("norm.weight");
   if (is_norm) {
     fill_uniform(dst, dtype, count, tensor_seed, 1.0f, 0.05f);
@@ -109,11 +120,11 @@ void validate(const ModelSpec& s) {
         "make-model: weights are generated in a float type; quantize them with `pagoda "
         "quantize` or --quantization");
   }
-  if (s.architecture != "LlamaForCausalLM" && s.architecture != "Qwen2ForCausalLM") {
-    fail(
-        "make-model: architecture '{}' is not one the generator writes (LlamaForCausalLM, "
-        "Qwen2ForCausalLM)",
-        s.architecture);
+  const std::vector<std::string> architectures = generator_architectures();
+  if (std::find(architectures.begin(), architectures.end(), s.architecture) ==
+      architectures.end()) {
+    fail("make-model: architecture '{}' is not one the generator writes ({})", s.architecture,
+         fmt::join(architectures, ", "));
   }
   const std::pair<const char*, int64_t> sizes[] = {
       {"hidden-size", s.hidden_size},
@@ -126,6 +137,13 @@ void validate(const ModelSpec& s) {
   for (const auto& [name, value] : sizes) {
     if (value <= 0) fail("make-model: --{} must be positive, got {}", name, value);
   }
+  if (s.num_shards < 1) fail("make-model: --shards must be at least 1, got {}", s.num_shards);
+  if (!s.rope_scaling.is_null() && !s.rope_scaling.is_object()) {
+    fail("make-model: --rope-scaling must be a JSON object or null, got {}", s.rope_scaling.dump());
+  }
+  // DeepSeek's attention shape is its own (MLA); its keys are checked by parsing the config.json
+  // that will be written (deepseek_config.cpp), so the generator and loader agree on the rules.
+  if (s.is_deepseek()) return;
   if (s.head_dim < 0) fail("make-model: --head-dim must be positive, got {}", s.head_dim);
   if (s.head_dim == 0 && s.hidden_size % s.num_heads != 0) {
     fail("make-model: --num-heads {} does not divide --hidden-size {}", s.num_heads, s.hidden_size);
@@ -136,10 +154,6 @@ void validate(const ModelSpec& s) {
   }
   if (s.effective_head_dim() % 2 != 0) {
     fail("make-model: head dim {} must be even for RoPE", s.effective_head_dim());
-  }
-  if (s.num_shards < 1) fail("make-model: --shards must be at least 1, got {}", s.num_shards);
-  if (!s.rope_scaling.is_null() && !s.rope_scaling.is_object()) {
-    fail("make-model: --rope-scaling must be a JSON object or null, got {}", s.rope_scaling.dump());
   }
 }
 
@@ -225,8 +239,70 @@ CopiedTokenizer copy_tokenizer(const fs::path& src, const fs::path& out) {
   return result;
 }
 
-json make_config(const ModelSpec& s, int64_t vocab_size, const std::optional<int64_t>& bos,
-                 const std::vector<int64_t>& eos) {
+const char* torch_dtype_name(DType dtype) {
+  return dtype == DType::kF32 ? "float32" : dtype == DType::kF16 ? "float16" : "bfloat16";
+}
+
+// An integer key that a zero leaves null (HF's "not used": q_lora_rank, n_routed_experts).
+json zero_as_null(int64_t value) {
+  return value == 0 ? json(nullptr) : json(value);
+}
+
+// config.json of DeepseekV2ForCausalLM / DeepseekV3ForCausalLM, key for key as the published
+// configs write them.
+json make_deepseek_config(const ModelSpec& s, int64_t vocab_size) {
+  const DeepseekSpec& d = s.deepseek;
+  const bool v3 = s.architecture == "DeepseekV3ForCausalLM";
+  const bool moe = d.n_routed_experts > 0;
+  json c = {
+      {"architectures", {s.architecture}},
+      {"model_type", v3 ? "deepseek_v3" : "deepseek_v2"},
+      {"hidden_size", s.hidden_size},
+      {"intermediate_size", s.intermediate_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", s.num_heads},  // MLA: every head has its own K/V from the latent
+      {"q_lora_rank", zero_as_null(d.q_lora_rank)},
+      {"kv_lora_rank", d.kv_lora_rank},
+      {"qk_nope_head_dim", d.qk_nope_head_dim},
+      {"qk_rope_head_dim", d.qk_rope_head_dim},
+      {"v_head_dim", d.v_head_dim},
+      {"n_routed_experts", zero_as_null(d.n_routed_experts)},
+      {"n_shared_experts", moe ? json(d.n_shared_experts) : json(nullptr)},
+      {"num_experts_per_tok", moe ? json(d.num_experts_per_tok) : json(nullptr)},
+      {"moe_intermediate_size", d.moe_intermediate_size},
+      {"first_k_dense_replace", d.first_k_dense_replace},
+      {"moe_layer_freq", d.moe_layer_freq},
+      {"n_group", d.n_group},
+      {"topk_group", d.topk_group},
+      {"topk_method", d.topk_method},
+      {"scoring_func", d.scoring_func},
+      {"norm_topk_prob", d.norm_topk_prob},
+      {"routed_scaling_factor", d.routed_scaling_factor},
+      {"aux_loss_alpha", 0.001},
+      {"seq_aux", true},
+      {"ep_size", 1},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"rms_norm_eps", s.rms_norm_eps},
+      {"rope_theta", s.rope_theta},
+      {"rope_scaling", s.rope_scaling},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"torch_dtype", torch_dtype_name(s.dtype)},
+      {"vocab_size", vocab_size},
+      {"initializer_range", 0.02},
+      {"use_cache", true},
+      {"pagoda_generator", {{"preset", s.preset}, {"seed", s.seed}}},
+  };
+  if (v3 || d.num_nextn_predict_layers > 0)
+    c["num_nextn_predict_layers"] = d.num_nextn_predict_layers;
+  return c;
+}
+
+// config.json of LlamaForCausalLM / Qwen2ForCausalLM.
+json make_dense_config(const ModelSpec& s, int64_t vocab_size) {
   const bool qwen2 = s.architecture == "Qwen2ForCausalLM";
   json c = {
       {"architectures", {s.architecture}},
@@ -242,9 +318,7 @@ json make_config(const ModelSpec& s, int64_t vocab_size, const std::optional<int
       {"rope_theta", s.rope_theta},
       {"rope_scaling", s.rope_scaling},
       {"tie_word_embeddings", s.tie_word_embeddings},
-      {"torch_dtype", s.dtype == DType::kF32   ? "float32"
-                      : s.dtype == DType::kF16 ? "float16"
-                                               : "bfloat16"},
+      {"torch_dtype", torch_dtype_name(s.dtype)},
       {"vocab_size", vocab_size},
       {"initializer_range", 0.02},
       {"attention_dropout", 0.0},
@@ -262,6 +336,12 @@ json make_config(const ModelSpec& s, int64_t vocab_size, const std::optional<int
     c["mlp_bias"] = false;
     c["pretraining_tp"] = 1;
   }
+  return c;
+}
+
+json make_config(const ModelSpec& s, int64_t vocab_size, const std::optional<int64_t>& bos,
+                 const std::vector<int64_t>& eos) {
+  json c = s.is_deepseek() ? make_deepseek_config(s, vocab_size) : make_dense_config(s, vocab_size);
   c["bos_token_id"] = bos ? json(*bos) : json(nullptr);
   c["eos_token_id"] = eos.empty() ? json(nullptr) : eos.size() == 1 ? json(eos[0]) : json(eos);
   if (s.demo) c["pagoda_demo"] = "random weights, for trying Pagoda only";
@@ -270,8 +350,31 @@ json make_config(const ModelSpec& s, int64_t vocab_size, const std::optional<int
 
 }  // namespace
 
+namespace {
+
+// The rope_scaling of the published DeepSeek-V2/V3 configs: YaRN x40 over 4096 positions;
+// `mscale` (= mscale_all_dim) is 0.707 for V2, 1.0 for V3.
+json deepseek_yarn(double mscale) {
+  return {{"type", "yarn"},          {"factor", 40},   {"original_max_position_embeddings", 4096},
+          {"beta_fast", 32},         {"beta_slow", 1}, {"mscale", mscale},
+          {"mscale_all_dim", mscale}};
+}
+
+}  // namespace
+
+std::vector<std::string> generator_architectures() {
+  return {"LlamaForCausalLM", "Qwen2ForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"};
+}
+
 std::vector<std::string> model_preset_names() {
-  return {"tiny", "demo", "ds-coder-1.3b", "ds-llm-7b", "r1-distill-qwen-1.5b"};
+  return {"tiny",
+          "demo",
+          "ds-coder-1.3b",
+          "ds-llm-7b",
+          "r1-distill-qwen-1.5b",
+          "deepseek-v2",
+          "deepseek-v2-lite",
+          "deepseek-v3"};
 }
 
 ModelSpec model_preset(const std::string& name) {
@@ -330,6 +433,58 @@ ModelSpec model_preset(const std::string& name) {
     s.max_position_embeddings = 131072;
     s.rope_theta = 10000.0;
     s.dtype = DType::kBF16;
+  } else if (name == "deepseek-v2" || name == "deepseek-v2-lite") {
+    // deepseek-ai/DeepSeek-V2 and DeepSeek-V2-Lite config.json: YaRN x40 over 4096 positions,
+    // softmax routing; V2 compresses queries and routes within groups, V2-Lite does neither.
+    const bool lite = name == "deepseek-v2-lite";
+    s.architecture = "DeepseekV2ForCausalLM";
+    s.hidden_size = lite ? 2048 : 5120;
+    s.intermediate_size = lite ? 10944 : 12288;
+    s.num_layers = lite ? 27 : 60;
+    s.num_heads = lite ? 16 : 128;
+    s.num_kv_heads = s.num_heads;
+    s.vocab_size = 102400;
+    s.max_position_embeddings = 163840;
+    s.rope_scaling = deepseek_yarn(0.707);
+    s.dtype = DType::kBF16;
+    DeepseekSpec& d = s.deepseek;
+    d.q_lora_rank = lite ? 0 : 1536;
+    d.n_routed_experts = lite ? 64 : 160;
+    d.n_shared_experts = 2;
+    d.num_experts_per_tok = 6;
+    d.moe_intermediate_size = lite ? 1408 : 1536;
+    d.first_k_dense_replace = 1;
+    d.n_group = lite ? 1 : 8;
+    d.topk_group = lite ? 1 : 3;
+    d.topk_method = lite ? "greedy" : "group_limited_greedy";
+    d.routed_scaling_factor = lite ? 1.0 : 16.0;
+  } else if (name == "deepseek-v3") {
+    // deepseek-ai/DeepSeek-V3 config.json (R1 has the same shape), in bf16 rather than the
+    // published fp8: sigmoid scores, noaux_tc routing, one MTP layer.
+    s.architecture = "DeepseekV3ForCausalLM";
+    s.hidden_size = 7168;
+    s.intermediate_size = 18432;
+    s.num_layers = 61;
+    s.num_heads = 128;
+    s.num_kv_heads = 128;
+    s.vocab_size = 129280;
+    s.max_position_embeddings = 163840;
+    s.rope_scaling = deepseek_yarn(1.0);
+    s.dtype = DType::kBF16;
+    DeepseekSpec& d = s.deepseek;
+    d.q_lora_rank = 1536;
+    d.n_routed_experts = 256;
+    d.n_shared_experts = 1;
+    d.num_experts_per_tok = 8;
+    d.moe_intermediate_size = 2048;
+    d.first_k_dense_replace = 3;
+    d.n_group = 8;
+    d.topk_group = 4;
+    d.topk_method = "noaux_tc";
+    d.scoring_func = "sigmoid";
+    d.norm_topk_prob = true;
+    d.routed_scaling_factor = 2.5;
+    d.num_nextn_predict_layers = 1;
   } else {
     fail("make-model: unknown preset '{}' (known: {})", name,
          fmt::join(model_preset_names(), ", "));
@@ -337,7 +492,85 @@ ModelSpec model_preset(const std::string& name) {
   return s;
 }
 
+namespace {
+
+void append_mlp(std::vector<TensorLayout>& t, const std::string& p, const std::string& dtype,
+                int64_t hidden, int64_t inter) {
+  t.push_back({p + "gate_proj.weight", dtype, {inter, hidden}});
+  t.push_back({p + "up_proj.weight", dtype, {inter, hidden}});
+  t.push_back({p + "down_proj.weight", dtype, {hidden, inter}});
+}
+
+// One DeepSeek decoder layer (tensor names as in the published safetensors); an MTP layer adds
+// what it needs to predict the token after next from this layer's output and the next token's
+// embedding: enorm/hnorm/eh_proj in front, its own embed_tokens and shared_head (a copy of the
+// final norm and lm_head) behind.
+void append_deepseek_layer(std::vector<TensorLayout>& t, const ModelSpec& s, int64_t layer) {
+  const DeepseekSpec& d = s.deepseek;
+  const std::string dtype = safetensors_dtype_name(s.dtype);
+  const int64_t hidden = s.hidden_size, heads = s.num_heads;
+  const int64_t q_head = d.qk_nope_head_dim + d.qk_rope_head_dim;
+  const bool mtp = layer >= s.num_layers;
+  const std::string p = fmt::format("model.layers.{}.", layer);
+  if (mtp) {
+    t.push_back({p + "embed_tokens.weight", dtype, {s.vocab_size, hidden}});
+    t.push_back({p + "enorm.weight", dtype, {hidden}});
+    t.push_back({p + "hnorm.weight", dtype, {hidden}});
+    t.push_back({p + "eh_proj.weight", dtype, {hidden, 2 * hidden}});
+  }
+  t.push_back({p + "input_layernorm.weight", dtype, {hidden}});
+  const std::string a = p + "self_attn.";
+  if (d.q_lora_rank > 0) {
+    t.push_back({a + "q_a_proj.weight", dtype, {d.q_lora_rank, hidden}});
+    t.push_back({a + "q_a_layernorm.weight", dtype, {d.q_lora_rank}});
+    t.push_back({a + "q_b_proj.weight", dtype, {heads * q_head, d.q_lora_rank}});
+  } else {
+    t.push_back({a + "q_proj.weight", dtype, {heads * q_head, hidden}});
+  }
+  t.push_back(
+      {a + "kv_a_proj_with_mqa.weight", dtype, {d.kv_lora_rank + d.qk_rope_head_dim, hidden}});
+  t.push_back({a + "kv_a_layernorm.weight", dtype, {d.kv_lora_rank}});
+  t.push_back({a + "kv_b_proj.weight",
+               dtype,
+               {heads * (d.qk_nope_head_dim + d.v_head_dim), d.kv_lora_rank}});
+  t.push_back({a + "o_proj.weight", dtype, {hidden, heads * d.v_head_dim}});
+  t.push_back({p + "post_attention_layernorm.weight", dtype, {hidden}});
+  if (!d.is_moe_layer(layer, s.num_layers)) {
+    append_mlp(t, p + "mlp.", dtype, hidden, s.intermediate_size);
+  } else {
+    t.push_back({p + "mlp.gate.weight", dtype, {d.n_routed_experts, hidden}});
+    // DeepSeek-V3 keeps the routing bias in fp32 whatever the weights' type.
+    if (d.topk_method == "noaux_tc")
+      t.push_back({p + "mlp.gate.e_score_correction_bias", "F32", {d.n_routed_experts}});
+    for (int64_t e = 0; e < d.n_routed_experts; ++e) {
+      append_mlp(t, fmt::format("{}mlp.experts.{}.", p, e), dtype, hidden, d.moe_intermediate_size);
+    }
+    if (d.n_shared_experts > 0) {
+      append_mlp(t, p + "mlp.shared_experts.", dtype, hidden,
+                 d.moe_intermediate_size * d.n_shared_experts);
+    }
+  }
+  if (mtp) {
+    t.push_back({p + "shared_head.norm.weight", dtype, {hidden}});
+    t.push_back({p + "shared_head.head.weight", dtype, {s.vocab_size, hidden}});
+  }
+}
+
+std::vector<TensorLayout> deepseek_tensor_layout(const ModelSpec& s) {
+  const std::string dtype = safetensors_dtype_name(s.dtype);
+  std::vector<TensorLayout> t;
+  t.push_back({"model.embed_tokens.weight", dtype, {s.vocab_size, s.hidden_size}});
+  const int64_t num_layers = s.num_layers + s.deepseek.num_nextn_predict_layers;
+  for (int64_t layer = 0; layer < num_layers; ++layer) append_deepseek_layer(t, s, layer);
+  t.push_back({"model.norm.weight", dtype, {s.hidden_size}});
+  if (!s.tie_word_embeddings) t.push_back({"lm_head.weight", dtype, {s.vocab_size, s.hidden_size}});
+  return t;
+}
+
+}  // namespace
+
 std::vector<TensorLayout> model_tensor_layout(const ModelSpec& s) {
+  if (s.is_deepseek()) return deepseek_tensor_layout(s);
   const std::string dtype = safetensors_dtype_name(s.dtype);
   const int64_t hidden = s.hidden_size;
   const int64_t q_size = s.num_heads * s.effective_head_dim();
@@ -368,6 +601,7 @@ std::vector<TensorLayout> model_tensor_layout(const ModelSpec& s) {
 
 GeneratedModel generate_model(const ModelSpec& spec_in, const std::string& out_dir) {
   ModelSpec spec = spec_in;
+  if (spec.is_deepseek()) spec.num_kv_heads = spec.num_heads;  // MLA: one K/V per query head
   validate(spec);
   const fs::path out(out_dir);
   std::error_code ec;
@@ -403,7 +637,13 @@ GeneratedModel generate_model(const ModelSpec& spec_in, const std::string& out_d
   }
   result.vocab_size = spec.vocab_size;
 
-  write_text_file(out / "config.json", make_config(spec, spec.vocab_size, bos, eos).dump(2));
+  const json config = make_config(spec, spec.vocab_size, bos, eos);
+  if (spec.is_deepseek()) {
+    // The loader's own checks, before any weight is written (an error names the key).
+    DeepseekConfig::from_model_config(
+        ModelConfig::from_json(config, (out / "config.json").string()));
+  }
+  write_text_file(out / "config.json", config.dump(2));
   json generation = {{"_from_model_config", true}};
   generation["bos_token_id"] = bos ? json(*bos) : json(nullptr);
   generation["eos_token_id"] = eos.empty()       ? json(nullptr)
@@ -414,13 +654,12 @@ GeneratedModel generate_model(const ModelSpec& spec_in, const std::string& out_d
   // Shards are consecutive runs of the tensor table, cut where the running size crosses each
   // 1/num_shards of the total.
   const std::vector<TensorLayout> layout = model_tensor_layout(spec);
-  const int64_t element_size = dtype_size(spec.dtype);
   std::vector<int64_t> bytes(layout.size());
   int64_t total_bytes = 0;
   for (size_t i = 0; i < layout.size(); ++i) {
     int64_t count = 1;
     for (int64_t d : layout[i].shape) count *= d;
-    bytes[i] = count * element_size;
+    bytes[i] = count * safetensors_dtype_size(layout[i].dtype);
     total_bytes += bytes[i];
     result.num_parameters += count;
   }
@@ -457,7 +696,7 @@ GeneratedModel generate_model(const ModelSpec& spec_in, const std::string& out_d
     const fs::path file_path = out / file_name;
     SafetensorsWriter writer(file_path.string(), shard_layout);
     for (size_t k = 0; k < writer.num_tensors(); ++k) {
-      fill_tensor(writer.layout(k), spec.dtype, writer.data(k), spec.seed);
+      fill_tensor(writer.layout(k), writer.data(k), spec.seed);
     }
     writer.finish();
     result.weight_files.push_back(file_path.string());

@@ -7,7 +7,7 @@
 
 namespace pagoda {
 
-std::optional<std::string> validate(const SamplingParams& params) {
+std::optional<std::string> validate(const SamplingParams& params, int max_logprobs) {
   // Written as !(in range) so that NaN is rejected too.
   if (params.n < 1) return fmt::format("n must be at least 1, got {}", params.n);
   if (!(params.presence_penalty >= -2.0f && params.presence_penalty <= 2.0f)) {
@@ -42,8 +42,8 @@ std::optional<std::string> validate(const SamplingParams& params) {
     return fmt::format("min_tokens must be less than or equal to max_tokens={}, got {}",
                        params.max_tokens, params.min_tokens);
   }
-  if (params.logprobs.has_value() && (*params.logprobs < 0 || *params.logprobs > kMaxLogprobs)) {
-    return fmt::format("logprobs must be in [0, {}], got {}", kMaxLogprobs, *params.logprobs);
+  if (params.logprobs.has_value() && (*params.logprobs < 0 || *params.logprobs > max_logprobs)) {
+    return fmt::format("logprobs must be in [0, {}], got {}", max_logprobs, *params.logprobs);
   }
   for (int32_t id : params.stop_token_ids) {
     if (id < 0) return fmt::format("stop_token_ids must be non-negative, got {}", id);

@@ -9,11 +9,13 @@
 
 namespace pagoda {
 
-// The largest top-N logprobs a request may ask for (vLLM's default max_logprobs; OpenAI's limit).
+// The largest top-N logprobs a request may ask for by default (vLLM's default max_logprobs;
+// OpenAI's limit).
 inline constexpr int kMaxLogprobs = 20;
 
 // nullopt when every field is in range; otherwise one message naming the first bad field, its
 // value and the allowed range, e.g. "top_p must be in (0, 1], got 1.5".
-std::optional<std::string> validate(const SamplingParams& params);
+// `max_logprobs` bounds `logprobs` (the server's --max-logprobs).
+std::optional<std::string> validate(const SamplingParams& params, int max_logprobs = kMaxLogprobs);
 
 }  // namespace pagoda

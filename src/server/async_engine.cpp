@@ -8,12 +8,20 @@
 
 namespace pagoda::server {
 
+void OutputQueue::set_listener(std::function<void()> listener) {
+  std::lock_guard lock(mutex_);
+  listener_ = std::move(listener);
+}
+
 void OutputQueue::push(EngineEvent event) {
+  std::function<void()> listener;
   {
     std::lock_guard lock(mutex_);
     events_.push_back(std::move(event));
+    listener = listener_;
   }
   cv_.notify_one();
+  if (listener) listener();
 }
 
 bool OutputQueue::pop_all(std::vector<EngineEvent>& out, std::chrono::milliseconds timeout) {

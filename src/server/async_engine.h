@@ -65,6 +65,10 @@ struct EngineEvent {
 // The per-HTTP-request mailbox the engine thread pushes into and one HTTP thread drains.
 class OutputQueue {
  public:
+  // Called after every push, on the pushing thread, outside the queue's lock: how an event-driven
+  // reader learns there is something to pop. Set it before the first submit; clear it (set an
+  // empty function) to let go of what it holds.
+  void set_listener(std::function<void()> listener);
   void push(EngineEvent event);
   // Moves every queued event into `out`; waits up to `timeout` for the first. False if none came.
   bool pop_all(std::vector<EngineEvent>& out, std::chrono::milliseconds timeout);
@@ -73,6 +77,7 @@ class OutputQueue {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<EngineEvent> events_;
+  std::function<void()> listener_;
 };
 
 struct AsyncEngineOptions {

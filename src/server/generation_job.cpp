@@ -5,9 +5,6 @@
 
 namespace pagoda::server {
 namespace {
-constexpr std::chrono::milliseconds kPollInterval{1000};
-// How often a non-streamed request checks that its client is still connected.
-constexpr std::chrono::milliseconds kClientCheckInterval{200};
 
 // What an echo-only request shows of an engine output: the one sampled token is dropped and a
 // finished choice ends on its length limit, as vLLM reports it.
@@ -34,8 +31,8 @@ void GenerationJob::abort_unfinished() {
   }
 }
 
-void GenerationJob::start(std::vector<std::vector<int32_t>> prompts,
-                          const std::vector<SamplingParams>& params) {
+void GenerationJob::submit(std::vector<std::vector<int32_t>> prompts,
+                           const std::vector<SamplingParams>& params) {
   const size_t num_prompts = prompts.size();
   tags_.resize(num_prompts);
   choices_.resize(num_prompts * static_cast<size_t>(spec_.n));
@@ -54,18 +51,27 @@ void GenerationJob::start(std::vector<std::vector<int32_t>> prompts,
     done_ = true;
     throw;
   }
-  // Every submitted request is answered by kAccepted or kError (also when the engine stops).
-  size_t num_answered = 0;
-  std::optional<ApiError> refused;
+}
+
+GenerationJob::Progress GenerationJob::poll() {
+  Progress progress;
+  if (done_) {
+    progress.accepted = accepted_;
+    progress.done = true;
+    return progress;
+  }
   std::vector<EngineEvent> events;
-  while (num_answered < num_prompts) {
-    events.clear();
-    queue_->pop_all(events, kPollInterval);
+  queue_->pop_all(events, std::chrono::milliseconds(0));
+  if (!accepted_) {
+    // Every submitted request is answered by kAccepted or kError (also when the engine stops);
+    // outputs wait in the backlog until all are in, so that a refusal can still be an error
+    // status instead of a broken stream.
+    std::optional<ApiError> refused;
     for (EngineEvent& e : events) {
       if (e.kind == EngineEvent::Kind::kAccepted) {
-        ++num_answered;
+        ++num_answered_tags_;
       } else if (e.kind == EngineEvent::Kind::kError && !tags_[e.tag].finished) {
-        ++num_answered;
+        ++num_answered_tags_;
         tags_[e.tag].finished = true;
         --num_unfinished_tags_;
         if (!refused) refused = e.error;
@@ -73,67 +79,47 @@ void GenerationJob::start(std::vector<std::vector<int32_t>> prompts,
         backlog_.push_back(std::move(e));
       }
     }
+    if (refused) {
+      abort_unfinished();
+      done_ = true;
+      progress.refused = refused;
+      progress.done = true;
+      return progress;
+    }
+    if (num_answered_tags_ < tags_.size()) return progress;
+    accepted_ = true;
+    events.swap(backlog_);
+    backlog_.clear();
   }
-  if (refused) {
-    abort_unfinished();
+  progress.accepted = true;
+  std::string* sse = spec_.stream ? &progress.sse : nullptr;
+  for (const EngineEvent& e : events) apply(e, sse);
+  if (failure_ || num_unfinished_tags_ == 0) {
     done_ = true;
-    throw RequestError(*refused);
+    if (spec_.stream) progress.sse += stream_tail();
   }
+  progress.done = done_;
+  return progress;
 }
 
-json GenerationJob::wait_response(const std::function<bool()>& client_gone) {
-  for (const EngineEvent& e : backlog_) apply(e, nullptr);
-  backlog_.clear();
-  std::vector<EngineEvent> events;
-  auto last_check = std::chrono::steady_clock::now();
-  while (num_unfinished_tags_ > 0 && !failure_) {
-    events.clear();
-    queue_->pop_all(events, client_gone ? kClientCheckInterval : kPollInterval);
-    for (const EngineEvent& e : events) apply(e, nullptr);
-    const auto now = std::chrono::steady_clock::now();
-    if (client_gone && num_unfinished_tags_ > 0 && now - last_check >= kClientCheckInterval) {
-      last_check = now;
-      if (client_gone()) {
-        abort_unfinished();
-        done_ = true;
-        ApiError e;
-        e.message = "Client disconnected";
-        throw RequestError(e);
-      }
-    }
+std::string GenerationJob::stream_tail() const {
+  if (failure_) return sse_event(error_json(*failure_)) + std::string(kSseDone);
+  std::string sse;
+  if (spec_.include_usage) {
+    sse += sse_event({{"id", spec_.id},
+                      {"object", spec_.chat ? "chat.completion.chunk" : "text_completion"},
+                      {"created", spec_.created},
+                      {"model", spec_.model},
+                      {"choices", json::array()},
+                      {"usage", usage_json(usage())}});
   }
-  done_ = true;
+  sse += kSseDone;
+  return sse;
+}
+
+json GenerationJob::response() const {
   if (failure_) throw RequestError(*failure_);
   return final_response();
-}
-
-std::string GenerationJob::next_sse(std::chrono::milliseconds timeout) {
-  std::string sse;
-  if (done_) return sse;
-  std::vector<EngineEvent> events;
-  if (!backlog_.empty()) {
-    events.swap(backlog_);
-  } else {
-    queue_->pop_all(events, timeout);
-  }
-  for (const EngineEvent& e : events) apply(e, &sse);
-  if (failure_) {
-    sse += sse_event(error_json(*failure_));
-    sse += kSseDone;
-    done_ = true;
-  } else if (num_unfinished_tags_ == 0) {
-    if (spec_.include_usage) {
-      sse += sse_event({{"id", spec_.id},
-                        {"object", spec_.chat ? "chat.completion.chunk" : "text_completion"},
-                        {"created", spec_.created},
-                        {"model", spec_.model},
-                        {"choices", json::array()},
-                        {"usage", usage_json(usage())}});
-    }
-    sse += kSseDone;
-    done_ = true;
-  }
-  return sse;
 }
 
 void GenerationJob::apply(const EngineEvent& e, std::string* sse) {
@@ -169,7 +155,7 @@ void GenerationJob::add_prompt_logprobs(int tag, CompletionLogprobs& out) const 
       // The first token (nothing precedes it); later ones only if the request was aborted
       // before its prompt was computed.
       const std::string& first = spec_.first_prompt_tokens[static_cast<size_t>(tag)];
-      out.add_unscored(i == 0 ? first : std::string());
+      out.add_unscored(i == 0 ? first : std::string(), t.prompt_token_ids[i]);
     }
   }
 }
@@ -216,7 +202,7 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
       if (echo_now) text = spec_.prompt_texts[tag] + text;
       json logprobs = nullptr;
       if (spec_.logprobs && (lp_end > lp_begin || echo_now)) {
-        CompletionLogprobs lps(*spec_.logprobs, c.text_offset);
+        CompletionLogprobs lps(*spec_.logprobs, c.text_offset, spec_.tokens_as_ids);
         if (echo_now) add_prompt_logprobs(tag, lps);
         for (size_t i = lp_begin; i < lp_end; ++i) lps.add(o.logprobs[i]);
         c.text_offset = lps.text_offset();
@@ -231,8 +217,8 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
 
     if (first_chunk) {
       Choice opening;  // a chunk carrying only the role, never a finish reason
-      *sse += sse_event(
-          chat_chunk(choice_index, {{"role", "assistant"}, {"content", ""}}, nullptr, opening));
+      *sse += sse_event(chat_chunk(choice_index, {{"role", spec_.response_role}, {"content", ""}},
+                                   nullptr, opening));
     }
     json delta = json::object();
     if (spec_.reasoning) {
@@ -250,7 +236,7 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
     }
     json logprobs = nullptr;
     if (spec_.logprobs && lp_end > lp_begin)
-      logprobs = chat_logprobs_json(o.logprobs, lp_begin, lp_end);
+      logprobs = chat_logprobs_json(o.logprobs, lp_begin, lp_end, spec_.tokens_as_ids);
     if (delta.empty() && logprobs.is_null() && !c.finished) continue;
     *sse += sse_event(chat_chunk(choice_index, std::move(delta), std::move(logprobs), c));
   }
@@ -268,7 +254,7 @@ json GenerationJob::completion_chunk(int index, std::string text, json logprobs,
                 {"created", spec_.created},
                 {"model", spec_.model},
                 {"choices", json::array({std::move(choice)})}};
-  if (spec_.include_usage) chunk["usage"] = nullptr;
+  if (spec_.include_usage) chunk["usage"] = chunk_usage(index, c);
   return chunk;
 }
 
@@ -282,8 +268,17 @@ json GenerationJob::chat_chunk(int index, json delta, json logprobs, const Choic
                 {"created", spec_.created},
                 {"model", spec_.model},
                 {"choices", json::array({std::move(choice)})}};
-  if (spec_.include_usage) chunk["usage"] = nullptr;
+  if (spec_.include_usage) chunk["usage"] = chunk_usage(index, c);
   return chunk;
+}
+
+json GenerationJob::chunk_usage(int index, const Choice& c) const {
+  if (!spec_.continuous_usage) return nullptr;
+  const size_t tag = static_cast<size_t>(index) / static_cast<size_t>(spec_.n);
+  Usage u;
+  u.prompt_tokens = tag < tags_.size() ? tags_[tag].num_prompt_tokens : 0;
+  u.completion_tokens = c.num_tokens;
+  return usage_json(u);
 }
 
 Usage GenerationJob::usage() const {
@@ -304,7 +299,7 @@ json GenerationJob::final_response() const {
       json logprobs = nullptr;
       if (spec_.logprobs) {
         // With echo the offsets count from the prompt's first token, as vLLM's do.
-        CompletionLogprobs lps(*spec_.logprobs, 0);
+        CompletionLogprobs lps(*spec_.logprobs, 0, spec_.tokens_as_ids);
         if (spec_.echo) add_prompt_logprobs(static_cast<int>(tag), lps);
         for (const GeneratedTokenLogprobs& lp : c.logprobs) lps.add(lp);
         logprobs = lps.to_json();
@@ -319,7 +314,7 @@ json GenerationJob::final_response() const {
                                                  : json(nullptr)}});
       continue;
     }
-    json message = {{"role", "assistant"}};
+    json message = {{"role", spec_.response_role}};
     if (spec_.reasoning) {
       ReasoningDelta d = ReasoningParser::split(c.text);
       message["reasoning"] = message["reasoning_content"] =
@@ -332,7 +327,8 @@ json GenerationJob::final_response() const {
         {{"index", i},
          {"message", std::move(message)},
          {"logprobs",
-          spec_.logprobs ? chat_logprobs_json(c.logprobs, 0, c.logprobs.size()) : json(nullptr)},
+          spec_.logprobs ? chat_logprobs_json(c.logprobs, 0, c.logprobs.size(), spec_.tokens_as_ids)
+                         : json(nullptr)},
          {"finish_reason", c.finish_reason},
          {"stop_reason", std::move(stop_reason)}});
   }

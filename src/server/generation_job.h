@@ -33,7 +33,12 @@ struct JobSpec {
   std::optional<int> logprobs;   // top-N per token; chat: set when logprobs is true
   bool prompt_logprobs = false;  // completions: the engine computes prompt logprobs
   bool include_usage = false;    // streamed: a final usage chunk
-  bool reasoning = false;        // chat: split <think>…</think> into reasoning_content
+  // streamed, with include_usage: every chunk carries its choice's usage so far
+  bool continuous_usage = false;
+  bool reasoning = false;                   // chat: split <think>…</think> into reasoning_content
+  bool stream = false;                      // SSE chunks as outputs come, instead of one response
+  std::string response_role = "assistant";  // chat: see chat_response_role()
+  bool tokens_as_ids = false;               // logprob tokens as "token_id:N"
 };
 
 class GenerationJob {
@@ -41,19 +46,26 @@ class GenerationJob {
   GenerationJob(AsyncEngine& engine, JobSpec spec);
   ~GenerationJob();
 
-  // Submits prompts[i] with params[i] and waits until the engine accepted all of them. Throws
-  // RequestError (after aborting the accepted ones) when one is refused or the queue is full.
-  void start(std::vector<std::vector<int32_t>> prompts, const std::vector<SamplingParams>& params);
+  // Submits prompts[i] with params[i] and returns without waiting for the engine. Throws
+  // RequestError (after aborting those already submitted) when it refuses at once: loading,
+  // draining, or a full queue.
+  void submit(std::vector<std::vector<int32_t>> prompts, const std::vector<SamplingParams>& params);
 
-  // Non-streamed: waits for every choice to finish and returns the response body. While it
-  // waits it asks `client_gone` (if set) a few times a second; once that says the client left,
-  // it aborts the engine requests (their KV blocks are freed at once) and throws RequestError.
-  json wait_response(const std::function<bool()>& client_gone = {});
-
-  // Streamed: waits up to `timeout` for progress and returns the SSE text it makes (possibly
-  // empty); after the last choice finishes it also returns the usage chunk and [DONE].
-  std::string next_sse(std::chrono::milliseconds timeout);
+  // What one poll() found.
+  struct Progress {
+    std::optional<ApiError> refused;  // the engine refused a prompt: answer with this, nothing more
+    bool accepted = false;            // every prompt was accepted: the response may begin
+    std::string sse;                  // streamed: the chunks this poll made
+    bool done = false;                // every choice finished (streamed: sse ends with [DONE])
+  };
+  // Applies whatever the engine sent since the last poll; never waits. The queue's listener
+  // (set_listener) says when there is something to poll for.
+  Progress poll();
+  // Non-streamed, once done: the response body. Throws RequestError if the engine failed.
+  json response() const;
   bool done() const { return done_; }
+  bool streamed() const { return spec_.stream; }
+  OutputQueue& queue() { return *queue_; }
 
   // Aborts the engine requests that have not finished (client disconnect).
   void abort_unfinished();
@@ -89,16 +101,22 @@ class GenerationJob {
   void add_prompt_logprobs(int tag, CompletionLogprobs& out) const;
   json completion_chunk(int index, std::string text, json logprobs, const Choice& c) const;
   json chat_chunk(int index, json delta, json logprobs, const Choice& c) const;
+  // A chunk's "usage": null, or with continuous_usage the choice's prompt and tokens so far.
+  json chunk_usage(int index, const Choice& c) const;
   Usage usage() const;
   json final_response() const;
+  // Streamed: the usage chunk (if asked for) and [DONE], or the error event and [DONE].
+  std::string stream_tail() const;
 
   AsyncEngine& engine_;
   JobSpec spec_;
   std::shared_ptr<OutputQueue> queue_;
   std::vector<Tag> tags_;
   std::vector<Choice> choices_;       // tag * n + sample index
-  std::vector<EngineEvent> backlog_;  // outputs that came while start() waited for acceptance
+  std::vector<EngineEvent> backlog_;  // outputs that came before every prompt was accepted
   size_t num_unfinished_tags_ = 0;
+  size_t num_answered_tags_ = 0;  // accepted or refused by the engine
+  bool accepted_ = false;
   bool done_ = false;
   std::optional<ApiError> failure_;
 };

@@ -1,38 +1,37 @@
-// Routes, authentication, limits and error mapping of the HTTP server; see http_server.h.
+// Routes, error mapping and the event-driven generation calls of the API; see http_server.h.
 #include "server/http_server.h"
-
-#include <httplib.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <exception>
-#include <thread>
+#include <mutex>
 #include <type_traits>
 
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 
-#include "server/connection_probe.h"
 #include "server/generation_job.h"
 #include "util/error.h"
 
 namespace pagoda::server {
 namespace {
 
-// How often a streaming handler wakes to check for output, and how long a stream may be silent
-// before it sends an SSE comment: writing is the only way to notice a client that went away
-// while its request waits in the queue or prefills (SSE clients ignore ':' lines).
-constexpr std::chrono::milliseconds kStreamPoll{250};
-constexpr std::chrono::milliseconds kKeepAliveAfter{1000};
+namespace net = boost::asio;
+using Strand = net::strand<net::thread_pool::executor_type>;
 
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(dump_json(body), "application/json");
+HttpResponse json_response(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = dump_json(body);
+  return r;
 }
 
-void send_error(httplib::Response& res, const ApiError& error) {
-  send_json(res, error.status, error_json(error));
+HttpResponse error_response(const ApiError& error) {
+  HttpResponse r = json_response(error.status, error_json(error));
+  r.error_kind = error.code.empty() ? error.type : error.type + "/" + error.code;
+  return r;
 }
 
 ApiError api_error(int status, std::string message, std::string type, std::string code = {}) {
@@ -44,93 +43,263 @@ ApiError api_error(int status, std::string message, std::string type, std::strin
   return e;
 }
 
-}  // namespace
-
-bool constant_time_equals(const std::string& a, const std::string& b) {
-  // Every byte of the longer string is visited whatever the contents.
-  const size_t n = std::max(a.size(), b.size());
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
+// Runs `work`, answering any exception it throws as an OpenAI error: nothing a request does can
+// escape, and every request gets an answer.
+template <typename Work>
+void guarded(const HttpRequest& req, const ReplyPtr& reply, Work&& work) {
+  try {
+    work();
+  } catch (const RequestError& e) {
+    reply->send(error_response(e.error()));
+  } catch (const Error& e) {
+    // pagoda::Error from tokenizing or templating a request is about the request's content.
+    reply->send(error_response(api_error(400, e.what(), "invalid_request_error")));
+  } catch (const std::exception& e) {
+    spdlog::error("request {}: {} {}: {}", req.request_id, req.method, req.path, e.what());
+    reply->send(error_response(
+        api_error(500, std::string("Internal server error: ") + e.what(), "InternalServerError")));
   }
-  return diff == 0;
 }
 
-class HttpServer::Impl {
- public:
-  Impl(AsyncEngine& engine, ServerOptions options) : engine_(engine), options_(std::move(options)) {
-    const int num_threads = std::max(options_.num_http_threads, 4);
-    server_.new_task_queue = [num_threads] {
-      return new httplib::ThreadPool(static_cast<size_t>(num_threads));
-    };
-    server_.set_payload_max_length(options_.max_request_bytes);
-    server_.set_keep_alive_max_count(1000);
-    // cpp-httplib 0.11 listens with a backlog of 5, so a burst of concurrent connects (64 clients
-    // starting at once) overflows the accept queue and some connections fail. Remember the
-    // listening socket so bind() can listen again with the system's maximum backlog.
-    //
-    // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, lets a second server bind a port that
-    // is taken and take half its connections (one without --api-key beside one with it would
-    // serve the model to anyone). A taken port must fail the start instead.
-    server_.set_socket_options([this](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-      listen_fd_ = sock;
-    });
-    install_handlers();
-  }
+// Whether the request threads may still be given work: engine pushes and client hang-ups can
+// come after the server is gone (the engine outlives it), and must not post to a dead pool.
+struct Lifeline {
+  std::mutex mutex;
+  bool alive = true;
 
-  int bind() {
-    int port = options_.port;
-    if (port == 0) {
-      port = server_.bind_to_any_port(options_.host);
-      if (port <= 0) fail("cannot listen on {}: no free port", options_.host);
-    } else if (!server_.bind_to_port(options_.host, port)) {
-      fail("cannot listen on {}:{}: the address is in use or not available", options_.host, port);
-    }
-    // listen() on a listening socket only changes its backlog (Linux, BSD).
-    if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);
-    return port;
+  template <typename F>
+  void post(const Strand& strand, F&& f) {
+    std::lock_guard lock(mutex);
+    if (alive) net::post(strand, std::forward<F>(f));
   }
-  // httplib's stop() does nothing until listen_after_bind() is running, so a stop() that comes
-  // first (a load that fails at once, a SIGTERM at startup) would be lost and listen() would
-  // never return. Each side checks the other's flag (both seq_cst), and a stop() after listen()
-  // began repeats until listen() has returned.
-  void listen() {
-    listen_started_ = true;
-    if (!stop_requested_) server_.listen_after_bind();
-    listen_done_ = true;
+  void end() {
+    std::lock_guard lock(mutex);
+    alive = false;
   }
-  void stop() {
-    stop_requested_ = true;
-    if (!listen_started_) return;
-    while (!listen_done_) {
-      server_.stop();
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+};
+
+// One generation request from submission to its last byte. Every step runs on the request's
+// strand: the engine's pushes only schedule a poll there, and a client that hangs up only
+// schedules the abort, so the job is never touched by two threads at once.
+class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
+ public:
+  GenerationCall(std::unique_ptr<GenerationJob> job, ReplyPtr reply, Strand strand,
+                 std::shared_ptr<Lifeline> lifeline)
+      : job_(std::move(job)),
+        reply_(std::move(reply)),
+        strand_(std::move(strand)),
+        lifeline_(std::move(lifeline)) {}
+
+  // On the strand. Throws RequestError when the engine refuses at once.
+  void start(std::vector<std::vector<int32_t>> prompts, const std::vector<SamplingParams>& params) {
+    auto self = shared_from_this();
+    job_->queue().set_listener([self] { self->schedule_poll(); });
+    reply_->on_close(
+        [self] { self->lifeline_->post(self->strand_, [self] { self->client_gone(); }); });
+    try {
+      job_->submit(std::move(prompts), params);
+    } catch (...) {
+      finish();
+      throw;
     }
+    schedule_poll();
   }
 
  private:
-  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  void schedule_poll() {
+    if (poll_scheduled_.exchange(true)) return;
+    lifeline_->post(strand_, [self = shared_from_this()] {
+      self->poll_scheduled_ = false;
+      self->poll();
+    });
+  }
 
-  // Every handler runs inside this: nothing a request does can escape as an exception.
-  Handler guarded(Handler handler) {
-    return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-      try {
-        handler(req, res);
-      } catch (const RequestError& e) {
-        send_error(res, e.error());
-      } catch (const Error& e) {
-        // pagoda::Error from tokenizing or templating a request is about the request's content.
-        send_error(res, api_error(400, e.what(), "invalid_request_error"));
-      } catch (const std::exception& e) {
-        spdlog::error("{} {}: {}", req.method, req.path, e.what());
-        send_error(res, api_error(500, std::string("Internal server error: ") + e.what(),
-                                  "InternalServerError"));
+  void poll() {
+    if (finished_) return;
+    GenerationJob::Progress p = job_->poll();
+    if (p.refused) {
+      reply_->send(error_response(*p.refused));
+      return finish();
+    }
+    if (!p.accepted) return;
+    if (!stream_begun_ && streamed()) {
+      reply_->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+      stream_begun_ = true;
+    }
+    if (streamed()) {
+      if (!p.sse.empty()) reply_->write(std::move(p.sse));
+      if (p.done) {
+        reply_->end_stream();
+        finish();
       }
-    };
+      return;
+    }
+    if (!p.done) return;
+    try {
+      reply_->send(json_response(200, job_->response()));
+    } catch (const RequestError& e) {
+      reply_->send(error_response(e.error()));
+    }
+    finish();
+  }
+
+  // The client went away: its engine requests are aborted at once (their KV blocks freed); the
+  // engine's final outputs still come and end the job.
+  void client_gone() {
+    if (finished_) return;
+    job_->abort_unfinished();
+  }
+
+  bool streamed() const { return job_->streamed(); }
+
+  // Lets go of the engine's side (the listener holds this call).
+  void finish() {
+    finished_ = true;
+    job_->queue().set_listener({});
+  }
+
+  std::unique_ptr<GenerationJob> job_;
+  ReplyPtr reply_;
+  Strand strand_;
+  std::shared_ptr<Lifeline> lifeline_;
+  std::atomic<bool> poll_scheduled_{false};
+  bool finished_ = false;
+  bool stream_begun_ = false;
+};
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  Impl(AsyncEngine& engine, ServerOptions options)
+      : engine_(engine),
+        options_(std::move(options)),
+        workers_(static_cast<size_t>(std::max(options_.num_http_threads, 1))),
+        transport_(transport_options(options_),
+                   [this](HttpRequest req, ReplyPtr reply) { route(std::move(req), reply); }) {}
+
+  ~Impl() {
+    transport_.stop();
+    lifeline_->end();
+    workers_.join();
+  }
+
+  int bind() { return transport_.bind(); }
+  void listen() { transport_.run(); }
+  void stop() { transport_.stop(); }
+  size_t num_connections() const { return transport_.num_connections(); }
+
+ private:
+  static TransportOptions transport_options(const ServerOptions& o) {
+    TransportOptions t = o.transport;
+    t.host = o.host;
+    t.port = o.port;
+    t.api_key = o.api_key;
+    t.max_body_bytes = o.max_request_bytes;
+    return t;
+  }
+
+  // On the transport's thread: cheap routes answer here, the rest go to the request threads.
+  void route(HttpRequest req, const ReplyPtr& reply) {
+    const std::string& path = req.path;
+    const bool get = req.method == "GET" || req.method == "HEAD";
+    const bool post = req.method == "POST";
+    if (path == "/health" && get) return reply->send(health());
+    if (path == "/version" && get)
+      return reply->send(json_response(200, {{"version", options_.version}}));
+    if ((path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) && get) {
+      return guarded(req, reply, [&] { reply->send(models(path)); });
+    }
+    if (path == "/metrics" && get) return on_worker(std::move(req), reply, &Impl::metrics);
+    if (path == "/v1/completions" && post) return start_call(std::move(req), reply, false);
+    if (path == "/v1/chat/completions" && post) return start_call(std::move(req), reply, true);
+    if (path == "/tokenize" && post) return on_worker(std::move(req), reply, &Impl::tokenize);
+    if (path == "/detokenize" && post) return on_worker(std::move(req), reply, &Impl::detokenize);
+    reply->send(error_response(not_found_error(fmt::format("Not found: {} {}", req.method, path))));
+  }
+
+  using WorkerRoute = HttpResponse (Impl::*)(const HttpRequest&);
+  void on_worker(HttpRequest req, const ReplyPtr& reply, WorkerRoute work) {
+    net::post(workers_, [this, req = std::move(req), reply, work] {
+      guarded(req, reply, [&] { reply->send((this->*work)(req)); });
+    });
+  }
+
+  void start_call(HttpRequest req, const ReplyPtr& reply, bool chat) {
+    Strand strand = net::make_strand(workers_);
+    net::post(strand, [this, req = std::move(req), reply, strand, chat] {
+      guarded(req, reply, [&] { start_generation(req, reply, strand, chat); });
+    });
+  }
+
+  HttpResponse health() const {
+    switch (engine_.state()) {
+      case AsyncEngine::State::kReady: {
+        HttpResponse r;
+        r.content_type.clear();
+        return r;
+      }
+      case AsyncEngine::State::kLoading:
+        return error_response(service_unavailable_error("The model is still loading"));
+      case AsyncEngine::State::kDead:
+        return error_response(
+            service_unavailable_error("The engine has failed: " + engine_.failure()));
+      default:
+        return error_response(service_unavailable_error("The server is shutting down"));
+    }
+  }
+
+  HttpResponse metrics(const HttpRequest&) {
+    Metrics* metrics = engine_.metrics();
+    if (metrics == nullptr || engine_.backend() == nullptr) {
+      if (engine_.state() == AsyncEngine::State::kDead)
+        throw RequestError(
+            service_unavailable_error("The engine has failed: " + engine_.failure()));
+      throw RequestError(service_unavailable_error("The model is still loading"));
+    }
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = metrics->render(engine_.stats(), read_process_stats());
+    return r;
+  }
+
+  HttpResponse models(const std::string& path) const {
+    const EngineBackend& be = ready_backend();
+    if (path == "/v1/models") {
+      json cards = json::array({model_card(be, served_name(be))});
+      for (const std::string& alias : options_.model_aliases)
+        cards.push_back(model_card(be, alias));
+      return json_response(200, {{"object", "list"}, {"data", cards}});
+    }
+    const std::string name = path.substr(std::string("/v1/models/").size());
+    if (name.empty()) throw RequestError(not_found_error("Not found: GET " + path));
+    check_model(be, name);
+    return json_response(200, model_card(be, name));
+  }
+
+  HttpResponse tokenize(const HttpRequest& req) {
+    const EngineBackend& be = ready_backend();
+    const TokenizeRequest tr = parse_request(req, [&](UnknownFields* unknown) {
+      return parse_tokenize_request(parse_json_body(req.body), unknown);
+    });
+    check_model(be, tr.model);
+    const std::string text =
+        tr.prompt ? *tr.prompt
+                  : be.apply_chat_template(dump_json(tr.messages), tr.add_generation_prompt, "{}");
+    const std::vector<int32_t> ids = be.encode(text, tr.add_special_tokens);
+    return json_response(200, tokenize_response(tr, ids, be.max_model_len(), [&be](int32_t id) {
+                           return be.decode({id}, false);
+                         }));
+  }
+
+  HttpResponse detokenize(const HttpRequest& req) {
+    const EngineBackend& be = ready_backend();
+    std::string model;
+    const std::vector<int32_t> ids = parse_request(req, [&](UnknownFields* unknown) {
+      return parse_detokenize_request(parse_json_body(req.body), &model, unknown);
+    });
+    check_model(be, model);
+    return json_response(200, {{"prompt", be.decode(ids, false)}});
   }
 
   const EngineBackend& ready_backend() const {
@@ -164,137 +333,18 @@ class HttpServer::Impl {
     }
   }
 
-  void install_handlers() {
-    server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (options_.api_key.empty() || req.path == "/health")
-        return httplib::Server::HandlerResponse::Unhandled;
-      const std::string auth = req.get_header_value("Authorization");
-      constexpr std::string_view kBearer = "Bearer ";
-      if (auth.size() > kBearer.size() && auth.compare(0, kBearer.size(), kBearer) == 0 &&
-          constant_time_equals(auth.substr(kBearer.size()), options_.api_key)) {
-        return httplib::Server::HandlerResponse::Unhandled;
-      }
-      send_error(res,
-                 api_error(401, "Missing or invalid API key; send 'Authorization: Bearer <key>'",
-                           "invalid_request_error", "invalid_api_key"));
-      return httplib::Server::HandlerResponse::Handled;
-    });
-    // Responses httplib produces itself (unknown route, oversized body, bad HTTP) get a JSON body.
-    server_.set_error_handler(httplib::Server::HandlerWithResponse([this](
-                                                                       const httplib::Request& req,
-                                                                       httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      switch (res.status) {
-        case 404:
-          send_error(res, not_found_error(fmt::format("Not found: {} {}", req.method, req.path)));
-          break;
-        case 413:
-          send_error(
-              res, api_error(
-                       413,
-                       fmt::format("The request body is larger than --max-request-bytes ({} bytes)",
-                                   options_.max_request_bytes),
-                       "invalid_request_error", "request_too_large"));
-          break;
-        default:
-          send_error(res, api_error(res.status, fmt::format("HTTP error {}", res.status),
-                                    "invalid_request_error"));
-      }
-      return httplib::Server::HandlerResponse::Handled;
-    }));
-    server_.set_exception_handler(
-        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
-          send_error(res, api_error(500, "Internal server error", "InternalServerError"));
-        });
-
-    server_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      switch (engine_.state()) {
-        case AsyncEngine::State::kReady:
-          res.status = 200;
-          return;
-        case AsyncEngine::State::kLoading:
-          send_error(res, service_unavailable_error("The model is still loading"));
-          return;
-        case AsyncEngine::State::kDead:
-          send_error(res, service_unavailable_error("The engine has failed: " + engine_.failure()));
-          return;
-        default:
-          send_error(res, service_unavailable_error("The server is shutting down"));
-      }
-    });
-    server_.Get("/version", [this](const httplib::Request&, httplib::Response& res) {
-      send_json(res, 200, {{"version", options_.version}});
-    });
-    server_.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
-                  Metrics* metrics = engine_.metrics();
-                  if (metrics == nullptr || engine_.backend() == nullptr) {
-                    throw RequestError(service_unavailable_error("The model is still loading"));
-                  }
-                  res.set_content(metrics->render(engine_.stats(), read_process_stats()),
-                                  "text/plain; version=0.0.4; charset=utf-8");
-                }));
-    server_.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
-                  const EngineBackend& be = ready_backend();
-                  json cards = json::array({model_card(be, served_name(be))});
-                  for (const std::string& alias : options_.model_aliases)
-                    cards.push_back(model_card(be, alias));
-                  send_json(res, 200, {{"object", "list"}, {"data", cards}});
-                }));
-    server_.Get(R"(/v1/models/(.+))",
-                guarded([this](const httplib::Request& req, httplib::Response& res) {
-                  const EngineBackend& be = ready_backend();
-                  const std::string name = req.matches[1].str();
-                  check_model(be, name);
-                  send_json(res, 200, model_card(be, name));
-                }));
-    server_.Post("/v1/completions",
-                 guarded([this](const httplib::Request& req, httplib::Response& res) {
-                   handle_generation(req, res, false);
-                 }));
-    server_.Post("/v1/chat/completions",
-                 guarded([this](const httplib::Request& req, httplib::Response& res) {
-                   handle_generation(req, res, true);
-                 }));
-    server_.Post(
-        "/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
-          const EngineBackend& be = ready_backend();
-          const TokenizeRequest tr = parse_request(req, [&](UnknownFields* unknown) {
-            return parse_tokenize_request(parse_json_body(req.body), unknown);
-          });
-          check_model(be, tr.model);
-          const std::string text =
-              tr.prompt
-                  ? *tr.prompt
-                  : be.apply_chat_template(dump_json(tr.messages), tr.add_generation_prompt, "{}");
-          const std::vector<int32_t> ids = be.encode(text, tr.add_special_tokens);
-          send_json(
-              res, 200,
-              {{"count", ids.size()}, {"max_model_len", be.max_model_len()}, {"tokens", ids}});
-        }));
-    server_.Post("/detokenize",
-                 guarded([this](const httplib::Request& req, httplib::Response& res) {
-                   const EngineBackend& be = ready_backend();
-                   std::string model;
-                   const std::vector<int32_t> ids = parse_request(req, [&](UnknownFields* unknown) {
-                     return parse_detokenize_request(parse_json_body(req.body), &model, unknown);
-                   });
-                   check_model(be, model);
-                   send_json(res, 200, {{"prompt", be.decode(ids, false)}});
-                 }));
-  }
-
   // Runs one of the parse_*_request functions under the server's unknown-field policy. Fields
   // it ignored are logged as vLLM does: the request goes on, and the log says what it sent that
   // nothing reads (names only, never values).
   template <typename Parse>
-  std::invoke_result_t<Parse, UnknownFields*> parse_request(const httplib::Request& req,
+  std::invoke_result_t<Parse, UnknownFields*> parse_request(const HttpRequest& req,
                                                             Parse parse) const {
     UnknownFields unknown;
     unknown.strict = options_.strict_request_fields;
     auto parsed = parse(&unknown);
     if (!unknown.ignored.empty()) {
-      spdlog::warn("{}: ignoring fields the server does not know: {}", req.path,
-                   fmt::join(unknown.ignored, ", "));
+      spdlog::warn("request {}: {}: ignoring fields the server does not know: {}", req.request_id,
+                   req.path, fmt::join(unknown.ignored, ", "));
     }
     return parsed;
   }
@@ -309,7 +359,10 @@ class HttpServer::Impl {
             {"max_model_len", be.max_model_len()}};
   }
 
-  void handle_generation(const httplib::Request& req, httplib::Response& res, bool chat) {
+  // Parses, templates and tokenizes a generation request and submits it; runs on the request's
+  // strand, where its outputs will be handled too.
+  void start_generation(const HttpRequest& req, const ReplyPtr& reply, const Strand& strand,
+                        bool chat) {
     const EngineBackend& be = ready_backend();
     const json body = parse_json_body(req.body);
     const SamplingParams defaults = be.default_sampling_params();
@@ -321,10 +374,9 @@ class HttpServer::Impl {
     spec.model = served_name(be);
     std::vector<std::vector<int32_t>> prompts;
     std::vector<SamplingParams> params;
-    bool stream = false;
     if (!chat) {
       const CompletionRequest cr = parse_request(req, [&](UnknownFields* unknown) {
-        return parse_completion_request(body, defaults, unknown);
+        return parse_completion_request(body, defaults, unknown, options_.protocol);
       });
       check_model(be, cr.model);
       spec.id = random_request_id("cmpl");
@@ -334,7 +386,9 @@ class HttpServer::Impl {
       spec.logprobs = cr.params.logprobs;
       spec.prompt_logprobs = cr.params.prompt_logprobs.has_value();
       spec.include_usage = cr.include_usage;
-      stream = cr.stream;
+      spec.continuous_usage = cr.continuous_usage;
+      spec.tokens_as_ids = options_.protocol.return_tokens_as_token_ids;
+      spec.stream = cr.stream;
       for (const Prompt& p : cr.prompts) {
         std::vector<int32_t> ids = p.text ? be.encode(*p.text, cr.add_special_tokens) : p.token_ids;
         if (ids.empty()) throw_invalid("The prompt is empty", "prompt");
@@ -349,15 +403,19 @@ class HttpServer::Impl {
         params.push_back(sp);
       }
     } else {
-      const ChatRequest cr = parse_request(
-          req, [&](UnknownFields* unknown) { return parse_chat_request(body, defaults, unknown); });
+      const ChatRequest cr = parse_request(req, [&](UnknownFields* unknown) {
+        return parse_chat_request(body, defaults, unknown, options_.protocol);
+      });
       check_model(be, cr.model);
       spec.id = random_request_id("chatcmpl");
       spec.n = cr.params.n;
       if (cr.logprobs) spec.logprobs = cr.params.logprobs.value_or(0);
       spec.include_usage = cr.include_usage;
+      spec.continuous_usage = cr.continuous_usage;
+      spec.tokens_as_ids = options_.protocol.return_tokens_as_token_ids;
+      spec.response_role = chat_response_role(cr, options_.protocol);
       spec.reasoning = options_.reasoning_parser == "deepseek_r1";
-      stream = cr.stream;
+      spec.stream = cr.stream;
       const std::string prompt = be.apply_chat_template(
           dump_json(cr.messages), cr.add_generation_prompt, dump_json(cr.chat_template_kwargs));
       std::vector<int32_t> ids = be.encode(prompt, cr.add_special_tokens);
@@ -370,58 +428,16 @@ class HttpServer::Impl {
       params.push_back(sp);
     }
 
-    auto job = std::make_shared<GenerationJob>(engine_, std::move(spec));
-    job->start(std::move(prompts), params);
-    if (!stream) {
-      // Nothing is written while a non-streamed request runs, so the only way to notice a client
-      // that hung up is to look at its socket; then the engine requests are aborted at once.
-      const ConnectionProbe probe =
-          ConnectionProbe::find(req.remote_addr, req.remote_port, req.local_addr, req.local_port);
-      std::function<bool()> client_gone;
-      if (probe.active()) {
-        client_gone = [probe] { return probe.closed(); };
-      } else {
-        spdlog::debug("no socket found for {}:{}; a disconnect will not abort this request",
-                      req.remote_addr, req.remote_port);
-      }
-      send_json(res, 200, job->wait_response(client_gone));
-      return;
-    }
-    res.set_header("Cache-Control", "no-cache");
-    auto last_write =
-        std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [job, last_write](size_t, httplib::DataSink& sink) {
-          std::string sse;
-          try {
-            sse = job->next_sse(kStreamPoll);
-          } catch (const std::exception& e) {
-            spdlog::error("stream failed: {}", e.what());
-            return false;
-          }
-          const auto now = std::chrono::steady_clock::now();
-          if (sse.empty()) {
-            if (now - *last_write < kKeepAliveAfter) return true;
-            sse = ": keep-alive\n\n";
-          }
-          // A failed write means the client is gone: returning false ends the response, and the
-          // releaser below aborts the engine requests so their KV blocks are freed.
-          if (!sink.write(sse.data(), sse.size())) return false;
-          *last_write = now;
-          if (job->done()) sink.done();
-          return true;
-        },
-        [job](bool) {
-          if (!job->done()) job->abort_unfinished();
-        });
+    auto call = std::make_shared<GenerationCall>(
+        std::make_unique<GenerationJob>(engine_, std::move(spec)), reply, strand, lifeline_);
+    call->start(std::move(prompts), params);
   }
 
   AsyncEngine& engine_;
   ServerOptions options_;
-  httplib::Server server_;
-  socket_t listen_fd_ = -1;
-  std::atomic<bool> listen_started_{false}, listen_done_{false}, stop_requested_{false};
+  std::shared_ptr<Lifeline> lifeline_ = std::make_shared<Lifeline>();
+  net::thread_pool workers_;
+  HttpTransport transport_;
 };
 
 HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)
@@ -435,6 +451,9 @@ void HttpServer::listen() {
 }
 void HttpServer::stop() {
   impl_->stop();
+}
+size_t HttpServer::num_connections() const {
+  return impl_->num_connections();
 }
 
 }  // namespace pagoda::server

@@ -1,8 +1,9 @@
-// The HTTP front of `pagoda serve`: cpp-httplib routes for the OpenAI API (/v1/completions,
-// /v1/chat/completions, /v1/models), vLLM's /tokenize and /detokenize, and /health, /version,
-// /metrics; Bearer API key on every route but /health; OpenAI-shaped errors for everything,
-// including unknown routes (404) and oversized bodies (413). Handlers only parse, tokenize and
-// talk to the AsyncEngine; no exception leaves a handler.
+// The OpenAI-compatible API of `pagoda serve` over the HTTP transport (http_transport.h):
+// /v1/completions, /v1/chat/completions, /v1/models, vLLM's /tokenize and /detokenize, and
+// /health, /version, /metrics, with OpenAI-shaped errors for everything (unknown routes 404).
+// Cheap routes answer on the transport's thread; the rest run on a small pool of request
+// threads, and a generation waits for the engine without holding any thread: the engine's
+// outputs wake the request (OutputQueue's listener), which writes what it has and sleeps again.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "server/async_engine.h"
+#include "server/http_transport.h"
 
 namespace pagoda::server {
 
@@ -23,10 +25,14 @@ struct ServerOptions {
   // /v1/models lead with the first.
   std::vector<std::string> model_aliases;
   size_t max_request_bytes = 8u << 20;
-  int num_http_threads = 256;          // each open stream holds one
+  int num_http_threads = 4;            // threads that parse, template and tokenize requests
   std::string reasoning_parser;        // "" or "deepseek_r1"
   bool strict_request_fields = false;  // unknown request fields: 400 instead of a warning
   std::string version;
+  // TLS, CORS, --root-path, connection limits and timeouts. Its host, port, api_key and
+  // max_body_bytes are taken from the fields above.
+  TransportOptions transport;
+  ProtocolOptions protocol;  // --max-logprobs, --response-role, --return-tokens-as-token-ids
 };
 
 class HttpServer {
@@ -43,13 +49,11 @@ class HttpServer {
   // From any thread, before or during listen(): returns once listen() has returned (at once if
   // it never began), and a listen() that begins later returns at once.
   void stop();
+  size_t num_connections() const;
 
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Equality of two secrets in time that depends only on their lengths, not on where they differ.
-bool constant_time_equals(const std::string& a, const std::string& b);
 
 }  // namespace pagoda::server

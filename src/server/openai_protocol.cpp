@@ -262,7 +262,10 @@ std::vector<std::string> parse_stop(const json* v) {
   return stop;
 }
 
-void parse_stream_options(FieldReader& r, bool stream, bool* include_usage) {
+// vLLM's continuous_usage_stats puts the usage so far in every chunk, and only together with
+// include_usage (serving_completion.py: include_continuous_usage).
+void parse_stream_options(FieldReader& r, bool stream, bool* include_usage,
+                          bool* continuous_usage) {
   const json* opts = r.get("stream_options");
   if (opts == nullptr) return;
   if (!opts->is_object()) throw_invalid("'stream_options' must be an object", "stream_options");
@@ -270,8 +273,23 @@ void parse_stream_options(FieldReader& r, bool stream, bool* include_usage) {
     throw_invalid("'stream_options' is only allowed when 'stream' is true", "stream_options");
   FieldReader o(*opts, "stream_options");
   *include_usage = o.get_bool("include_usage").value_or(false);
-  o.ignore({"continuous_usage_stats"});
+  const bool continuous = o.get_bool("continuous_usage_stats").value_or(false);
+  *continuous_usage = *include_usage && continuous;
   o.reject_unknown();
+}
+
+// logprobs, top_logprobs or prompt_logprobs: at least 0, at most --max-logprobs (vLLM's
+// message; -1 there means any number).
+std::optional<int> get_num_logprobs(FieldReader& r, const std::string& key,
+                                    const ProtocolOptions& protocol) {
+  const auto v = r.get_int(key, 0, std::numeric_limits<int32_t>::max());
+  if (v && protocol.max_logprobs >= 0 && *v > protocol.max_logprobs) {
+    throw_invalid(fmt::format("Requested {} of {}, which is greater than max allowed: {} (the "
+                              "server's --max-logprobs)",
+                              key, *v, protocol.max_logprobs),
+                  key);
+  }
+  return v ? std::optional<int>(static_cast<int>(*v)) : std::nullopt;
 }
 
 // The sampling fields both endpoints share, OpenAI names plus vLLM's extras.
@@ -319,12 +337,14 @@ void parse_sampling_fields(FieldReader& r, SamplingParams& p) {
   r.ignore({"spaces_between_special_tokens", "priority", "request_id"});
 }
 
-// Text of one message's content: a string, or an array of parts [{type: "text", text}].
-std::string message_text(const json& content, const std::string& param) {
+// One message's content: a string, or an array of parts [{type: "text", text}] kept as a list
+// of exactly those two fields (how the template sees it is the engine's
+// --chat-template-content-format).
+json message_content(const json& content, const std::string& param) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array())
     throw_invalid(fmt::format("'{}' must be a string or an array of content parts", param), param);
-  std::string text;
+  json parts = json::array();
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
     const std::string where = fmt::format("{}[{}]", param, i);
@@ -339,10 +359,9 @@ std::string message_text(const json& content, const std::string& param) {
     const auto t = pr.get_string("text");
     if (!t) throw_invalid(fmt::format("'{}.text' is required", where), where + ".text");
     pr.reject_unknown();
-    if (!text.empty()) text += "\n";  // vLLM joins text parts with newlines
-    text += *t;
+    parts.push_back({{"type", "text"}, {"text", *t}});
   }
-  return text;
+  return parts;
 }
 
 json parse_messages(const json* v) {
@@ -370,7 +389,7 @@ json parse_messages(const json* v) {
         throw_invalid(fmt::format("'{}.content' is required", where), where + ".content");
       msg["content"] = "";
     } else {
-      msg["content"] = message_text(*content, where + ".content");
+      msg["content"] = message_content(*content, where + ".content");
     }
     if (auto name = r.get_string("name")) msg["name"] = *name;
     // Current vLLM names it `reasoning`, older versions `reasoning_content`; templates read
@@ -404,7 +423,8 @@ json parse_json_body(std::string_view body) {
 }
 
 CompletionRequest parse_completion_request(const json& body, const SamplingParams& defaults,
-                                           UnknownFields* unknown) {
+                                           UnknownFields* unknown,
+                                           const ProtocolOptions& protocol) {
   const UnknownFieldsScope scope(unknown);
   CompletionRequest req;
   req.params = defaults;
@@ -419,15 +439,15 @@ CompletionRequest parse_completion_request(const json& body, const SamplingParam
     req.max_tokens = static_cast<int>(*v);
   req.echo = r.get_bool("echo").value_or(false);
   req.stream = r.get_bool("stream").value_or(false);
-  parse_stream_options(r, req.stream, &req.include_usage);
-  if (auto v = r.get_int("logprobs", 0, kMaxLogprobs)) req.params.logprobs = static_cast<int>(*v);
+  parse_stream_options(r, req.stream, &req.include_usage, &req.continuous_usage);
+  if (auto v = get_num_logprobs(r, "logprobs", protocol)) req.params.logprobs = *v;
   // vLLM's extra: top-N logprobs of every prompt token, returned in each choice's
   // `prompt_logprobs`. Like vLLM, not with stream (the chunks have no such field).
-  if (auto v = r.get_int("prompt_logprobs", 0, kMaxLogprobs)) {
+  if (auto v = get_num_logprobs(r, "prompt_logprobs", protocol)) {
     if (req.stream && *v > 0) {
       throw_invalid("'prompt_logprobs' are not available when 'stream' is true", "prompt_logprobs");
     }
-    req.params.prompt_logprobs = static_cast<int>(*v);
+    req.params.prompt_logprobs = *v;
   }
   // echo with logprobs puts the prompt tokens' logprobs first, so the engine must compute them
   // (vLLM's to_sampling_params does the same).
@@ -449,7 +469,7 @@ CompletionRequest parse_completion_request(const json& body, const SamplingParam
 }
 
 ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults,
-                               UnknownFields* unknown) {
+                               UnknownFields* unknown, const ProtocolOptions& protocol) {
   const UnknownFieldsScope scope(unknown);
   ChatRequest req;
   req.params = defaults;
@@ -469,12 +489,12 @@ ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults,
     req.max_tokens = static_cast<int>(*max_tokens);
   }
   req.stream = r.get_bool("stream").value_or(false);
-  parse_stream_options(r, req.stream, &req.include_usage);
+  parse_stream_options(r, req.stream, &req.include_usage, &req.continuous_usage);
   req.logprobs = r.get_bool("logprobs").value_or(false);
-  if (auto top = r.get_int("top_logprobs", 0, kMaxLogprobs)) {
+  if (auto top = get_num_logprobs(r, "top_logprobs", protocol)) {
     if (!req.logprobs)
       throw_invalid("'top_logprobs' requires 'logprobs' to be true", "top_logprobs");
-    req.params.logprobs = static_cast<int>(*top);
+    req.params.logprobs = *top;
   } else if (req.logprobs) {
     req.params.logprobs = 0;
   }
@@ -502,6 +522,11 @@ ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults,
   parse_sampling_fields(r, req.params);
   r.reject_unknown();
   return req;
+}
+
+std::string chat_response_role(const ChatRequest& request, const ProtocolOptions& protocol) {
+  if (request.add_generation_prompt || request.messages.empty()) return protocol.response_role;
+  return request.messages.back().value("role", protocol.response_role);
 }
 
 int resolve_max_tokens(std::optional<int> requested, int default_max_tokens, int num_prompt_tokens,
@@ -532,7 +557,8 @@ int resolve_max_tokens(std::optional<int> requested, int default_max_tokens, int
 }
 
 void check_sampling_params(const SamplingParams& params) {
-  if (auto message = validate(params)) {
+  // The parsers bound logprobs by --max-logprobs already (the engine checks them again).
+  if (auto message = validate(params, std::numeric_limits<int>::max())) {
     // validate() names the field first ("top_p must be in (0, 1], got 1.5").
     const size_t space = message->find(' ');
     throw_invalid(*message, message->substr(0, space));
@@ -552,9 +578,20 @@ TokenizeRequest parse_tokenize_request(const json& body, UnknownFields* unknown)
   req.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
   // vLLM's default: BOS for a plain prompt, none for messages (the template adds it).
   req.add_special_tokens = r.get_bool("add_special_tokens").value_or(req.prompt.has_value());
-  r.ignore({"return_token_strs"});
+  req.return_token_strs = r.get_bool("return_token_strs").value_or(false);
   r.reject_unknown();
   return req;
+}
+
+json tokenize_response(const TokenizeRequest& request, const std::vector<int32_t>& tokens,
+                       int max_model_len, const std::function<std::string(int32_t)>& token_text) {
+  json out = {{"count", tokens.size()}, {"max_model_len", max_model_len}, {"tokens", tokens}};
+  if (request.return_token_strs) {
+    json strs = json::array();
+    for (int32_t id : tokens) strs.push_back(token_text(id));
+    out["token_strs"] = std::move(strs);
+  }
+  return out;
 }
 
 std::vector<int32_t> parse_detokenize_request(const json& body, std::string* model,
@@ -582,39 +619,44 @@ double clamp_logprob(float logprob) {
 }
 }  // namespace
 
-CompletionLogprobs::CompletionLogprobs(int num_top, size_t text_offset)
+std::string logprob_token(const TokenLogprobInfo& token, bool tokens_as_ids) {
+  return tokens_as_ids ? fmt::format("token_id:{}", token.token_id) : token.token;
+}
+
+CompletionLogprobs::CompletionLogprobs(int num_top, size_t text_offset, bool tokens_as_ids)
     : num_top_(num_top),
       text_offset_(text_offset),
+      tokens_as_ids_(tokens_as_ids),
       tokens_(json::array()),
       token_logprobs_(json::array()),
       top_logprobs_(json::array()),
       text_offsets_(json::array()) {}
 
 void CompletionLogprobs::add(const GeneratedTokenLogprobs& lp) {
-  tokens_.push_back(lp.chosen.token);
+  tokens_.push_back(logprob_token(lp.chosen, tokens_as_ids_));
   token_logprobs_.push_back(clamp_logprob(lp.chosen.logprob));
   // vLLM keys its per-position dict by token id, the token itself first, then the most likely
   // ones, and keeps the first num_top + 1 entries; the response keys them by text.
   json entry = json::object();
   std::vector<int32_t> ids = {lp.chosen.token_id};
-  entry[lp.chosen.token] = clamp_logprob(lp.chosen.logprob);
+  entry[logprob_token(lp.chosen, tokens_as_ids_)] = clamp_logprob(lp.chosen.logprob);
   for (const TokenLogprobInfo& t : lp.top) {
     if (static_cast<int>(ids.size()) > num_top_) break;
     if (std::find(ids.begin(), ids.end(), t.token_id) != ids.end()) continue;
     ids.push_back(t.token_id);
-    entry[t.token] = clamp_logprob(t.logprob);
+    entry[logprob_token(t, tokens_as_ids_)] = clamp_logprob(t.logprob);
   }
   top_logprobs_.push_back(std::move(entry));
   text_offsets_.push_back(text_offset_);
   text_offset_ += lp.chosen.token.size();
 }
 
-void CompletionLogprobs::add_unscored(const std::string& token) {
-  tokens_.push_back(token);
+void CompletionLogprobs::add_unscored(const std::string& text, int32_t token_id) {
+  tokens_.push_back(tokens_as_ids_ ? fmt::format("token_id:{}", token_id) : text);
   token_logprobs_.push_back(nullptr);
   top_logprobs_.push_back(nullptr);
   text_offsets_.push_back(text_offset_);
-  text_offset_ += token.size();
+  text_offset_ += text.size();
 }
 
 json CompletionLogprobs::to_json() const {
@@ -625,8 +667,8 @@ json CompletionLogprobs::to_json() const {
 }
 
 json completion_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin,
-                              size_t end, size_t text_offset, int num_top) {
-  CompletionLogprobs out(num_top, text_offset);
+                              size_t end, size_t text_offset, int num_top, bool tokens_as_ids) {
+  CompletionLogprobs out(num_top, text_offset, tokens_as_ids);
   end = std::min(end, logprobs.size());
   for (size_t i = begin; i < end; ++i) out.add(logprobs[i]);
   return out.to_json();
@@ -662,18 +704,20 @@ json token_bytes(const std::string& token) {
 }  // namespace
 
 json chat_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin,
-                        size_t end) {
+                        size_t end, bool tokens_as_ids) {
   json content = json::array();
   end = std::min(end, logprobs.size());
   for (size_t i = begin; i < end; ++i) {
     const GeneratedTokenLogprobs& lp = logprobs[i];
     json top = json::array();
     for (const TokenLogprobInfo& t : lp.top) {
-      top.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", token_bytes(t.token)}});
+      const std::string token = logprob_token(t, tokens_as_ids);
+      top.push_back({{"token", token}, {"logprob", t.logprob}, {"bytes", token_bytes(token)}});
     }
-    content.push_back({{"token", lp.chosen.token},
+    const std::string token = logprob_token(lp.chosen, tokens_as_ids);
+    content.push_back({{"token", token},
                        {"logprob", lp.chosen.logprob},
-                       {"bytes", token_bytes(lp.chosen.token)},
+                       {"bytes", token_bytes(token)},
                        {"top_logprobs", std::move(top)}});
   }
   return {{"content", std::move(content)}};

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -51,6 +52,18 @@ inline constexpr int kMaxJsonDepth = 32;
 inline constexpr int kMaxPromptsPerRequest = 256;
 inline constexpr int kMaxSamplesPerRequest = 128;  // n
 
+// Server-wide settings of the wire format: `pagoda serve`'s vLLM flags of the same names.
+struct ProtocolOptions {
+  // --max-logprobs: the most top-N logprobs (logprobs, top_logprobs, prompt_logprobs) a request
+  // may ask for; more is a 400. -1: no limit but the vocabulary (the engine checks that).
+  int max_logprobs = 20;
+  // --response-role: the role of a chat answer when the request adds a generation prompt.
+  std::string response_role = "assistant";
+  // --return-tokens-as-token-ids: logprob tokens written "token_id:N", so that a client can
+  // tell apart tokens that do not decode to text on their own.
+  bool return_tokens_as_token_ids = false;
+};
+
 // Parses a request body: must be valid UTF-8 JSON, an object, nested at most kMaxJsonDepth deep.
 json parse_json_body(std::string_view body);
 
@@ -68,12 +81,15 @@ struct CompletionRequest {
   bool echo = false;
   bool stream = false;
   bool include_usage = false;
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats (with include_usage)
   bool add_special_tokens = true;
 };
 
 struct ChatRequest {
   std::string model;
-  json messages;  // array of {role, content: string, ...}; content parts are joined into text
+  // Array of {role, content, ...}; content is a string or, as sent, a list of text parts
+  // [{type: "text", text}] (the engine shapes it for the template: --chat-template-content-format)
+  json messages;
   bool add_generation_prompt = true;
   json chat_template_kwargs = json::object();
   SamplingParams params;
@@ -81,6 +97,7 @@ struct ChatRequest {
   bool logprobs = false;          // chat: a bool; top_logprobs sets params.logprobs
   bool stream = false;
   bool include_usage = false;
+  bool continuous_usage = false;    // stream_options.continuous_usage_stats (with include_usage)
   bool add_special_tokens = false;  // the chat template already adds BOS
 };
 
@@ -97,10 +114,16 @@ struct UnknownFields {
 // `defaults` carries the model's generation_config.json values (temperature, top_p, ...); the
 // request overrides them field by field. Throws RequestError (400) naming the bad field in param.
 // `unknown` null: strict.
+// `protocol` bounds the logprobs a request may ask for.
 CompletionRequest parse_completion_request(const json& body, const SamplingParams& defaults,
-                                           UnknownFields* unknown = nullptr);
+                                           UnknownFields* unknown = nullptr,
+                                           const ProtocolOptions& protocol = {});
 ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults,
-                               UnknownFields* unknown = nullptr);
+                               UnknownFields* unknown = nullptr,
+                               const ProtocolOptions& protocol = {});
+// The role of the answer, as vLLM picks it: --response-role when the request adds a generation
+// prompt, else the role of its last message (the answer continues that message).
+std::string chat_response_role(const ChatRequest& request, const ProtocolOptions& protocol);
 
 // Resolves max_tokens (completions: 16 unless sent; chat: the rest of the context) and checks
 // that prompt + max_tokens fits; the 400 message says by how many tokens it does not.
@@ -116,8 +139,14 @@ struct TokenizeRequest {
   json messages;  // null unless a chat tokenize
   bool add_generation_prompt = true;
   bool add_special_tokens = true;
+  bool return_token_strs = false;  // vLLM's extra: "token_strs" beside "tokens"
 };
 TokenizeRequest parse_tokenize_request(const json& body, UnknownFields* unknown = nullptr);
+// The /tokenize response {"count", "max_model_len", "tokens"} and, when the request asked with
+// return_token_strs, "token_strs": token_strs[i] is the text of tokens[i] (what `decode` of that
+// one token gives, special tokens kept).
+json tokenize_response(const TokenizeRequest& request, const std::vector<int32_t>& tokens,
+                       int max_model_len, const std::function<std::string(int32_t)>& token_text);
 // /detokenize: {"tokens": [ids]}.
 std::vector<int32_t> parse_detokenize_request(const json& body, std::string* model,
                                               UnknownFields* unknown = nullptr);
@@ -136,28 +165,36 @@ json usage_json(const Usage& usage);
 // most num_top + 1 entries, as OpenAI documents); an unscored one (the first prompt token of an
 // echo, which nothing precedes) has null for both. -inf is sent as -9999. text_offset counts
 // bytes from `text_offset` on.
+// With `tokens_as_ids` (--return-tokens-as-token-ids) every token is written "token_id:N"; the
+// text offsets still count the text's bytes.
 class CompletionLogprobs {
  public:
-  CompletionLogprobs(int num_top, size_t text_offset);
+  CompletionLogprobs(int num_top, size_t text_offset, bool tokens_as_ids = false);
   void add(const GeneratedTokenLogprobs& logprobs);
-  void add_unscored(const std::string& token);
+  // `text` advances the offset; `token_id` names the token when tokens_as_ids.
+  void add_unscored(const std::string& text, int32_t token_id);
   size_t text_offset() const { return text_offset_; }  // where the next token starts
   json to_json() const;
 
  private:
   int num_top_;
   size_t text_offset_;
+  bool tokens_as_ids_;
   json tokens_, token_logprobs_, top_logprobs_, text_offsets_;
 };
 // The same for logprobs[begin, end).
 json completion_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin,
-                              size_t end, size_t text_offset, int num_top);
+                              size_t end, size_t text_offset, int num_top,
+                              bool tokens_as_ids = false);
 // vLLM's `prompt_logprobs` choice field: one entry per prompt token, null for the first, else
 // {"<token id>": {"logprob", "rank", "decoded_token"}} for the prompt token and its alternatives.
 json prompt_logprobs_json(const std::vector<std::optional<GeneratedTokenLogprobs>>& logprobs);
 // Chat logprobs ({content: [{token, logprob, bytes, top_logprobs}]}) for logprobs[begin, end).
+// tokens_as_ids: "token" (and the bytes of it) is "token_id:N".
 json chat_logprobs_json(const std::vector<GeneratedTokenLogprobs>& logprobs, size_t begin,
-                        size_t end);
+                        size_t end, bool tokens_as_ids = false);
+// "token_id:N" or the token's text.
+std::string logprob_token(const TokenLogprobInfo& token, bool tokens_as_ids);
 
 // `data: {...}\n\n`; invalid UTF-8 (a token that ends mid-character) becomes U+FFFD.
 std::string sse_event(const json& payload);

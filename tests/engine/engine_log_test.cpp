@@ -1,5 +1,5 @@
-// The engine's log lines: non-default settings found by comparing with a default EngineArgs, the
-// weight format by bytes, vLLM's maximum concurrency, and the per-step debug summary.
+// The engine's log lines: non-default settings found by comparing with a default EngineArgs,
+// vLLM's maximum concurrency, and the per-step debug summary.
 #include "engine/engine_log.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "loader/safetensors.h"
 
 namespace pagoda {
 namespace {
@@ -33,25 +32,6 @@ TEST(EngineLog, MaximumConcurrencyCountsWholeBlocks) {
   // 40 tokens take 3 blocks: 300 blocks hold 100 such requests.
   EXPECT_DOUBLE_EQ(max_concurrency(300, 16, 40), 100.0);
   EXPECT_EQ(max_concurrency(300, 16, 0), 0.0);
-}
-
-Tensor tensor(const std::string& name, const std::string& dtype, int64_t bytes) {
-  Tensor t;
-  t.name = name;
-  t.stored_dtype = dtype;
-  t.size_bytes = bytes;
-  return t;
-}
-
-TEST(EngineLog, WeightFormatIsTheDtypeHoldingMostBytes) {
-  TensorStore store = TensorStore::empty("m");
-  store.add(tensor("a", "BF16", 1000), nullptr);
-  store.add(tensor("norm", "F32", 10), nullptr);
-  EXPECT_EQ(describe_weight_format(store, false, ""), "safetensors BF16");
-  EXPECT_EQ(describe_weight_format(store, false, "int8"),
-            "safetensors BF16, quantized to int8 at load");
-  store.add(tensor("b", "Q8_0", 1500), nullptr);
-  EXPECT_EQ(describe_weight_format(store, true, ""), "GGUF Q8_0 (mostly)");
 }
 
 TEST(EngineLog, StepSummaryTellsPrefillFromDecode) {

@@ -323,6 +323,29 @@ TEST(GenerationConfig, MissingFileIsEmpty) {
   EXPECT_FLOAT_EQ(g.default_sampling_params().temperature, 1.0f);
 }
 
+// vLLM's --generation-config: auto keeps the model's, vllm keeps only its token ids, a directory
+// replaces it (and must hold the file).
+TEST(GenerationConfig, SelectAutoVllmOrADirectory) {
+  TempDir model, other;
+  write(model, "generation_config.json",
+        R"({"temperature": 0.6, "top_p": 0.9, "eos_token_id": [7, 8], "bos_token_id": 0})");
+  write(other, "generation_config.json", R"({"temperature": 0.2, "eos_token_id": 9})");
+  const GenerationConfig own = GenerationConfig::from_dir(model.str());
+  EXPECT_FLOAT_EQ(*GenerationConfig::select("auto", own).temperature, 0.6);
+  const GenerationConfig vllm = GenerationConfig::select("vllm", own);
+  EXPECT_FALSE(vllm.temperature.has_value());
+  EXPECT_FALSE(vllm.top_p.has_value());
+  EXPECT_FLOAT_EQ(vllm.default_sampling_params().temperature, 1.0f);
+  EXPECT_EQ(vllm.eos_token_ids, (std::vector<int64_t>{7, 8}));
+  EXPECT_EQ(vllm.bos_token_id, 0);
+  const GenerationConfig dir = GenerationConfig::select(other.str(), own);
+  EXPECT_FLOAT_EQ(*dir.temperature, 0.2);
+  EXPECT_EQ(dir.eos_token_ids, (std::vector<int64_t>{9}));
+  TempDir empty;
+  expect_message(error_of([&] { GenerationConfig::select(empty.str(), own); }),
+                 {"--generation-config", "generation_config.json not found"});
+}
+
 TEST(GenerationConfig, DoSampleFalseMeansGreedy) {
   TempDir dir;
   write(dir, "generation_config.json",

@@ -15,6 +15,7 @@
 #include "common/test_paths.h"
 #include "loader/safetensors.h"
 #include "model/builtin_tokenizer.h"
+#include "model/deepseek_config.h"
 #include "model/model_config.h"
 #include "model/model_generator.h"
 #include "test_helpers.h"
@@ -276,6 +277,191 @@ TEST(ModelGenerator, PresetShapes) {
   EXPECT_TRUE(demo.demo);
   EXPECT_EQ(model_preset("r1-distill-qwen-1.5b").architecture, "Qwen2ForCausalLM");
   EXPECT_EQ(model_preset("ds-llm-7b").num_layers, 30);
+}
+
+int64_t num_parameters(const ModelSpec& spec) {
+  int64_t params = 0;
+  for (const TensorLayout& t : model_tensor_layout(spec)) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    params += n;
+  }
+  return params;
+}
+
+// The parameter counts DeepSeek publishes: V3 671B (685B with its MTP module), V2 236B,
+// V2-Lite 15.7B.
+TEST(ModelGenerator, DeepseekPresetsHaveThePublishedSizes) {
+  ModelSpec v3 = model_preset("deepseek-v3");
+  EXPECT_EQ(v3.architecture, "DeepseekV3ForCausalLM");
+  EXPECT_EQ(v3.deepseek.num_nextn_predict_layers, 1);
+  EXPECT_NEAR(num_parameters(v3) / 1e9, 684.5, 0.1);
+  v3.deepseek.num_nextn_predict_layers = 0;
+  EXPECT_NEAR(num_parameters(v3) / 1e9, 671.0, 0.1);
+  const ModelSpec v2 = model_preset("deepseek-v2");
+  EXPECT_EQ(v2.architecture, "DeepseekV2ForCausalLM");
+  EXPECT_NEAR(num_parameters(v2) / 1e9, 235.7, 0.1);
+  const ModelSpec lite = model_preset("deepseek-v2-lite");
+  EXPECT_EQ(lite.deepseek.q_lora_rank, 0);
+  EXPECT_NEAR(num_parameters(lite) / 1e9, 15.7, 0.1);
+}
+
+// The presets against the published files in the shared test data: DeepSeek-R1's config.json
+// (V3's shape) and the inference configs of DeepSeek-V2 (236B) and V2-Lite (16B).
+TEST(ModelGenerator, DeepseekPresetsMatchThePublishedConfigs) {
+  const fs::path dir = pagoda::test::testdata_dir() / "hf-configs";
+  const fs::path r1 = dir / "deepseek-ai-DeepSeek-R1/config.json";
+  const fs::path inference = dir / "deepseek-ai-DeepSeek-V3-inference-configs";
+  if (!fs::exists(r1) || !fs::exists(inference)) GTEST_SKIP() << "test data missing: " << dir;
+
+  const json c = read_json(r1);
+  const ModelSpec v3 = model_preset("deepseek-v3");
+  const DeepseekSpec& d = v3.deepseek;
+  EXPECT_EQ(c["architectures"][0], v3.architecture);
+  EXPECT_EQ(c["hidden_size"], v3.hidden_size);
+  EXPECT_EQ(c["intermediate_size"], v3.intermediate_size);
+  EXPECT_EQ(c["num_hidden_layers"], v3.num_layers);
+  EXPECT_EQ(c["num_attention_heads"], v3.num_heads);
+  EXPECT_EQ(c["vocab_size"], v3.vocab_size);
+  EXPECT_EQ(c["max_position_embeddings"], v3.max_position_embeddings);
+  EXPECT_EQ(c["rope_theta"], v3.rope_theta);
+  EXPECT_EQ(c["rope_scaling"], v3.rope_scaling);
+  EXPECT_EQ(c["q_lora_rank"], d.q_lora_rank);
+  EXPECT_EQ(c["kv_lora_rank"], d.kv_lora_rank);
+  EXPECT_EQ(c["qk_nope_head_dim"], d.qk_nope_head_dim);
+  EXPECT_EQ(c["qk_rope_head_dim"], d.qk_rope_head_dim);
+  EXPECT_EQ(c["v_head_dim"], d.v_head_dim);
+  EXPECT_EQ(c["n_routed_experts"], d.n_routed_experts);
+  EXPECT_EQ(c["n_shared_experts"], d.n_shared_experts);
+  EXPECT_EQ(c["num_experts_per_tok"], d.num_experts_per_tok);
+  EXPECT_EQ(c["moe_intermediate_size"], d.moe_intermediate_size);
+  EXPECT_EQ(c["first_k_dense_replace"], d.first_k_dense_replace);
+  EXPECT_EQ(c["moe_layer_freq"], d.moe_layer_freq);
+  EXPECT_EQ(c["n_group"], d.n_group);
+  EXPECT_EQ(c["topk_group"], d.topk_group);
+  EXPECT_EQ(c["topk_method"], d.topk_method);
+  EXPECT_EQ(c["scoring_func"], d.scoring_func);
+  EXPECT_EQ(c["norm_topk_prob"], d.norm_topk_prob);
+  EXPECT_EQ(c["routed_scaling_factor"], d.routed_scaling_factor);
+  EXPECT_EQ(c["num_nextn_predict_layers"], d.num_nextn_predict_layers);
+
+  for (const auto& [file, preset] :
+       {std::pair<std::string, std::string>{"config_236B.json", "deepseek-v2"},
+        {"config_16B.json", "deepseek-v2-lite"}}) {
+    const json i = read_json(inference / file);
+    const ModelSpec s = model_preset(preset);
+    SCOPED_TRACE(preset);
+    EXPECT_EQ(i["dim"], s.hidden_size);
+    EXPECT_EQ(i["inter_dim"], s.intermediate_size);
+    EXPECT_EQ(i["moe_inter_dim"], s.deepseek.moe_intermediate_size);
+    EXPECT_EQ(i["n_layers"], s.num_layers);
+    EXPECT_EQ(i["n_dense_layers"], s.deepseek.first_k_dense_replace);
+    EXPECT_EQ(i["n_heads"], s.num_heads);
+    EXPECT_EQ(i["vocab_size"], s.vocab_size);
+    EXPECT_EQ(i["n_routed_experts"], s.deepseek.n_routed_experts);
+    EXPECT_EQ(i["n_shared_experts"], s.deepseek.n_shared_experts);
+    EXPECT_EQ(i["n_activated_experts"], s.deepseek.num_experts_per_tok);
+    EXPECT_EQ(i.value("n_expert_groups", 1), s.deepseek.n_group);
+    EXPECT_EQ(i.value("n_limited_groups", 1), s.deepseek.topk_group);
+    EXPECT_EQ(i["route_scale"], s.deepseek.routed_scaling_factor);
+    EXPECT_EQ(i["q_lora_rank"], s.deepseek.q_lora_rank);
+    EXPECT_EQ(i["kv_lora_rank"], s.deepseek.kv_lora_rank);
+    EXPECT_EQ(i["qk_nope_head_dim"], s.deepseek.qk_nope_head_dim);
+    EXPECT_EQ(i["qk_rope_head_dim"], s.deepseek.qk_rope_head_dim);
+    EXPECT_EQ(i["v_head_dim"], s.deepseek.v_head_dim);
+  }
+}
+
+ModelSpec tiny_deepseek(const std::string& preset) {
+  ModelSpec s = model_preset(preset);
+  s.num_layers = 2;
+  s.hidden_size = 64;
+  s.intermediate_size = 96;
+  s.num_heads = 4;
+  s.vocab_size = 512;
+  s.max_position_embeddings = 256;
+  DeepseekSpec& d = s.deepseek;
+  if (d.q_lora_rank > 0) d.q_lora_rank = 24;
+  d.kv_lora_rank = 32;
+  d.qk_nope_head_dim = 16;
+  d.qk_rope_head_dim = 8;
+  d.v_head_dim = 16;
+  d.n_routed_experts = 8;
+  d.num_experts_per_tok = 2;
+  d.moe_intermediate_size = 32;
+  d.first_k_dense_replace = 1;
+  d.n_group = std::min<int64_t>(d.n_group, 4);
+  d.topk_group = std::min<int64_t>(d.topk_group, 2);
+  return s;
+}
+
+// The MTP layer is written under the names DeepSeek-V3's safetensors use, after the last
+// decoder layer; the routing bias is fp32 as in V3.
+TEST(ModelGenerator, DeepseekV3WritesTheMtpLayerUnderV3sNames) {
+  TempDir dir;
+  const ModelSpec spec = tiny_deepseek("deepseek-v3");
+  generate_model(spec, dir.str());
+  const TensorStore store = TensorStore::open(dir.str());
+  const std::map<std::string, std::vector<int64_t>> mtp = {
+      {"model.layers.2.embed_tokens.weight", {512, 64}},
+      {"model.layers.2.enorm.weight", {64}},
+      {"model.layers.2.hnorm.weight", {64}},
+      {"model.layers.2.eh_proj.weight", {64, 128}},
+      {"model.layers.2.shared_head.norm.weight", {64}},
+      {"model.layers.2.shared_head.head.weight", {512, 64}},
+      {"model.layers.2.self_attn.kv_a_proj_with_mqa.weight", {40, 64}},
+      {"model.layers.2.mlp.experts.7.down_proj.weight", {64, 32}},
+      {"model.layers.2.mlp.shared_experts.gate_proj.weight", {32, 64}},
+  };
+  for (const auto& [name, shape] : mtp) {
+    const Tensor* t = store.find(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->shape, shape) << name;
+  }
+  EXPECT_EQ(store.get("model.layers.1.mlp.gate.e_score_correction_bias").dtype, DType::kF32);
+  EXPECT_EQ(store.get("model.layers.1.mlp.gate.weight").dtype, DType::kBF16);
+  EXPECT_EQ(store.find("model.layers.0.mlp.gate.weight"), nullptr);  // first_k_dense_replace 1
+  EXPECT_NE(store.find("model.layers.0.mlp.gate_proj.weight"), nullptr);
+  EXPECT_EQ(store.find("model.layers.3.enorm.weight"), nullptr);
+
+  const DeepseekConfig d = DeepseekConfig::from_model_config(ModelConfig::from_dir(dir.str()));
+  EXPECT_EQ(d.num_layers, 2);
+  EXPECT_EQ(d.num_nextn_predict_layers, 1);
+  EXPECT_EQ(d.q_lora_rank, 24);
+  EXPECT_EQ(d.kv_lora_rank, 32);
+  EXPECT_EQ(d.router.num_experts, 8);
+  EXPECT_EQ(d.router.method, MoeTopkMethod::kNoauxTc);
+  EXPECT_EQ(d.router.scoring, MoeScoring::kSigmoid);
+  EXPECT_TRUE(d.router.norm_topk_prob);
+  EXPECT_FLOAT_EQ(d.router.routed_scaling_factor, 2.5f);
+  EXPECT_EQ(d.rope.type, RopeParams::Type::kYarn);
+}
+
+TEST(ModelGenerator, DeepseekV2LiteProjectsQueriesDirectly) {
+  TempDir dir;
+  generate_model(tiny_deepseek("deepseek-v2-lite"), dir.str());
+  const json config = read_json(dir.file("config.json"));
+  EXPECT_TRUE(config["q_lora_rank"].is_null());
+  EXPECT_EQ(config["model_type"], "deepseek_v2");
+  EXPECT_FALSE(config.contains("num_nextn_predict_layers"));
+  const TensorStore store = TensorStore::open(dir.str());
+  EXPECT_NE(store.find("model.layers.0.self_attn.q_proj.weight"), nullptr);
+  EXPECT_EQ(store.find("model.layers.0.self_attn.q_a_proj.weight"), nullptr);
+  const DeepseekConfig d = DeepseekConfig::from_model_config(ModelConfig::from_dir(dir.str()));
+  EXPECT_EQ(d.q_lora_rank, 0);
+  EXPECT_EQ(d.router.method, MoeTopkMethod::kGreedy);
+  EXPECT_EQ(d.num_shared_experts, 2);
+}
+
+TEST(ModelGenerator, DeepseekSpecsAreCheckedByTheLoadersRules) {
+  TempDir dir;
+  ModelSpec spec = tiny_deepseek("deepseek-v3");
+  spec.deepseek.n_group = 8;  // 8 experts in 8 groups: noaux_tc needs 2 per group
+  expect_message(error_of([&] { generate_model(spec, dir.str()); }), {"n_group"});
+  EXPECT_FALSE(fs::exists(dir.file("model.safetensors")));
+  spec = tiny_deepseek("deepseek-v2");
+  spec.deepseek.qk_rope_head_dim = 7;
+  expect_message(error_of([&] { generate_model(spec, dir.str()); }), {"qk_rope_head_dim"});
 }
 
 TEST(ModelGenerator, BadSpecs) {

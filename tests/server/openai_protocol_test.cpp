@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <limits>
 #include <string>
 
@@ -226,7 +228,11 @@ TEST(ParseChat, MessagesContentPartsAndChatFields) {
     "max_completion_tokens": 9, "max_tokens": 3, "logprobs": true, "top_logprobs": 4,
     "add_generation_prompt": false, "chat_template_kwargs": {"enable_thinking": false}})");
   ASSERT_EQ(r.messages.size(), 2u);
-  EXPECT_EQ(r.messages[1]["content"], "a\nb");
+  // Parts stay a list, as sent; the engine shapes them for the template
+  // (--chat-template-content-format).
+  EXPECT_EQ(r.messages[1]["content"],
+            json::parse(R"([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])"));
+  EXPECT_EQ(r.messages[0]["content"], "be brief");
   EXPECT_EQ(*r.max_tokens, 9);  // max_completion_tokens wins
   EXPECT_TRUE(r.logprobs);
   EXPECT_EQ(*r.params.logprobs, 4);
@@ -346,7 +352,7 @@ TEST(Responses, LogprobsShapes) {
   // vLLM / OpenAI: the token itself plus the N most likely, so up to N + 1 entries; an unscored
   // position (the first prompt token of an echo) is null; -inf goes out as -9999.
   CompletionLogprobs echo(1, 0);
-  echo.add_unscored("<s>");
+  echo.add_unscored("<s>", 1);
   GeneratedTokenLogprobs unlikely;
   unlikely.chosen = {9, "Z", -std::numeric_limits<float>::infinity(), 1000};
   unlikely.top = {{5, "He", -0.1f, 1}, {6, "She", -0.2f, 2}};
@@ -383,6 +389,113 @@ TEST(RequestIds, PrefixedAndDistinct) {
   EXPECT_EQ(a.rfind("cmpl-", 0), 0u);
   EXPECT_EQ(a.size(), 5u + 32u);
   EXPECT_NE(a, b);
+}
+
+// --max-logprobs: a request may ask for up to that many logprobs of any kind (vLLM's default
+// 20); more is a 400 naming the field and the limit; -1 lifts the limit.
+TEST(MaxLogprobs, BoundsEveryKindOfLogprobs) {
+  const SamplingParams defaults;
+  ProtocolOptions five;
+  five.max_logprobs = 5;
+  auto completion_with = [&](const std::string& body, const ProtocolOptions& p) {
+    return parse_completion_request(parse_json_body(body), defaults, nullptr, p);
+  };
+  EXPECT_EQ(*completion_with(R"({"prompt": "x", "logprobs": 5})", five).params.logprobs, 5);
+  for (const char* body :
+       {R"({"prompt": "x", "logprobs": 6})", R"({"prompt": "x", "prompt_logprobs": 6})"}) {
+    const ApiError e = error_of([&] { completion_with(body, five); });
+    EXPECT_EQ(e.status, 400);
+    EXPECT_NE(e.message.find("greater than max allowed: 5"), std::string::npos) << e.message;
+  }
+  const ApiError chat_error = error_of([&] {
+    parse_chat_request(
+        parse_json_body(
+            R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 6})"),
+        defaults, nullptr, five);
+  });
+  EXPECT_EQ(chat_error.param, "top_logprobs");
+  // The default is vLLM's 20.
+  EXPECT_EQ(*completion(R"({"prompt": "x", "logprobs": 20})").params.logprobs, 20);
+  EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "logprobs": 21})"); }).param, "logprobs");
+  ProtocolOptions unlimited;
+  unlimited.max_logprobs = -1;
+  EXPECT_EQ(*completion_with(R"({"prompt": "x", "logprobs": 1000})", unlimited).params.logprobs,
+            1000);
+  // check_sampling_params leaves the bound to the parser.
+  SamplingParams many;
+  many.logprobs = 1000;
+  EXPECT_NO_THROW(check_sampling_params(many));
+}
+
+TEST(ResponseRole, ResponseRoleWithAGenerationPromptElseTheLastMessagesRole) {
+  ProtocolOptions options;
+  options.response_role = "model";
+  EXPECT_EQ(
+      chat_response_role(chat(R"({"messages": [{"role": "user", "content": "x"}]})"), options),
+      "model");
+  EXPECT_EQ(chat_response_role(chat(R"({"messages": [{"role": "user", "content": "x"},
+                                                     {"role": "assistant", "content": "Once"}],
+                                        "add_generation_prompt": false})"),
+                               options),
+            "assistant");
+}
+
+TEST(StreamOptions, ContinuousUsageStatsOnlyWithIncludeUsage) {
+  const CompletionRequest both = completion(
+      R"({"prompt": "x", "stream": true,
+          "stream_options": {"include_usage": true, "continuous_usage_stats": true}})");
+  EXPECT_TRUE(both.include_usage);
+  EXPECT_TRUE(both.continuous_usage);
+  const CompletionRequest alone = completion(
+      R"({"prompt": "x", "stream": true, "stream_options": {"continuous_usage_stats": true}})");
+  EXPECT_FALSE(alone.continuous_usage);
+  const ChatRequest c = chat(
+      R"({"messages": [{"role": "user", "content": "x"}], "stream": true,
+          "stream_options": {"include_usage": true, "continuous_usage_stats": true}})");
+  EXPECT_TRUE(c.continuous_usage);
+  EXPECT_EQ(error_of([] {
+              completion(R"({"prompt": "x", "stream": true,
+                             "stream_options": {"continuous_usage_stats": 1}})");
+            }).param,
+            "stream_options.continuous_usage_stats");
+}
+
+TEST(Tokenize, ReturnTokenStrsAddsEachTokensText) {
+  const TokenizeRequest plain = parse_tokenize_request(parse_json_body(R"({"prompt": "hi"})"));
+  EXPECT_FALSE(plain.return_token_strs);
+  auto text = [](int32_t id) { return fmt::format("t{}", id); };
+  EXPECT_EQ(tokenize_response(plain, {3, 4}, 64, text),
+            json({{"count", 2}, {"max_model_len", 64}, {"tokens", {3, 4}}}));
+  const TokenizeRequest with_strs =
+      parse_tokenize_request(parse_json_body(R"({"prompt": "hi", "return_token_strs": true})"));
+  const json r = tokenize_response(with_strs, {3, 4}, 64, text);
+  EXPECT_EQ(r["tokens"], json({3, 4}));
+  EXPECT_EQ(r["token_strs"], json({"t3", "t4"}));
+  EXPECT_EQ(
+      error_of([] {
+        parse_tokenize_request(parse_json_body(R"({"prompt": "hi", "return_token_strs": 1})"));
+      }).param,
+      "return_token_strs");
+}
+
+// --return-tokens-as-token-ids: every logprob token (chosen, alternatives, the unscored first
+// prompt token) is "token_id:N"; offsets still count the text.
+TEST(Responses, LogprobTokensAsTokenIds) {
+  std::vector<GeneratedTokenLogprobs> lps(1);
+  lps[0].chosen = {5, "He", -0.5f};
+  lps[0].top = {{5, "He", -0.5f}, {6, "She", -1.5f}};
+  CompletionLogprobs c(2, 0, true);
+  c.add_unscored("<s>", 1);
+  c.add(lps[0]);
+  const json j = c.to_json();
+  EXPECT_EQ(j["tokens"], json({"token_id:1", "token_id:5"}));
+  EXPECT_EQ(j["top_logprobs"][1], json({{"token_id:5", -0.5}, {"token_id:6", -1.5}}));
+  EXPECT_EQ(j["text_offset"], json({0, 3}));
+  const json chat = chat_logprobs_json(lps, 0, 1, true);
+  EXPECT_EQ(chat["content"][0]["token"], "token_id:5");
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "token_id:6");
+  EXPECT_EQ(chat["content"][0]["bytes"].size(), std::string("token_id:5").size());
+  EXPECT_EQ(chat_logprobs_json(lps, 0, 1)["content"][0]["token"], "He");
 }
 
 }  // namespace

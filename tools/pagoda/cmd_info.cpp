@@ -1,11 +1,18 @@
-// `pagoda info`: what a model directory holds and what serving it costs in memory.
+// `pagoda info`: what a model directory or GGUF file holds and what serving it costs in memory:
+// the shape, the weights' stored format, the KV cache at the dtype the engine would use, and for
+// DeepSeek-V2/V3 the MLA and mixture-of-experts layout.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "kernels/kernels.h"
 #include "loader/safetensors.h"
+#include "loader/weight_format.h"
+#include "model/deepseek_config.h"
+#include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/model_generator.h"
 #include "model/model_registry.h"
@@ -17,32 +24,92 @@
 namespace pagoda::cli {
 namespace {
 
-int run_info(const std::string& model_arg) {
-  const std::string dir = model_arg == "demo" ? ensure_demo_model() : model_arg;
-  const ModelSource source = open_model_source(dir);
+struct InfoFlags {
+  std::string model;
+  std::string kv_cache_dtype = "auto";
+};
+
+// The name a --kv-cache-dtype value resolves to ("auto" is the engine's fp16).
+const char* kv_dtype_label(DType dtype) {
+  return dtype == DType::kF32 ? "fp32" : dtype == DType::kBF16 ? "bf16" : "fp16";
+}
+
+void print_deepseek(const DeepseekConfig& d) {
+  fmt::print("attention:          MLA (multi-head latent), {} heads\n", d.num_heads);
+  fmt::print("  q_lora_rank:      {}\n",
+             d.q_lora_rank > 0 ? std::to_string(d.q_lora_rank) : "none (q_proj)");
+  fmt::print("  kv_lora_rank:     {}\n", d.kv_lora_rank);
+  fmt::print("  qk head dims:     {} nope + {} rope\n", d.qk_nope_head_dim, d.qk_rope_head_dim);
+  fmt::print("  v_head_dim:       {}\n", d.v_head_dim);
+  fmt::print("  cached per token: {} values per layer (latent {} + rope {})\n", d.latent_dim(),
+             d.kv_lora_rank, d.qk_rope_head_dim);
+  const MoeRouterConfig& r = d.router;
+  if (r.num_experts == 0) {
+    fmt::print("experts:            none (every layer dense, intermediate size {})\n",
+               d.intermediate_size);
+  } else {
+    int64_t num_moe_layers = 0;
+    for (int64_t layer = 0; layer < d.num_layers; ++layer) num_moe_layers += d.is_moe_layer(layer);
+    fmt::print("experts (MoE):      {} routed + {} shared, {} per token\n", r.num_experts,
+               d.num_shared_experts, r.top_k);
+    fmt::print("  MoE layers:       {} of {} (first {} dense, then every {})\n", num_moe_layers,
+               d.num_layers, d.first_k_dense_replace, d.moe_layer_freq);
+    fmt::print("  intermediate:     {} per expert, {} dense\n", d.moe_intermediate_size,
+               d.intermediate_size);
+    fmt::print("  routing:          {} scores, {}",
+               r.scoring == MoeScoring::kSigmoid ? "sigmoid" : "softmax",
+               moe_topk_method_name(r.method));
+    if (r.method != MoeTopkMethod::kGreedy)
+      fmt::print(" ({} groups, {} per token)", r.num_groups, r.topk_groups);
+    fmt::print(", norm_topk_prob {}, routed_scaling_factor {}\n", r.norm_topk_prob,
+               r.routed_scaling_factor);
+  }
+  if (d.num_nextn_predict_layers > 0) {
+    fmt::print("MTP layers:         {} (multi-token prediction; in the checkpoint, not run)\n",
+               d.num_nextn_predict_layers);
+  }
+}
+
+int run_info(const InfoFlags& f) {
+  // stdout is the report; the loader's info lines (e.g. skipped MTP layers) would interleave.
+  spdlog::set_level(spdlog::level::warn);
+  // "demo" names the built-in random model unless a directory of that name exists (as in the
+  // engine).
+  const std::string path =
+      f.model == "demo" && !std::filesystem::exists(f.model) ? ensure_demo_model() : f.model;
+  const ModelSource source = open_model_source(path);
   const ModelConfig& config = source.config;
-  const TensorStore& store = source.tensors;
   ModelOptions options;
   options.max_num_batched_tokens = 1;
-  const auto model = create_model(config, store, options);
-  const KvCacheSpec kv = model->kv_cache_spec();
+  const auto model = create_model(config, source.tensors, options);
+  KvCacheSpec kv = model->kv_cache_spec();
+  kv.dtype = parse_kv_cache_dtype(f.kv_cache_dtype);  // as the engine sets it
   const int64_t kv_per_token = kv.bytes_per_token();
-  fmt::print("model:              {}\n", dir);
+  const bool deepseek = config.architecture == "DeepseekV2ForCausalLM" ||
+                        config.architecture == "DeepseekV3ForCausalLM";
+
+  fmt::print("model:              {}\n", path);
   fmt::print("architecture:       {}\n", config.architecture);
   fmt::print("layers:             {}\n", config.num_hidden_layers);
   fmt::print("hidden size:        {}\n", config.hidden_size);
-  fmt::print("attention heads:    {} (kv heads {}, head dim {})\n", config.num_attention_heads,
-             config.num_key_value_heads, config.head_dim);
+  if (deepseek) {
+    print_deepseek(DeepseekConfig::from_model_config(config));
+  } else {
+    fmt::print("attention heads:    {} (kv heads {}, head dim {})\n", config.num_attention_heads,
+               config.num_key_value_heads, config.head_dim);
+    fmt::print("intermediate size:  {}\n", config.intermediate_size);
+  }
   fmt::print("vocabulary:         {}\n", config.vocab_size);
   fmt::print("context length:     {}\n", config.max_position_embeddings);
   fmt::print("rope scaling:       {}\n", config.rope_scaling.type);
   fmt::print("parameters:         {} ({:.2f} B)\n", model->num_parameters(),
              model->num_parameters() / 1e9);
-  fmt::print("dtype:              {} (config torch_dtype)\n", dtype_name(config.torch_dtype));
+  fmt::print("weight format:      {}\n", describe_weight_format(source.tensors));
   fmt::print("weight bytes:       {}\n",
              format_bytes(static_cast<uint64_t>(model->weight_bytes())));
-  fmt::print("KV bytes per token: {} (fp32 cache)\n",
-             format_bytes(static_cast<uint64_t>(kv_per_token)));
+  fmt::print("KV cache dtype:     {} (--kv-cache-dtype {})\n", kv_dtype_label(kv.dtype),
+             f.kv_cache_dtype);
+  fmt::print("KV bytes per token: {}\n", format_bytes(static_cast<uint64_t>(kv_per_token)));
   fmt::print("KV for one full context: {}\n",
              format_bytes(static_cast<uint64_t>(kv_per_token * config.max_position_embeddings)));
   fmt::print("cpu:                {}\n", cpu_features().describe());
@@ -53,12 +120,17 @@ int run_info(const std::string& model_arg) {
 }  // namespace
 
 Command register_info(CLI::App& app) {
-  auto model = std::make_shared<std::string>();
-  CLI::App* sub =
-      app.add_subcommand("info", "Architecture, parameters, dtype, weight and KV bytes");
-  sub->add_option("--model", *model, "Hugging Face model directory, a .gguf file, or 'demo'")
+  auto flags = std::make_shared<InfoFlags>();
+  CLI::App* sub = app.add_subcommand(
+      "info", "Architecture, MLA/MoE layout, parameters, weight format, weight and KV bytes");
+  sub->add_option("--model", flags->model, "Hugging Face model directory, a .gguf file, or 'demo'")
       ->required();
-  return [model] { return run_info(*model); };
+  sub->add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                  "KV cache element type to size for: auto (fp16, the engine's default), fp32, "
+                  "fp16 or bf16")
+      ->check(CLI::IsMember(kv_cache_dtype_names()))
+      ->capture_default_str();
+  return [flags] { return run_info(*flags); };
 }
 
 }  // namespace pagoda::cli

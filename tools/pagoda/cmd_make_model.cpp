@@ -29,6 +29,13 @@ struct MakeModelOptions {
   int shards = 1;
   uint64_t seed = 0;
   std::string tokenizer_from;
+  // DeepSeek-V2/V3 (config.json's key names).
+  std::optional<int64_t> q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim,
+      n_routed_experts, n_shared_experts, num_experts_per_tok, moe_intermediate_size,
+      first_k_dense_replace, moe_layer_freq, n_group, topk_group, mtp_layers;
+  std::optional<std::string> topk_method, scoring_func;
+  std::optional<double> routed_scaling_factor;
+  std::optional<bool> norm_topk_prob;
 };
 
 DType parse_dtype_flag(const std::string& text) {
@@ -60,6 +67,39 @@ int run_make_model(const MakeModelOptions& o) {
   if (o.tie) spec.tie_word_embeddings = true;
   if (o.untie) spec.tie_word_embeddings = false;
   if (o.dtype) spec.dtype = parse_dtype_flag(*o.dtype);
+  DeepseekSpec& d = spec.deepseek;
+  const std::pair<const std::optional<int64_t>&, int64_t&> deepseek_sizes[] = {
+      {o.q_lora_rank, d.q_lora_rank},
+      {o.kv_lora_rank, d.kv_lora_rank},
+      {o.qk_nope_head_dim, d.qk_nope_head_dim},
+      {o.qk_rope_head_dim, d.qk_rope_head_dim},
+      {o.v_head_dim, d.v_head_dim},
+      {o.n_routed_experts, d.n_routed_experts},
+      {o.n_shared_experts, d.n_shared_experts},
+      {o.num_experts_per_tok, d.num_experts_per_tok},
+      {o.moe_intermediate_size, d.moe_intermediate_size},
+      {o.first_k_dense_replace, d.first_k_dense_replace},
+      {o.moe_layer_freq, d.moe_layer_freq},
+      {o.n_group, d.n_group},
+      {o.topk_group, d.topk_group},
+      {o.mtp_layers, d.num_nextn_predict_layers}};
+  bool deepseek_flag = false;
+  for (const auto& [flag, value] : deepseek_sizes) {
+    if (!flag) continue;
+    if (*flag < 0) fail("make-model: DeepSeek sizes must not be negative, got {}", *flag);
+    value = *flag;
+    deepseek_flag = true;
+  }
+  if (o.topk_method) d.topk_method = *o.topk_method;
+  if (o.scoring_func) d.scoring_func = *o.scoring_func;
+  if (o.routed_scaling_factor) d.routed_scaling_factor = *o.routed_scaling_factor;
+  if (o.norm_topk_prob) d.norm_topk_prob = *o.norm_topk_prob;
+  deepseek_flag |= o.topk_method || o.scoring_func || o.routed_scaling_factor || o.norm_topk_prob;
+  if (deepseek_flag && !spec.is_deepseek()) {
+    fail(
+        "make-model: the MLA / MoE flags apply to DeepSeek models only (a deepseek-* preset or "
+        "--arch DeepseekV2ForCausalLM / DeepseekV3ForCausalLM)");
+  }
   spec.num_shards = o.shards;
   spec.seed = o.seed;
   spec.tokenizer_from = o.tokenizer_from;
@@ -69,11 +109,15 @@ int run_make_model(const MakeModelOptions& o) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print(stderr,
-             "wrote {}: {} ({}), {:.3f}B parameters, {} of {} weights in {} file(s), vocab {} "
+             "wrote {}: {} ({}{}), {:.3f}B parameters, {} of {} weights in {} file(s), vocab {} "
              "(tokenizer {}), {:.1f} s\n",
-             model.dir, spec.architecture, spec.preset, model.num_parameters / 1e9,
-             format_bytes(static_cast<uint64_t>(model.weight_bytes)), dtype_name(spec.dtype),
-             model.weight_files.size(), model.vocab_size, model.tokenizer_vocab_size, seconds);
+             model.dir, spec.architecture, spec.preset,
+             spec.is_deepseek() && spec.deepseek.num_nextn_predict_layers > 0
+                 ? fmt::format(", +{} MTP layer(s)", spec.deepseek.num_nextn_predict_layers)
+                 : "",
+             model.num_parameters / 1e9, format_bytes(static_cast<uint64_t>(model.weight_bytes)),
+             dtype_name(spec.dtype), model.weight_files.size(), model.vocab_size,
+             model.tokenizer_vocab_size, seconds);
   return 0;
 }
 
@@ -87,8 +131,8 @@ Command register_make_model(CLI::App& app) {
   sub->add_option("--preset", o->preset, "Starting shape; flags below override it")
       ->check(CLI::IsMember(model_preset_names()))
       ->capture_default_str();
-  sub->add_option("--arch", o->arch, "LlamaForCausalLM or Qwen2ForCausalLM")
-      ->check(CLI::IsMember({"LlamaForCausalLM", "Qwen2ForCausalLM"}));
+  sub->add_option("--arch", o->arch, "Architecture (the preset's by default)")
+      ->check(CLI::IsMember(generator_architectures()));
   sub->add_option("--hidden-size", o->hidden_size);
   sub->add_option("--intermediate-size", o->intermediate_size);
   sub->add_option("--num-layers", o->num_layers);
@@ -110,6 +154,38 @@ Command register_make_model(CLI::App& app) {
   sub->add_option("--tokenizer-from", o->tokenizer_from,
                   "Copy tokenizer.json/tokenizer_config.json from this directory instead of "
                   "building Pagoda's own");
+  const char* ds = "DeepSeek (MLA + MoE)";
+  sub->add_option("--q-lora-rank", o->q_lora_rank, "Query compression rank; 0: q_proj (V2-Lite)")
+      ->group(ds);
+  sub->add_option("--kv-lora-rank", o->kv_lora_rank, "Rank of the cached latent")->group(ds);
+  sub->add_option("--qk-nope-head-dim", o->qk_nope_head_dim)->group(ds);
+  sub->add_option("--qk-rope-head-dim", o->qk_rope_head_dim)->group(ds);
+  sub->add_option("--v-head-dim", o->v_head_dim)->group(ds);
+  sub->add_option("--n-routed-experts,--num-experts", o->n_routed_experts,
+                  "Routed experts per MoE layer; 0: every layer dense")
+      ->group(ds);
+  sub->add_option("--n-shared-experts", o->n_shared_experts)->group(ds);
+  sub->add_option("--num-experts-per-tok", o->num_experts_per_tok, "Experts each token uses")
+      ->group(ds);
+  sub->add_option("--moe-intermediate-size", o->moe_intermediate_size)->group(ds);
+  sub->add_option("--first-k-dense-replace", o->first_k_dense_replace,
+                  "Leading layers with a dense MLP")
+      ->group(ds);
+  sub->add_option("--moe-layer-freq", o->moe_layer_freq)->group(ds);
+  sub->add_option("--n-group", o->n_group, "Expert groups for group-limited routing")->group(ds);
+  sub->add_option("--topk-group", o->topk_group, "Groups each token may use")->group(ds);
+  sub->add_option("--topk-method", o->topk_method)
+      ->check(CLI::IsMember({"greedy", "group_limited_greedy", "noaux_tc"}))
+      ->group(ds);
+  sub->add_option("--scoring-func", o->scoring_func)
+      ->check(CLI::IsMember({"softmax", "sigmoid"}))
+      ->group(ds);
+  sub->add_option("--routed-scaling-factor", o->routed_scaling_factor)->group(ds);
+  sub->add_option("--norm-topk-prob", o->norm_topk_prob, "true or false")->group(ds);
+  sub->add_option("--mtp-layers,--num-nextn-predict-layers", o->mtp_layers,
+                  "Multi-token-prediction layers after the last (V3 has 1; Pagoda does not run "
+                  "them)")
+      ->group(ds);
   return [o] { return run_make_model(*o); };
 }
 

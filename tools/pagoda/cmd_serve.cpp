@@ -21,6 +21,7 @@
 #include "server/log_file_sink.h"
 #include "tools/pagoda/commands.h"
 #include "tools/pagoda/engine_options.h"
+#include "tools/pagoda/http_options.h"
 #include "tools/pagoda/vllm_compat.h"
 #include "util/error.h"
 
@@ -30,6 +31,7 @@ namespace {
 struct ServeFlags {
   EngineFlags engine;
   VllmServeFlags vllm;
+  HttpFlags http;
   CLI::App* command = nullptr;
   server::ServerOptions server;
   int max_waiting_requests = 1024;
@@ -97,6 +99,7 @@ int run_serve(ServeFlags& f) {
   }
   spdlog::info("Pagoda API server version {}", PAGODA_VERSION);
   apply_vllm_serve_options(*f.command, f.vllm, f.engine, f.server, f.disable_log_requests);
+  apply_http_options(*f.command, f.http, f.server);
   spdlog::info("server args (non-default): {}", non_default_server_flags(*f.command));
   const EngineArgs args = f.engine.to_engine_args();
   if (!f.server.reasoning_parser.empty() && f.server.reasoning_parser != "deepseek_r1") {
@@ -122,8 +125,9 @@ int run_serve(ServeFlags& f) {
   server::HttpServer http(engine, f.server);
   const int port = http.bind();
   engine.start();
-  spdlog::info("listening on http://{}:{} (model loading: /health answers 503 until ready)",
-               f.server.host, port);
+  spdlog::info("listening on {}://{}:{}{} (model loading: /health answers 503 until ready)",
+               f.server.transport.ssl_certfile.empty() ? "http" : "https", f.server.host, port,
+               f.server.transport.root_path);
 
   // A failed load (or an engine loop that died) ends the process with the error, so that a
   // supervisor sees the exit instead of a server answering 503 forever; as vLLM does.
@@ -180,6 +184,7 @@ Command register_serve(CLI::App& app) {
   f->command = sub;
   add_engine_options(sub, f->engine);
   add_vllm_serve_options(sub, f->vllm);
+  add_http_options(sub, f->http, f->server);
   server::ServerOptions& s = f->server;
   sub->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   sub->add_option("--port", s.port, "Port to listen on (0: any free port)")->capture_default_str();
@@ -193,7 +198,8 @@ Command register_serve(CLI::App& app) {
                   "Queued requests beyond this get 503")
       ->capture_default_str();
   sub->add_option("--http-threads", s.num_http_threads,
-                  "HTTP worker threads (each open stream holds one)")
+                  "Threads that parse, template and tokenize requests (open connections and "
+                  "streams hold none)")
       ->capture_default_str();
   sub->add_option("--reasoning-parser", s.reasoning_parser,
                   "deepseek_r1: put <think>...</think> text into reasoning_content");

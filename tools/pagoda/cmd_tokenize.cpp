@@ -1,5 +1,7 @@
-// `pagoda tokenize` and `pagoda detokenize`: run the model directory's tokenizer from the command
-// line. Only tokenizer.json (+ tokenizer_config.json) is read, so no weights are needed.
+// `pagoda tokenize` and `pagoda detokenize`: run a model's tokenizer from the command line. The
+// model is a directory (only tokenizer.json + tokenizer_config.json are read), a GGUF file (its
+// tokenizer.* metadata; no tensor is repacked) or 'demo', as for every other command.
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -8,6 +10,10 @@
 
 #include <fmt/format.h>
 
+#include "loader/gguf.h"
+#include "model/gguf_model.h"
+#include "model/model_generator.h"
+#include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/pagoda/commands.h"
 #include "util/error.h"
@@ -29,6 +35,17 @@ struct DetokenizeOptions {
   bool skip_special_tokens = false;
 };
 
+// The tokenizer of a --model argument, read without loading any weights.
+Tokenizer open_tokenizer(const std::string& model) {
+  if (model == "demo" && !std::filesystem::exists(model))
+    return Tokenizer::from_directory(ensure_demo_model());
+  if (is_gguf_path(model)) {
+    const GgufFile file(model);
+    return tokenizer_from_gguf(read_gguf_vocab(file));  // copies what it keeps of the map
+  }
+  return Tokenizer::from_directory(model);
+}
+
 std::string read_input_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open file", path);
@@ -42,7 +59,9 @@ std::string read_input_file(const std::string& path) {
 Command register_tokenize(CLI::App& app) {
   auto opts = std::make_shared<TokenizeOptions>();
   CLI::App* sub = app.add_subcommand("tokenize", "Print the token ids of a text, space separated");
-  sub->add_option("--model", opts->model_dir, "Model directory with tokenizer.json")->required();
+  sub->add_option("--model", opts->model_dir,
+                  "Model directory with tokenizer.json, a .gguf file, or 'demo'")
+      ->required();
   sub->add_flag("--add-special-tokens", opts->add_special_tokens,
                 "Add BOS/EOS as the tokenizer config says");
   auto* text = sub->add_option("text", opts->text, "Text to tokenize");
@@ -51,7 +70,7 @@ Command register_tokenize(CLI::App& app) {
   file->excludes(text);
   return [opts, text, file] {
     if (text->count() == 0 && file->count() == 0) fail("tokenize: give a TEXT or --file FILE");
-    const Tokenizer tokenizer = Tokenizer::from_directory(opts->model_dir);
+    const Tokenizer tokenizer = open_tokenizer(opts->model_dir);
     const std::string input = file->count() ? read_input_file(opts->file) : opts->text;
     const std::vector<TokenId> ids = tokenizer.encode(input, opts->add_special_tokens);
     fmt::print("{}\n", fmt::join(ids, " "));
@@ -62,11 +81,13 @@ Command register_tokenize(CLI::App& app) {
 Command register_detokenize(CLI::App& app) {
   auto opts = std::make_shared<DetokenizeOptions>();
   CLI::App* sub = app.add_subcommand("detokenize", "Print the text of token ids");
-  sub->add_option("--model", opts->model_dir, "Model directory with tokenizer.json")->required();
+  sub->add_option("--model", opts->model_dir,
+                  "Model directory with tokenizer.json, a .gguf file, or 'demo'")
+      ->required();
   sub->add_flag("--skip-special-tokens", opts->skip_special_tokens, "Leave out special tokens");
   sub->add_option("ids", opts->ids, "Token ids")->required();
   return [opts] {
-    const Tokenizer tokenizer = Tokenizer::from_directory(opts->model_dir);
+    const Tokenizer tokenizer = open_tokenizer(opts->model_dir);
     std::vector<TokenId> ids;
     ids.reserve(opts->ids.size());
     for (const int64_t id : opts->ids) {

@@ -2,12 +2,16 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
+#include <fmt/ranges.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "kernels/kernels.h"
+#include "kernels/thread_placement.h"
 #include "model/kv_cache.h"
 #include "util/error.h"
 #include "util/units.h"
@@ -23,7 +27,8 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
   app->add_option("--served-model-name", f.served_model_names,
                   "Model name(s) clients may use; the first is the one reported");
   app->add_option("--chat-template", a.chat_template,
-                  "Jinja file overriding tokenizer_config.json's");
+                  "Jinja file overriding tokenizer_config.json's template, or (as vLLM) the "
+                  "template text itself");
   // Counts take vLLM's suffixes: 2k = 2000, 2K = 2048.
   const CLI::Validator count(
       [](std::string& text) {
@@ -73,6 +78,10 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
                   "like 0-3,8 (env PAGODA_CPU_BIND, or VLLM_CPU_OMP_THREADS_BIND: auto, nobind "
                   "or a list)")
       ->envname("PAGODA_CPU_BIND");
+  app->add_option("--num-reserved-cpus", f.num_reserved_cpus,
+                  "With --cpu-bind cores: leave the last N cores to the HTTP and tokenizer "
+                  "threads (env PAGODA_NUM_RESERVED_CPUS, or VLLM_CPU_NUM_OF_RESERVED_CPU)")
+      ->envname("PAGODA_NUM_RESERVED_CPUS");
   app->add_option("--weights-memory", a.weights_memory,
                   "Weight files memory-mapped (mmap) or copied into huge pages (huge-pages); "
                   "auto: huge pages unless the weights are quantized or repacked at load")
@@ -84,13 +93,17 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
   app->add_option(
       "--quantization-group-size", a.quantization_group_size,
       "Values per scale: a multiple of 32 (default: per channel for int8, 32 for int4)");
-  app->add_flag("!--weight-only-quantization", a.int8_activations,
-                "Keep activations in fp32 with quantized weights (default: int8 activations on "
-                "integer dot products)");
+  app->add_flag_callback(
+      "--weight-only-quantization", [&a] { a.int8_activations = false; },
+      "Keep activations in fp32 with quantized weights (default: int8 activations on "
+      "integer dot products)");
   app->add_option("--engine-seed", a.seed, "Seed for requests that set none")
       ->capture_default_str();
-  app->add_option("--log-level", f.log_level, "debug, info, warning or error")
-      ->capture_default_str();
+  f.log_level_option =
+      app->add_option("--log-level", f.log_level,
+                      "debug, info, warning or error (env PAGODA_LOG_LEVEL, or VLLM_LOGGING_LEVEL)")
+          ->envname("PAGODA_LOG_LEVEL")
+          ->capture_default_str();
   app->add_option("--isa", f.isa,
                   "Kernels to use: auto (the best this CPU has), scalar, avx2 or avx512; for "
                   "debugging and comparison")
@@ -104,6 +117,27 @@ std::string environment(const char* name) {
 }
 
 namespace {
+
+// vLLM's booleans in the environment: "1" or "true", any case; "0", "false" or unset are false.
+bool environment_flag(const char* name) {
+  std::string value = environment(name);
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (value.empty() || value == "0" || value == "false") return false;
+  if (value == "1" || value == "true") return true;
+  fail("{}='{}': expected 1, true, 0 or false", name, environment(name));
+}
+
+// --cpu-bind cores less the last `reserved` cores, as a CPU list (vLLM's auto binding leaves
+// VLLM_CPU_NUM_OF_RESERVED_CPU CPUs to the serving process's other threads).
+std::string cores_less_reserved(int reserved) {
+  std::vector<int> cpus = parse_cpu_bind("cores");
+  if (reserved >= static_cast<int>(cpus.size())) {
+    fail("cannot reserve {} of the {} cores this process may run on", reserved, cpus.size());
+  }
+  cpus.resize(cpus.size() - static_cast<size_t>(reserved));
+  return fmt::format("{}", fmt::join(cpus, ","));
+}
 
 // VLLM_CPU_OMP_THREADS_BIND in --cpu-bind's terms: auto binds one thread per core, nobind
 // nothing; a list is a list. vLLM separates one list per tensor-parallel rank with '|'.
@@ -135,6 +169,29 @@ EngineArgs EngineFlags::to_engine_args() const {
   a.cpu_bind = cpu_bind;
   if (a.cpu_bind.empty()) a.cpu_bind = cpu_bind_from_vllm(environment("VLLM_CPU_OMP_THREADS_BIND"));
   if (a.cpu_bind.empty()) a.cpu_bind = "none";
+  std::optional<int> reserved = num_reserved_cpus;
+  const char* reserved_from = "--num-reserved-cpus";
+  if (!reserved) {
+    if (const std::string n = environment("VLLM_CPU_NUM_OF_RESERVED_CPU"); !n.empty()) {
+      reserved = static_cast<int>(parse_count(n));
+      reserved_from = "VLLM_CPU_NUM_OF_RESERVED_CPU";
+    }
+  }
+  if (reserved && *reserved < 0) fail("{} must not be negative, got {}", reserved_from, *reserved);
+  if (reserved && *reserved > 0) {
+    if (a.cpu_bind != "cores") {
+      fail(
+          "{} {} reserves cores of --cpu-bind cores (VLLM_CPU_OMP_THREADS_BIND=auto), but the "
+          "binding is '{}': {}",
+          reserved_from, *reserved, a.cpu_bind,
+          a.cpu_bind == "none" ? "threads are not pinned unless --cpu-bind cores is given"
+                               : "the list chooses the CPUs already");
+    }
+    a.cpu_bind = cores_less_reserved(*reserved);
+  }
+  a.allow_long_max_model_len = environment("PAGODA_ALLOW_LONG_MAX_MODEL_LEN").empty()
+                                   ? environment_flag("VLLM_ALLOW_LONG_MAX_MODEL_LEN")
+                                   : environment_flag("PAGODA_ALLOW_LONG_MAX_MODEL_LEN");
   if (a.block_size <= 0 || a.block_size > 1024)
     fail("--block-size must be in [1, 1024], got {}", a.block_size);
   if (a.max_num_seqs <= 0) fail("--max-num-seqs must be positive, got {}", a.max_num_seqs);
@@ -186,9 +243,20 @@ SamplingParams SamplingFlags::apply(SamplingParams p) const {
 }
 
 void init_runtime(const EngineFlags& flags) {
-  const spdlog::level::level_enum level = spdlog::level::from_str(flags.log_level);
-  if (level == spdlog::level::off && flags.log_level != "off") {
-    fail("--log-level must be debug, info, warning or error, got '{}'", flags.log_level);
+  std::string level_name = flags.log_level;
+  const char* level_from = "--log-level";
+  const std::string vllm_level = environment("VLLM_LOGGING_LEVEL");
+  if (flags.log_level_option != nullptr && flags.log_level_option->count() == 0 &&
+      !vllm_level.empty()) {
+    // vLLM's names are Python's: DEBUG, INFO, WARNING, ERROR, CRITICAL.
+    level_name = vllm_level;
+    std::transform(level_name.begin(), level_name.end(), level_name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    level_from = "VLLM_LOGGING_LEVEL";
+  }
+  const spdlog::level::level_enum level = spdlog::level::from_str(level_name);
+  if (level == spdlog::level::off && level_name != "off") {
+    fail("{} must be debug, info, warning or error, got '{}'", level_from, level_name);
   }
   // Logs go to stderr: stdout carries only results (generated text, JSON).
   if (spdlog::get("pagoda") == nullptr)

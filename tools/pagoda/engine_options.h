@@ -18,12 +18,16 @@ struct EngineFlags {
   std::vector<std::string> served_model_names;  // the first is args.served_model_name
   std::string kv_cache_space;                   // "4GiB"; parsed in to_engine_args()
   std::string cpu_bind;                         // "": not given (then the environment, then "none")
+  std::optional<int> num_reserved_cpus;         // --num-reserved-cpus / PAGODA_NUM_RESERVED_CPUS
   std::string log_level = "warning";
-  std::string isa = "auto";  // --isa: force a kernel table
+  CLI::Option* log_level_option = nullptr;  // to tell a given --log-level from the default
+  std::string isa = "auto";                 // --isa: force a kernel table
 
   // Validates and fills args (kv_cache_space_bytes etc.), taking what the command line left
-  // unset from the environment: PAGODA_KV_CACHE_SPACE or vLLM's VLLM_CPU_KVCACHE_SPACE (GiB),
-  // PAGODA_CPU_BIND or VLLM_CPU_OMP_THREADS_BIND. Throws pagoda::Error.
+  // unset from the environment, PAGODA_* before vLLM's VLLM_*: PAGODA_KV_CACHE_SPACE or
+  // VLLM_CPU_KVCACHE_SPACE (GiB), PAGODA_CPU_BIND or VLLM_CPU_OMP_THREADS_BIND,
+  // PAGODA_NUM_RESERVED_CPUS or VLLM_CPU_NUM_OF_RESERVED_CPU, PAGODA_ALLOW_LONG_MAX_MODEL_LEN or
+  // VLLM_ALLOW_LONG_MAX_MODEL_LEN. Throws pagoda::Error.
   EngineArgs to_engine_args() const;
 };
 void add_engine_options(CLI::App* app, EngineFlags& flags);
@@ -47,7 +51,8 @@ void add_sampling_options(CLI::App* app, SamplingFlags& flags);
 // The variable's value, or "" when it is unset.
 std::string environment(const char* name);
 
-// Sets up spdlog and OpenMP threads from the flags; call first in every engine command.
+// Sets up spdlog and OpenMP threads from the flags; call first in every engine command. The log
+// level is --log-level, else PAGODA_LOG_LEVEL, else VLLM_LOGGING_LEVEL, else the default.
 void init_runtime(const EngineFlags& flags);
 
 }  // namespace pagoda::cli

@@ -11,6 +11,7 @@
 
 #include "tools/pagoda/commands.h"
 #include "tools/pagoda/vllm_compat.h"
+#include "tools/pagoda/vllm_config_file.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -37,10 +38,18 @@ int main(int argc, char** argv) {
       commands.emplace_back(app.get_subcommands({})[before], std::move(run));
   }
 
-  // CLI11 takes the arguments last first.
+  // vLLM's spellings first (-tp, --max_model_len, --config FILE.yaml), so that CLI11 sees only
+  // its own.
   std::vector<std::string> args(argv + 1, argv + argc);
   pagoda::cli::expand_vllm_short_flags(args);
-  std::reverse(args.begin(), args.end());
+  pagoda::cli::normalize_option_names(args);
+  try {
+    pagoda::cli::expand_config_file(args, app);
+  } catch (const pagoda::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {

@@ -27,6 +27,56 @@ constexpr InertFlag kInertFlags[] = {
     {"--uvicorn-log-level", true, "HTTP logging follows --log-level"},
 };
 
+// The VLLM_* variables Pagoda reads (or that ask for what Pagoda always does); any other one set
+// gets a warning, so that a deployment never believes a variable took effect when it did not.
+struct VllmVariable {
+  const char* name;
+  const char* note;  // honoured: what it stands for; not applicable: why
+};
+constexpr VllmVariable kHonouredVariables[] = {
+    {"VLLM_API_KEY", "--api-key"},
+    {"VLLM_CPU_KVCACHE_SPACE", "--kv-cache-space"},
+    {"VLLM_CPU_OMP_THREADS_BIND", "--cpu-bind"},
+    {"VLLM_CPU_NUM_OF_RESERVED_CPU", "--num-reserved-cpus"},
+    {"VLLM_LOGGING_LEVEL", "--log-level"},
+    {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "--http-keep-alive-timeout"},
+    {"VLLM_ALLOW_LONG_MAX_MODEL_LEN", "PAGODA_ALLOW_LONG_MAX_MODEL_LEN"},
+    {"VLLM_NO_USAGE_STATS", "Pagoda collects no usage stats"},
+    {"VLLM_DO_NOT_TRACK", "Pagoda collects no usage stats"},
+};
+
+// Set variables that mean something to vLLM and nothing here, with why.
+constexpr VllmVariable kInapplicableVariables[] = {
+    {"VLLM_TARGET_DEVICE", "it is a setting of vLLM's build; Pagoda runs on the CPU"},
+    {"VLLM_HOST_IP", "it is the address of a node in vLLM's multi-node setup; use --host"},
+    {"VLLM_PORT", "it is a port of vLLM's multi-node setup, not the API's; use --port"},
+    {"VLLM_CPU_MOE_PREPACK", "Pagoda packs MoE weights for its own kernels at load"},
+    {"VLLM_CPU_SGL_KERNEL", "Pagoda has its own kernels (see --isa)"},
+    {"VLLM_USE_V1", "Pagoda has one engine"},
+    {"VLLM_ATTENTION_BACKEND", "Pagoda has one CPU attention"},
+    {"VLLM_WORKER_MULTIPROC_METHOD", "one process serves the model"},
+    {"VLLM_ENABLE_V1_MULTIPROCESSING", "one process serves the model"},
+    {"VLLM_USE_MODELSCOPE", "models load from local paths only"},
+};
+
+extern "C" char** environ;
+
+void warn_about_unhonoured_variables() {
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string variable(*entry);
+    if (variable.rfind("VLLM_", 0) != 0) continue;
+    const std::string name = variable.substr(0, variable.find('='));
+    bool honoured = false;
+    for (const VllmVariable& v : kHonouredVariables) honoured |= name == v.name;
+    if (honoured) continue;
+    const char* why = "Pagoda does not read it";
+    for (const VllmVariable& v : kInapplicableVariables) {
+      if (name == v.name) why = v.note;
+    }
+    spdlog::warn("{} is set but has no effect: {}", name, why);
+  }
+}
+
 void check_parallel_size(const char* flag, int size, const char* what) {
   if (size < 1) fail("{} must be at least 1, got {}", flag, size);
   if (size > 1) {
@@ -60,6 +110,9 @@ void expand_vllm_short_flags(std::vector<std::string>& args) {
 void add_vllm_serve_options(CLI::App* serve, VllmServeFlags& f) {
   serve->add_option("model_tag", f.model_tag,
                     "The model, as `vllm serve MODEL` takes it (same as --model)");
+  serve->add_option("--config", f.config_file,
+                    "YAML file of options in vLLM's form (`max-model-len: 4096`, `enforce-eager: "
+                    "true`, lists for multi-value options); the command line wins");
   const std::pair<const char*, int*> sizes[] = {
       {"--tensor-parallel-size", &f.tensor_parallel_size},
       {"--pipeline-parallel-size", &f.pipeline_parallel_size},
@@ -85,6 +138,29 @@ void add_vllm_serve_options(CLI::App* serve, VllmServeFlags& f) {
   serve->add_option("--seed", f.seed, "Seed for requests that set none (as --engine-seed)");
   serve->add_flag("--enable-log-requests", f.enable_log_requests,
                   "A log line per finished request (the default; see --disable-log-requests)");
+  serve
+      ->add_option("--max-logprobs", f.max_logprobs,
+                   "Most logprobs, top_logprobs or prompt_logprobs a request may ask for (more: "
+                   "400); -1: the vocabulary")
+      ->capture_default_str();
+  serve
+      ->add_option("--generation-config", f.generation_config,
+                   "Default sampling settings: auto (the model's generation_config.json), vllm "
+                   "(vLLM's defaults) or a directory holding a generation_config.json")
+      ->capture_default_str();
+  serve->add_flag("--return-tokens-as-token-ids", f.return_tokens_as_token_ids,
+                  "Write logprob tokens as 'token_id:N' (for tokens that are no text alone)");
+  serve
+      ->add_option("--chat-template-content-format", f.chat_template_content_format,
+                   "How message content reaches the chat template: string (text parts joined), "
+                   "openai (a list of {type, text} parts) or auto (openai when the template "
+                   "loops over a message's content)")
+      ->check(CLI::IsMember({"auto", "string", "openai"}))
+      ->capture_default_str();
+  serve
+      ->add_option("--response-role", f.response_role,
+                   "Role of the chat answer when the request adds a generation prompt")
+      ->capture_default_str();
   for (const InertFlag& flag : kInertFlags) {
     const std::string help = std::string("Accepted for vLLM, no effect: ") + flag.why;
     if (flag.takes_value) {
@@ -119,6 +195,14 @@ void apply_vllm_serve_options(const CLI::App& serve, const VllmServeFlags& f, En
     fail("--load-format {} does not match the model '{}'", f.load_format, model);
   }
   if (f.seed) engine.args.seed = *f.seed;
+  if (f.max_logprobs < -1) fail("--max-logprobs must be -1 or at least 0, got {}", f.max_logprobs);
+  engine.args.max_logprobs = f.max_logprobs;
+  server.protocol.max_logprobs = f.max_logprobs;
+  engine.args.generation_config = f.generation_config;
+  engine.args.chat_template_content_format = f.chat_template_content_format;
+  if (f.response_role.empty()) fail("--response-role must not be empty");
+  server.protocol.response_role = f.response_role;
+  server.protocol.return_tokens_as_token_ids = f.return_tokens_as_token_ids;
   if (f.enable_log_requests && disable_log_requests) {
     fail("--enable-log-requests and --disable-log-requests contradict each other");
   }
@@ -129,6 +213,7 @@ void apply_vllm_serve_options(const CLI::App& serve, const VllmServeFlags& f, En
     server.model_aliases.assign(engine.served_model_names.begin() + 1,
                                 engine.served_model_names.end());
   }
+  warn_about_unhonoured_variables();
   // --api-key, then PAGODA_API_KEY (the option's envname), then vLLM's variable.
   if (server.api_key.empty()) {
     server.api_key = environment("VLLM_API_KEY");

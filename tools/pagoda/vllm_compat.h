@@ -2,7 +2,8 @@
 // over unchanged: the positional model, the parallelism sizes (1 until parallelism lands), the
 // flags with a meaning here, the GPU-only ones accepted with a warning that names them inert,
 // and VLLM_API_KEY. The engine-level variables (VLLM_CPU_KVCACHE_SPACE,
-// VLLM_CPU_OMP_THREADS_BIND) are read by EngineFlags::to_engine_args().
+// VLLM_CPU_OMP_THREADS_BIND, ...) are read by EngineFlags (engine_options.h); `--config
+// FILE.yaml` by expand_config_file (vllm_config_file.h).
 #pragma once
 
 #include <optional>
@@ -17,7 +18,8 @@
 namespace pagoda::cli {
 
 struct VllmServeFlags {
-  std::string model_tag;  // `pagoda serve MODEL`
+  std::string model_tag;    // `pagoda serve MODEL`
+  std::string config_file;  // --config: read by expand_config_file() before parsing
   int tensor_parallel_size = 1;
   int pipeline_parallel_size = 1;
   int data_parallel_size = 1;
@@ -26,6 +28,11 @@ struct VllmServeFlags {
   std::string load_format = "auto";
   std::optional<uint64_t> seed;
   bool enable_log_requests = false;
+  int max_logprobs = 20;
+  std::string generation_config = "auto";
+  bool return_tokens_as_token_ids = false;
+  std::string chat_template_content_format = "auto";
+  std::string response_role = "assistant";
   std::vector<std::string> inert_values;  // where the inert options' values land
   bool inert_switch = false;              // where the inert flags land
 };
@@ -36,8 +43,8 @@ void expand_vllm_short_flags(std::vector<std::string>& args);
 void add_vllm_serve_options(CLI::App* serve, VllmServeFlags& flags);
 
 // After parsing and once logging is set up: checks the vLLM flags, folds them and VLLM_API_KEY
-// into the engine and server options, and logs one warning per inert flag given. Throws
-// pagoda::Error.
+// into the engine and server options, and logs one warning per inert flag given and one per
+// VLLM_* variable set that Pagoda does not honour. Throws pagoda::Error.
 void apply_vllm_serve_options(const CLI::App& serve, const VllmServeFlags& flags,
                               EngineFlags& engine, server::ServerOptions& server,
                               bool& disable_log_requests);
