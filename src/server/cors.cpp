@@ -156,7 +156,14 @@ std::vector<std::string> parse_cors_list(const std::vector<std::string>& values)
         out.push_back(item.get<std::string>());
       }
     } else {
-      for (std::string& item : split_commas(v)) out.push_back(std::move(item));
+      // CLI11 takes '["a", "b"]' apart itself (its own list syntax) and leaves the JSON quotes.
+      for (std::string& item : split_commas(v)) {
+        if (item.size() >= 2 && (item.front() == '"' || item.front() == '\'') &&
+            item.back() == item.front()) {
+          item = item.substr(1, item.size() - 2);
+        }
+        if (!item.empty()) out.push_back(std::move(item));
+      }
     }
   }
   return out;

@@ -249,17 +249,11 @@ class HttpServer::Impl {
     }
   }
 
+  // The full set once loaded (also after the engine died); the process_* series before.
   HttpResponse metrics(const HttpRequest&) {
-    Metrics* metrics = engine_.metrics();
-    if (metrics == nullptr || engine_.backend() == nullptr) {
-      if (engine_.state() == AsyncEngine::State::kDead)
-        throw RequestError(
-            service_unavailable_error("The engine has failed: " + engine_.failure()));
-      throw RequestError(service_unavailable_error("The model is still loading"));
-    }
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = metrics->render(engine_.stats(), read_process_stats());
+    r.body = engine_.render_metrics();
     return r;
   }
 

@@ -75,6 +75,9 @@ TEST(Cors, ListsAsVllmTakesThem) {
             (std::vector<std::string>{"https://a", "https://b"}));
   EXPECT_EQ(parse_cors_list({"https://a, https://b", "https://c"}),
             (std::vector<std::string>{"https://a", "https://b", "https://c"}));
+  // What CLI11 leaves of '["*", "https://a"]' after taking its brackets apart.
+  EXPECT_EQ(parse_cors_list({R"("*")", R"("https://a")"}),
+            (std::vector<std::string>{"*", "https://a"}));
   EXPECT_THROW(parse_cors_list({R"(["a", 5])"}), Error);
   EXPECT_THROW(parse_cors_list({"[not json"}), Error);
 }
