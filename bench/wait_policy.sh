@@ -20,8 +20,8 @@ policies=(
 
 run() {  # prints decode tokens/s of one bench latency run
   env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT $1 "$pagoda" bench latency --model "$model" \
-    --threads "$threads" --batch-size 1 --input-len 32 --output-len 64 --num-iters 2 --json \
-    --kv-cache-space 256MiB 2>/dev/null |
+    --threads "$threads" --batch-size 1 --input-len 32 --output-len 128 --num-iters 3 --json \
+    --kv-cache-space 256MiB --max-model-len 2048 2>/dev/null |
     python3 -c 'import json,sys; print(round(json.load(sys.stdin)["tg_tokens_per_s"], 2))'
 }
 

@@ -43,6 +43,23 @@ ApiError api_error(int status, std::string message, std::string type, std::strin
   return e;
 }
 
+// Field names a client sent, fit for one log line: printable ASCII only, each cut at 64 bytes, at
+// most 16 of them (a client chooses them, so they could forge lines or flood the log).
+std::string loggable_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 16; ++i) {
+    if (i > 0) out += ", ";
+    const std::string& name = names[i];
+    for (size_t j = 0; j < name.size() && j < 64; ++j) {
+      const unsigned char c = static_cast<unsigned char>(name[j]);
+      out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
+    }
+    if (name.size() > 64) out += "...";
+  }
+  if (names.size() > 16) out += fmt::format(" and {} more", names.size() - 16);
+  return out;
+}
+
 // Runs `work`, answering any exception it throws as an OpenAI error: nothing a request does can
 // escape, and every request gets an answer.
 template <typename Work>
@@ -110,7 +127,11 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
     if (poll_scheduled_.exchange(true)) return;
     lifeline_->post(strand_, [self = shared_from_this()] {
       self->poll_scheduled_ = false;
-      self->poll();
+      try {
+        self->poll();
+      } catch (const std::exception& e) {
+        self->fail(e.what());
+      }
     });
   }
 
@@ -139,6 +160,23 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
       reply_->send(json_response(200, job_->response()));
     } catch (const RequestError& e) {
       reply_->send(error_response(e.error()));
+    }
+    finish();
+  }
+
+  // Nothing may escape onto a pool thread: the request ends with a 500 (or an error event, once
+  // its stream has begun) and its engine requests are aborted.
+  void fail(const char* what) {
+    spdlog::error("generation failed: {}", what);
+    if (finished_) return;
+    job_->abort_unfinished();
+    if (stream_begun_) {
+      reply_->write(
+          sse_event(error_json(api_error(500, "Internal server error", "InternalServerError"))) +
+          std::string(kSseDone));
+      reply_->end_stream();
+    } else {
+      reply_->send(error_response(api_error(500, "Internal server error", "InternalServerError")));
     }
     finish();
   }
@@ -338,7 +376,7 @@ class HttpServer::Impl {
     auto parsed = parse(&unknown);
     if (!unknown.ignored.empty()) {
       spdlog::warn("request {}: {}: ignoring fields the server does not know: {}", req.request_id,
-                   req.path, fmt::join(unknown.ignored, ", "));
+                   req.path, loggable_names(unknown.ignored));
     }
     return parsed;
   }

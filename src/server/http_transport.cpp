@@ -221,6 +221,7 @@ class HttpTransport::Impl : public std::enable_shared_from_this<HttpTransport::I
   net::io_context ioc_;
   std::optional<ssl::context> ssl_;
   tcp::acceptor acceptor_;
+  net::steady_timer accept_backoff_{ioc_};
   std::atomic<bool> stop_requested_{false}, run_started_{false}, run_done_{false};
   std::atomic<bool> torn_down_{false};
   mutable std::mutex mutex_;  // guards sessions_
@@ -240,11 +241,17 @@ class Session final : public SessionBase,
         options_(owner_->options()),
         stream_(std::move(socket), std::forward<Args>(args)...),
         read_deadline_(stream_.get_executor()),
-        write_deadline_(stream_.get_executor()) {
+        write_deadline_(stream_.get_executor()),
+        // Unparsed input: a head, or a chunk-size line or trailer (which Beast's parser does not
+        // bound itself), or pipelined requests read ahead. Past this the parser fails with
+        // buffer_overflow (400) and no more is read ahead.
+        buffer_(options_.max_header_bytes + 4 * kReadChunk) {
     beast::error_code ec;
     const auto remote = socket_().remote_endpoint(ec);
     if (!ec) remote_ = fmt::format("{}:{}", remote.address().to_string(), remote.port());
   }
+
+  ~Session() override { owner_->remove(this); }
 
   void start() {
     owner_->add(this, this->shared_from_this());
@@ -289,6 +296,10 @@ class Session final : public SessionBase,
   }
   void reply_dropped(uint64_t seq) override {
     post([self = this->shared_from_this(), seq] {
+      if (seq == self->seq_ && self->streaming_ && !self->closed_) {
+        spdlog::error("request {}: the route left its stream unfinished", self->request_id_);
+        return self->close();
+      }
       if (self->accepts_reply(seq)) {
         spdlog::error("request {}: the route gave no answer", self->request_id_);
         self->send_whole(error_response(500, "Internal server error: no response", ""));
@@ -326,12 +337,19 @@ class Session final : public SessionBase,
   // --- deadlines ---------------------------------------------------------------------------
 
   void arm(net::steady_timer& timer, std::chrono::milliseconds after) {
+    // A wait armed after the close would hold the session (and the transport) until it fired.
+    if (closed_) return;
     timer.expires_after(after);
     timer.async_wait([self = this->shared_from_this(), &timer](beast::error_code ec) {
       if (!ec && timer.expiry() <= Clock::now()) self->close();
     });
   }
-  void disarm(net::steady_timer& timer) { timer.cancel(); }
+  // Never at all (not just cancel(): a wait already completed and queued would still see a
+  // passed expiry and close a healthy connection).
+  void disarm(net::steady_timer& timer) { timer.expires_at(net::steady_timer::time_point::max()); }
+
+  // Room for one more read into the input buffer (0 when it is full).
+  size_t read_room() const { return std::min(kReadChunk, buffer_.max_size() - buffer_.size()); }
 
   // --- reading a request -------------------------------------------------------------------
 
@@ -351,10 +369,11 @@ class Session final : public SessionBase,
   void wait_for_request() {
     if (closed_) return;
     mark_waiting();
+    skip_empty_lines();
     if (buffer_.size() > 0) return read_header();  // pipelined
     arm(read_deadline_, num_requests_ == 0 ? options_.header_timeout : options_.keep_alive_timeout);
     reading_ = true;
-    stream_.async_read_some(buffer_.prepare(kReadChunk),
+    stream_.async_read_some(buffer_.prepare(read_room()),
                             [self = this->shared_from_this()](beast::error_code ec, size_t n) {
                               self->reading_ = false;
                               if (ec) return self->close();
@@ -379,7 +398,6 @@ class Session final : public SessionBase,
   void on_header(beast::error_code ec) {
     if (closed_) return;
     if (ec) return refuse_unreadable(ec);
-    waiting_since_ns = 0;
     ++num_requests_;
     const auto& req = parser_->get();
     request_ = HttpRequest{};
@@ -431,7 +449,7 @@ class Session final : public SessionBase,
                                    "invalid_api_key"));
     }
     if (parser_->is_done()) return dispatch();
-    if (lower(trim(request_.header("Expect"))) == "100-continue") {
+    if (!http10_ && lower(trim(request_.header("Expect"))) == "100-continue") {
       queue_bytes("HTTP/1.1 100 Continue\r\n\r\n");
     }
     arm(read_deadline_, options_.body_timeout);
@@ -504,6 +522,9 @@ class Session final : public SessionBase,
   // --- handing a request to the routes -----------------------------------------------------
 
   void dispatch() {
+    // From here the connection has a whole request: no longer the one to evict at the cap (one
+    // still sending its body may be, so that slow bodies cannot hold the cap).
+    waiting_since_ns = 0;
     disarm(read_deadline_);
     request_.body = std::move(parser_->get().body());
     handling_ = true;
@@ -524,19 +545,29 @@ class Session final : public SessionBase,
   // While a request is handled, a read stays posted: it ends with an error when the client hangs
   // up (the routes are told, and abort the request), or brings the next pipelined request.
   void watch_peer() {
-    if (reading_ || buffer_.size() > 0 || closed_) return;
+    skip_empty_lines();
+    // With a pipelined request waiting, the client is there; reading on would also leave a read
+    // posted when the next request could be parsed from the buffer at once.
+    if (reading_ || closed_ || buffer_.size() > 0) return;
     reading_ = true;
-    stream_.async_read_some(buffer_.prepare(kReadChunk), [self = this->shared_from_this()](
-                                                             beast::error_code ec, size_t n) {
+    stream_.async_read_some(buffer_.prepare(read_room()), [self = this->shared_from_this()](
+                                                              beast::error_code ec, size_t n) {
       self->reading_ = false;
       if (ec) return self->close();
       if (self->lingering_) return self->drain_after_close();
       self->buffer_.commit(n);
-      if (self->buffer_.size() > self->options_.max_header_bytes + self->options_.max_body_bytes) {
-        return self->close();  // pipelining far ahead of the answers
-      }
-      if (!self->handling_) self->wait_for_request();
+      if (self->handling_) return self->watch_peer();  // keep noticing a hang-up
+      self->wait_for_request();
     });
+  }
+
+  // Empty lines before a request line are ignored (RFC 9112 §2.2): a client that ends a body
+  // with an extra CRLF must not look like the start of another request.
+  void skip_empty_lines() {
+    const auto* data = static_cast<const char*>(buffer_.data().data());
+    size_t n = 0;
+    while (n < buffer_.size() && (data[n] == '\r' || data[n] == '\n')) ++n;
+    buffer_.consume(n);
   }
 
   // --- writing a response ------------------------------------------------------------------
@@ -580,9 +611,9 @@ class Session final : public SessionBase,
 
   void stream_chunk(const std::string& data) {
     if (data.empty()) return;
-    if (pending_.size() + data.size() > options_.max_pending_stream_bytes) {
+    if (pending_.size() + writing_.size() + data.size() > options_.max_pending_stream_bytes) {
       spdlog::warn("request {}: the client reads too slowly ({} bytes unsent); closing",
-                   request_id_, pending_.size());
+                   request_id_, pending_.size() + writing_.size());
       return close();
     }
     if (http10_) return queue_bytes(data);
@@ -768,28 +799,39 @@ int HttpTransport::Impl::bind() {
 }
 
 void HttpTransport::Impl::accept() {
-  acceptor_.async_accept(net::make_strand(ioc_),
-                         [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
-                           if (ec == net::error::operation_aborted || !self->acceptor_.is_open())
-                             return;
-                           if (!ec) self->on_accept(std::move(socket));
-                           self->accept();
-                         });
+  acceptor_.async_accept(net::make_strand(ioc_), [self = shared_from_this()](beast::error_code ec,
+                                                                             tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !self->acceptor_.is_open()) return;
+    if (!ec) {
+      self->on_accept(std::move(socket));
+      return self->accept();
+    }
+    // Out of descriptors (or another transient failure): accepting
+    // again at once would spin; give closing connections a moment.
+    spdlog::warn("accept failed: {}", ec.message());
+    self->accept_backoff_.expires_after(std::chrono::milliseconds(100));
+    self->accept_backoff_.async_wait([self](beast::error_code) { self->accept(); });
+  });
 }
 
 bool HttpTransport::Impl::evict_one() {
-  std::shared_ptr<SessionBase> oldest;
-  int64_t oldest_since = 0;
+  // Looked at outside the lock: a session released here may be the last reference, and its
+  // destructor takes the lock to leave the registry.
+  std::vector<std::weak_ptr<SessionBase>> open;
   {
     std::lock_guard lock(mutex_);
-    for (const auto& [raw, weak] : sessions_) {
-      const int64_t since = raw->waiting_since_ns.load();
-      if (since == 0 || (oldest && since >= oldest_since)) continue;
-      if (auto s = weak.lock()) {
-        oldest = std::move(s);
-        oldest_since = since;
-      }
-    }
+    open.reserve(sessions_.size());
+    for (const auto& entry : sessions_) open.push_back(entry.second);
+  }
+  std::shared_ptr<SessionBase> oldest;
+  int64_t oldest_since = 0;
+  for (const auto& weak : open) {
+    auto s = weak.lock();
+    if (!s) continue;
+    const int64_t since = s->waiting_since_ns.load();
+    if (since == 0 || (oldest && since >= oldest_since)) continue;
+    oldest = std::move(s);
+    oldest_since = since;
   }
   if (!oldest) return false;
   oldest->waiting_since_ns = 0;  // not chosen twice
@@ -844,6 +886,7 @@ void HttpTransport::Impl::stop() {
   net::post(ioc_, [self = shared_from_this()] {
     beast::error_code ignored;
     self->acceptor_.close(ignored);
+    self->accept_backoff_.cancel();
     std::vector<std::shared_ptr<SessionBase>> open;
     {
       std::lock_guard lock(self->mutex_);

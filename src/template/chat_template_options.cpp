@@ -2,7 +2,12 @@
 
 #include <filesystem>
 #include <fstream>
+// GCC 12 warns that std::regex's internal std::function "may be used uninitialized" at -O2, a
+// known false positive in libstdc++'s regex compiler (GCC bug 105562).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <regex>
+#pragma GCC diagnostic pop
 #include <sstream>
 
 #include "util/error.h"

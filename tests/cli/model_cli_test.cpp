@@ -199,9 +199,9 @@ TEST(InfoCli, ADeepseekGgufFileShowsItsLayoutAndItsGgmlTypes) {
 
   const RunResult info = run_pagoda({"info", "--model", gguf}, scratch.dir());
   ASSERT_EQ(info.exit_code, 0) << info.err;
-  for (const std::string& line : {"architecture:       DeepseekV3ForCausalLM",
-                                  "kv_lora_rank:     32", "8 routed + 1 shared, 2 per token",
-                                  "sigmoid scores, noaux_tc", "weight format:      Q8_0 "}) {
+  for (const char* line : {"architecture:       DeepseekV3ForCausalLM", "kv_lora_rank:     32",
+                           "8 routed + 1 shared, 2 per token", "sigmoid scores, noaux_tc",
+                           "weight format:      Q8_0 "}) {
     EXPECT_NE(info.out.find(line), std::string::npos) << "expected '" << line << "' in\n"
                                                       << info.out;
   }

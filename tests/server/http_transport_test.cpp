@@ -339,6 +339,53 @@ TEST(HttpTransport, ASlowStreamReaderNeitherBlocksTheWriterNorOtherClients) {
   for (int i = 0; i < 40; ++i) ASSERT_EQ(r->body[size_t(i) * (64 << 10)], 'a' + i % 26) << i;
 }
 
+// Beast's parser bounds the head and the body but not a chunk-size line: the input buffer is
+// bounded instead, so an endless one is refused, not buffered.
+TEST(HttpTransport, AnEndlessChunkSizeLineIsRefused) {
+  TestTransport t;
+  RawSocket sock(t.port);
+  sock.send_all("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;");
+  const std::string filler(64 << 10, 'a');
+  for (int i = 0; i < 64; ++i) {
+    if (!sock.send_all(filler)) break;  // refused and closed
+  }
+  const std::string response = sock.read_until("\r\n\r\n");
+  EXPECT_EQ(status_of(response), 400) << response;
+}
+
+// A connection still sending its body can be evicted at the cap: slow bodies cannot hold it.
+TEST(HttpTransport, SlowBodiesDoNotHoldTheCap) {
+  TransportOptions o;
+  o.max_connections = 4;
+  TestTransport t(o);
+  std::vector<std::unique_ptr<RawSocket>> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.push_back(std::make_unique<RawSocket>(t.port));
+    slow.back()->send_all("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nab");
+  }
+  EXPECT_TRUE(
+      eventually([&] { return t.transport->num_connections() == 4; }, std::chrono::seconds(5)));
+  auto r = client(t.port)->Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+// Bytes already buffered (a stray CRLF after the request) do not blind the server to a hang-up.
+TEST(HttpTransport, AHangUpIsNoticedWithBytesAlreadyBuffered) {
+  TestTransport t;
+  {
+    RawSocket sock(t.port);
+    sock.send_all(get("/hold") + "\r\n");
+    EXPECT_TRUE(eventually(
+        [&] {
+          std::lock_guard lock(t.mutex);
+          return t.held.size() == 1;
+        },
+        std::chrono::seconds(5)));
+  }
+  EXPECT_TRUE(eventually([&] { return t.gone == 1; }, std::chrono::seconds(5)));
+}
+
 TEST(HttpTransport, CorsPreflightAndResponses) {
   TransportOptions o;
   o.cors.allowed_origins = {"https://app.example"};
