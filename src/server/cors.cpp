@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/ascii.h"
 #include "util/error.h"
 
 namespace pagoda::server {
@@ -16,18 +17,6 @@ constexpr const char* kAllMethods[] = {"DELETE", "GET", "HEAD", "OPTIONS", "PATC
 // Headers a browser may always send (the CORS safelist); allowed whatever the policy says.
 constexpr const char* kSafelistedHeaders[] = {"accept", "accept-language", "content-language",
                                               "content-type"};
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
 
 bool contains(const std::vector<std::string>& list, std::string_view value) {
   return std::find(list.begin(), list.end(), value) != list.end();
@@ -57,7 +46,7 @@ std::vector<std::string> split_commas(std::string_view s) {
   size_t start = 0;
   while (start <= s.size()) {
     const size_t comma = std::min(s.find(',', start), s.size());
-    std::string item = trim(s.substr(start, comma - start));
+    std::string item = trim_ascii_space(s.substr(start, comma - start));
     if (!item.empty()) out.push_back(std::move(item));
     start = comma + 1;
   }
@@ -82,9 +71,9 @@ HttpResponse answer_cors_preflight(const CorsPolicy& policy, const HttpRequest& 
   if (!contains(allowed_methods, method)) failures.push_back("method");
   if (!any_header) {
     std::vector<std::string> allowed;
-    for (const std::string& h : policy.allowed_headers) allowed.push_back(lower(h));
+    for (const std::string& h : policy.allowed_headers) allowed.push_back(ascii_lower(h));
     for (const std::string& h : split_commas(request.header("Access-Control-Request-Headers"))) {
-      const std::string name = lower(h);
+      const std::string name = ascii_lower(h);
       if (!contains(allowed, name) &&
           std::find(std::begin(kSafelistedHeaders), std::end(kSafelistedHeaders), name) ==
               std::end(kSafelistedHeaders)) {
@@ -119,7 +108,7 @@ HttpResponse answer_cors_preflight(const CorsPolicy& policy, const HttpRequest& 
   } else {
     std::vector<std::string> names(std::begin(kSafelistedHeaders), std::end(kSafelistedHeaders));
     for (const std::string& h : policy.allowed_headers) {
-      if (!contains(names, lower(h))) names.push_back(lower(h));
+      if (!contains(names, ascii_lower(h))) names.push_back(ascii_lower(h));
     }
     std::sort(names.begin(), names.end());
     response.headers.emplace_back("Access-Control-Allow-Headers",
@@ -147,7 +136,7 @@ HttpHeaders cors_response_headers(const CorsPolicy& policy, std::string_view ori
 std::vector<std::string> parse_cors_list(const std::vector<std::string>& values) {
   std::vector<std::string> out;
   for (const std::string& value : values) {
-    const std::string v = trim(value);
+    const std::string v = trim_ascii_space(value);
     if (!v.empty() && v.front() == '[') {
       const nlohmann::json list = nlohmann::json::parse(v, nullptr, false);
       if (!list.is_array()) fail("not a JSON list of strings: {}", v);

@@ -30,6 +30,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "util/ascii.h"
 #include "util/error.h"
 
 namespace pagoda::server {
@@ -43,18 +44,6 @@ using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kReadChunk = 8192;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
 
 // A client's X-Request-Id is kept when it is short and plain (it lands in logs), else replaced.
 std::string request_id_from(std::string_view given) {
@@ -427,12 +416,12 @@ class Session final : public SessionBase,
 
     // Checks that need only the headers; each refusal closes the connection, because the body
     // (if any) is left unread.
-    const std::string te = lower(trim(request_.header("Transfer-Encoding")));
+    const std::string te = ascii_lower(trim_ascii_space(request_.header("Transfer-Encoding")));
     if (!te.empty() && te != "chunked") {
       return refuse(error_response(400, "Unsupported Transfer-Encoding (only chunked)",
                                    "bad_transfer_encoding"));
     }
-    const std::string ce = lower(trim(request_.header("Content-Encoding")));
+    const std::string ce = ascii_lower(trim_ascii_space(request_.header("Content-Encoding")));
     if (!ce.empty() && ce != "identity") {
       return refuse(error_response(
           415, fmt::format("Compressed request bodies are not accepted (Content-Encoding: {})", ce),
@@ -449,7 +438,7 @@ class Session final : public SessionBase,
                                    "invalid_api_key"));
     }
     if (parser_->is_done()) return dispatch();
-    if (!http10_ && lower(trim(request_.header("Expect"))) == "100-continue") {
+    if (!http10_ && ascii_lower(trim_ascii_space(request_.header("Expect"))) == "100-continue") {
       queue_bytes("HTTP/1.1 100 Continue\r\n\r\n");
     }
     arm(read_deadline_, options_.body_timeout);

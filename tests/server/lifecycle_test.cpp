@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/test_paths.h"
+#include "server_process.h"
 
 namespace pagoda::server::testing {
 namespace {
@@ -25,56 +26,12 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-struct Scratch {
-  fs::path dir = fs::temp_directory_path() / ("pagoda_lifecycle_test_" + std::to_string(getpid()));
-  Scratch() { fs::create_directories(dir); }
-  ~Scratch() {
-    std::error_code ignored;
-    fs::remove_all(dir, ignored);
-  }
-};
-
-// `pagoda ARGS...`, stdout and stderr into `output`; returns the pid.
-pid_t spawn(const std::vector<std::string>& args, const fs::path& output) {
-  std::vector<std::string> argv_strings = {pagoda::test::pagoda_binary().string()};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_strings) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::freopen(output.c_str(), "w", stderr);
-    std::freopen(output.c_str(), "a", stdout);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits up to `timeout` for the process to exit; its exit code, or -1 (then it is killed).
-int wait_exit(pid_t pid, std::chrono::seconds timeout) {
-  int status = 0;
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return -1;
-}
-
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
 TEST(Lifecycle, ServeLogsVersionSettingsAndCapacity) {
-  const Scratch scratch;
+  const Scratch scratch("pagoda_lifecycle_test");
   const fs::path out = scratch.dir / "serve.txt";
   const pid_t pid =
       spawn({"serve", "--model", "demo", "--port", "0", "--max-model-len", "256",
@@ -120,7 +77,7 @@ TEST(Lifecycle, ServeLogsVersionSettingsAndCapacity) {
 }
 
 TEST(Lifecycle, DebugLogSaysWhatEachStepScheduled) {
-  const Scratch scratch;
+  const Scratch scratch("pagoda_lifecycle_test");
   const fs::path out = scratch.dir / "generate.txt";
   const pid_t pid = spawn({"generate", "--model", "demo", "--prompt", "one two three",
                            "--max-tokens", "3", "--ignore-eos", "--log-level", "debug"},
@@ -139,7 +96,7 @@ TEST(Lifecycle, DebugLogSaysWhatEachStepScheduled) {
 }
 
 TEST(Lifecycle, InfoLogHasNoStepLines) {
-  const Scratch scratch;
+  const Scratch scratch("pagoda_lifecycle_test");
   const fs::path out = scratch.dir / "generate.txt";
   const pid_t pid = spawn({"generate", "--model", "demo", "--prompt", "one two", "--max-tokens",
                            "2", "--log-level", "info"},

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/test_paths.h"
+#include "server_process.h"
 #include "server_test_util.h"
 
 namespace pagoda::server::testing {
@@ -25,55 +26,8 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-struct Scratch {
-  fs::path dir = fs::temp_directory_path() / ("pagoda_vllm_cli_test_" + std::to_string(getpid()));
-  Scratch() { fs::create_directories(dir); }
-  ~Scratch() {
-    std::error_code ignored;
-    fs::remove_all(dir, ignored);
-  }
-};
-
-// `pagoda ARGS...` with `env` added, stdout and stderr into `output`; returns the pid.
-pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
-            const fs::path& output) {
-  std::vector<std::string> argv_strings = {pagoda::test::pagoda_binary().string()};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_strings) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_strings = env;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    for (std::string& e : env_strings) putenv(e.data());
-    std::freopen(output.c_str(), "w", stderr);
-    std::freopen(output.c_str(), "a", stdout);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits up to `timeout` for the process to exit; its exit code, or -1 (then it is killed).
-int wait_exit(pid_t pid, std::chrono::seconds timeout) {
-  int status = 0;
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    usleep(20 * 1000);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return -1;
-}
-
 TEST(VllmCommandLine, FailedLoadExitsNonZeroWithTheError) {
-  const Scratch scratch;
+  const Scratch scratch("pagoda_vllm_cli_test");
   const fs::path out = scratch.dir / "out.txt";
   const auto start = Clock::now();
   const pid_t pid = spawn({"serve", "--model", (scratch.dir / "no-such-model").string(), "--port",
@@ -89,7 +43,7 @@ TEST(VllmCommandLine, FailedLoadExitsNonZeroWithTheError) {
 // The flags of a `vllm serve` line on a CPU host parse; the GPU-only ones are named inert; the
 // process then gets as far as loading (and fails there, on a model that does not exist).
 TEST(VllmCommandLine, AVllmCpuCommandLineIsAcceptedWithInertFlagsNamed) {
-  const Scratch scratch;
+  const Scratch scratch("pagoda_vllm_cli_test");
   const fs::path out = scratch.dir / "out.txt";
   const std::string model = (scratch.dir / "no-such-model").string();
   const pid_t pid = spawn({"serve",
@@ -142,7 +96,7 @@ TEST(VllmCommandLine, AVllmCpuCommandLineIsAcceptedWithInertFlagsNamed) {
 
 // --isa forces a kernel table and says so; the negative flags parse with their own names.
 TEST(VllmCommandLine, IsaForcesTheKernelsAndNegativeFlagsParse) {
-  const Scratch scratch;
+  const Scratch scratch("pagoda_vllm_cli_test");
   const fs::path out = scratch.dir / "out.txt";
   const pid_t pid = spawn({"serve", (scratch.dir / "m").string(), "--port", "0", "--isa", "scalar",
                            "--no-enable-prefix-caching", "--no-enable-chunked-prefill"},
@@ -154,7 +108,7 @@ TEST(VllmCommandLine, IsaForcesTheKernelsAndNegativeFlagsParse) {
 }
 
 TEST(VllmCommandLine, ParallelismAboveOneAndBadValuesAreClearErrors) {
-  const Scratch scratch;
+  const Scratch scratch("pagoda_vllm_cli_test");
   struct Case {
     std::vector<std::string> args;
     std::vector<std::string> env;
@@ -190,7 +144,7 @@ TEST(VllmCommandLine, ParallelismAboveOneAndBadValuesAreClearErrors) {
 // VLLM_API_KEY locks the server as --api-key does (before, it was ignored and the server open),
 // and every --served-model-name is a name requests may use.
 TEST(VllmCommandLine, VllmApiKeyLocksTheServerAndEveryServedNameWorks) {
-  const Scratch scratch;
+  const Scratch scratch("pagoda_vllm_cli_test");
   const fs::path model = scratch.dir / "model";
   const fs::path make_out = scratch.dir / "make.txt";
   ASSERT_EQ(
@@ -248,7 +202,7 @@ TEST(VllmCommandLine, VllmApiKeyLocksTheServerAndEveryServedNameWorks) {
 // `--config FILE.yaml` in vLLM's form carries any serve option; the command line wins; a bad
 // file is a clear error before anything loads; a VLLM_* variable Pagoda does not read is named.
 TEST(VllmCommandLine, ConfigFileInVllmsFormAndItsErrors) {
-  const Scratch scratch;
+  const Scratch scratch("pagoda_vllm_cli_test");
   const fs::path config = scratch.dir / "serve.yaml";
   std::ofstream(config) << "model: " << (scratch.dir / "no-such-model").string() << "\n"
                         << "port: 0\n"
@@ -358,7 +312,7 @@ std::vector<json> sse_chunks(const std::string& raw) {
 // the openai content format, return_token_strs and continuous usage stats; then a second server
 // whose --generation-config directory makes the first greedy token the end of the sequence.
 TEST(VllmCommandLine, VllmServeFlagsAndRequestFieldsOnARealServer) {
-  const Scratch scratch;
+  const Scratch scratch("pagoda_vllm_cli_test");
   const fs::path model = scratch.dir / "model";
   ASSERT_EQ(wait_exit(spawn({"make-model", "--preset", "tiny", "--out", model.string()}, {},
                             scratch.dir / "make.txt"),
@@ -496,7 +450,7 @@ TEST(VllmCommandLine, VllmServeFlagsAndRequestFieldsOnARealServer) {
 // path, the connection cap, and vLLM's keep-alive variable; a certificate that cannot be read
 // fails the start naming the file.
 TEST(VllmCommandLine, HttpsCorsAndRootPathFlags) {
-  const Scratch scratch;
+  const Scratch scratch("pagoda_vllm_cli_test");
   const std::string cert = (scratch.dir / "cert.pem").string();
   const std::string key = (scratch.dir / "key.pem").string();
   const std::string openssl =
