@@ -97,6 +97,52 @@ std::string response_head(int status, const std::string& content_type, const Htt
   return head;
 }
 
+// At most `per_second` error lines a second from the transport, so that a flood of bad requests
+// or refused connections cannot flood the log (and the disk); what was left out is counted in
+// the next line that goes through.
+class LogBudget {
+ public:
+  explicit LogBudget(int per_second) : per_second_(per_second) {}
+  // True if a line may be logged now; `suppressed` gets how many were dropped before it.
+  bool take(int64_t* suppressed) {
+    std::lock_guard lock(mutex_);
+    const auto now = Clock::now();
+    if (now - window_start_ >= std::chrono::seconds(1)) {
+      window_start_ = now;
+      used_ = 0;
+    }
+    if (used_ >= per_second_) {
+      ++suppressed_;
+      return false;
+    }
+    ++used_;
+    *suppressed = suppressed_;
+    suppressed_ = 0;
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  const int per_second_;
+  Clock::time_point window_start_{};
+  int used_ = 0;
+  int64_t suppressed_ = 0;
+};
+
+// Logs one error line within the budget, saying how many were left out before it.
+template <typename... Args>
+void log_error_line(LogBudget& budget, spdlog::level::level_enum level,
+                    fmt::format_string<Args...> format, Args&&... args) {
+  int64_t suppressed = 0;
+  if (!budget.take(&suppressed)) return;
+  const std::string line = fmt::format(format, std::forward<Args>(args)...);
+  if (suppressed > 0) {
+    spdlog::log(level, "{} ({} more error lines left out)", line, suppressed);
+  } else {
+    spdlog::log(level, "{}", line);
+  }
+}
+
 }  // namespace
 
 bool constant_time_equals(const std::string& a, const std::string& b) {
@@ -188,6 +234,7 @@ class HttpTransport::Impl : public std::enable_shared_from_this<HttpTransport::I
   bool torn_down() const { return torn_down_; }
 
   const TransportOptions& options() const { return options_; }
+  LogBudget& log_budget() { return log_budget_; }
   const HttpHandler& handler() const { return handler_; }
   void add(SessionBase* s, std::weak_ptr<SessionBase> w) {
     std::lock_guard lock(mutex_);
@@ -211,6 +258,7 @@ class HttpTransport::Impl : public std::enable_shared_from_this<HttpTransport::I
   std::optional<ssl::context> ssl_;
   tcp::acceptor acceptor_;
   net::steady_timer accept_backoff_{ioc_};
+  LogBudget log_budget_{50};
   std::atomic<bool> stop_requested_{false}, run_started_{false}, run_done_{false};
   std::atomic<bool> torn_down_{false};
   mutable std::mutex mutex_;  // guards sessions_
@@ -539,15 +587,16 @@ class Session final : public SessionBase,
     // posted when the next request could be parsed from the buffer at once.
     if (reading_ || closed_ || buffer_.size() > 0) return;
     reading_ = true;
-    stream_.async_read_some(buffer_.prepare(read_room()), [self = this->shared_from_this()](
-                                                              beast::error_code ec, size_t n) {
-      self->reading_ = false;
-      if (ec) return self->close();
-      if (self->lingering_) return self->drain_after_close();
-      self->buffer_.commit(n);
-      if (self->handling_) return self->watch_peer();  // keep noticing a hang-up
-      self->wait_for_request();
-    });
+    stream_.async_read_some(buffer_.prepare(read_room()),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                              self->reading_ = false;
+                              if (ec) return self->close();
+                              if (self->lingering_) return self->drain_after_close();
+                              self->buffer_.commit(n);
+                              if (self->handling_)
+                                return self->watch_peer();  // keep noticing a hang-up
+                              self->wait_for_request();
+                            });
   }
 
   // Empty lines before a request line are ignored (RFC 9112 §2.2): a client that ends a body
@@ -570,8 +619,8 @@ class Session final : public SessionBase,
   void log_status(int status, const std::string& error_kind) const {
     if (status < 400) return;
     const auto level = status >= 500 ? spdlog::level::warn : spdlog::level::info;
-    spdlog::log(level, "request {}: {} {} from {} -> {} {}", request_id_, method_, path_, remote_,
-                status, error_kind);
+    log_error_line(owner_->log_budget(), level, "request {}: {} {} from {} -> {} {}", request_id_,
+                   method_, path_, remote_, status, error_kind);
   }
 
   void send_whole(HttpResponse r) {
@@ -842,8 +891,9 @@ void HttpTransport::Impl::on_accept(tcp::socket socket) {
                             body;
       ::send(socket.native_handle(), r.data(), r.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     }
-    spdlog::warn("connection refused: {} connections open (--max-connections)",
-                 options_.max_connections);
+    log_error_line(log_budget_, spdlog::level::warn,
+                   "connection refused: {} connections open (--max-connections)",
+                   options_.max_connections);
     socket.close(ignored);
     return;
   }

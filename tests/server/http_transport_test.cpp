@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -479,6 +480,30 @@ TEST(HttpTransport, ErrorsAreLoggedWithTheRequestIdAndNothingElseOfTheRequest) {
   EXPECT_EQ(text.find("secret prompt"), std::string::npos) << text;
   EXPECT_EQ(text.find("a-wrong-key"), std::string::npos) << text;
   EXPECT_EQ(text.find("the-real-key"), std::string::npos) << text;
+}
+
+// A burst of bad requests cannot flood the log: lines past the budget are counted, not written.
+TEST(HttpTransport, ErrorLinesHaveABudget) {
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  auto logger = std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  logger->set_level(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+  {
+    TestTransport t;
+    auto c = client(t.port);
+    for (int i = 0; i < 400; ++i) {
+      auto r = c->Get("/nothing");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 404);
+    }
+  }
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  const auto lines = std::count(text.begin(), text.end(), '\n');
+  EXPECT_GE(lines, 50);
+  EXPECT_LT(lines, 400) << "every one of 400 errors was logged";
 }
 
 TEST(HttpTransport, Https) {
