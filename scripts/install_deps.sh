@@ -1,21 +1,36 @@
 #!/usr/bin/env bash
-# Installs every Debian package Pagoda builds, tests and benchmarks with.
+# Installs the Debian packages Pagoda needs.
+#   scripts/install_deps.sh           building and running (what scripts/setup.sh needs)
+#   scripts/install_deps.sh --tests   that, and what the test suite and benchmarks use: the test
+#                                     frameworks, the references the tests compare against
+#                                     (PyTorch, jinja2, Node's HF tokenizers and OpenAI SDK),
+#                                     promtool, and ccache/mold for fast rebuilds
 # Safe to run again: apt-get skips what is already there.
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build pkg-config git clang-format
-  ccache mold                                          # compiler cache, fast linker (tests)
+build_and_run=(
+  build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev
   libboost1.81-dev libssl-dev                          # HTTP server (Beast/Asio), TLS
   libyaml-cpp-dev                                      # vLLM's --config FILE.yaml
   libpcre2-dev libutf8proc-dev libnuma-dev
   nettle-dev                                           # SHA-256 for prefix-cache block hashes
+)
+tests=(
+  ccache mold clang-format                             # compiler cache, fast linker, formatting
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-jinja2 python3-torch   # test references only
   prometheus                                           # promtool parses /metrics in tests
-  curl
+  curl openssl                                         # the tests' HTTPS certificates
 )
+
+packages=("${build_and_run[@]}")
+with_tests=0
+case "${1:-}" in
+  --tests) with_tests=1; packages+=("${tests[@]}") ;;
+  "") ;;
+  *) echo "usage: $0 [--tests]" >&2; exit 2 ;;
+esac
 
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
@@ -25,7 +40,7 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # Node.js runs the reference tokenizer and the OpenAI SDK in tests; keep an existing install.
-if ! command -v node >/dev/null 2>&1; then missing+=(nodejs npm); fi
+if [ "$with_tests" = 1 ] && ! command -v node >/dev/null 2>&1; then missing+=(nodejs npm); fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"

@@ -4,7 +4,7 @@
 # exactly this script. It prints the time of each phase; JUnit reports land in
 # build/ctest-junit.xml and build-asan/ctest-junit.xml.
 #
-# Compiles go through ccache (installed by install_deps.sh), whose cache lives outside the
+# Compiles go through ccache (installed by install_deps.sh --tests), whose cache lives outside the
 # checkout (~/.cache/ccache, or $CCACHE_DIR), so a fresh clone on the same machine reuses it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +36,7 @@ print_phases() {
 trap print_phases EXIT
 
 begin_phase "dependencies (apt, npm)"
-./scripts/install_deps.sh
+./scripts/install_deps.sh --tests
 # Reference implementations the tests compare against (npm: HF tokenizers, OpenAI SDK).
 if [ -f tests/node/package.json ]; then
   (cd tests/node && npm install --no-audit --no-fund --loglevel=error)
