@@ -277,8 +277,11 @@ void Engine::Impl::log_startup_summary(double reserve_s) const {
   if (!spdlog::should_log(spdlog::level::info)) return;
   const std::string changed = non_default_engine_args(args_);
   spdlog::info("engine args (non-default): {}", changed.empty() ? "none" : changed);
-  spdlog::info("model {}: architecture {}, {:.2f} B parameters, weights {} ({} {}{})", model_dir_,
-               config_.architecture, model_->num_parameters() / 1e9,
+  const double params = static_cast<double>(model_->num_parameters());
+  const std::string params_text = params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9)
+                                                : fmt::format("{:.2f} M", params / 1e6);
+  spdlog::info("model {}: architecture {}, {} parameters, weights {} ({} {}{})", model_dir_,
+               config_.architecture, params_text,
                format_bytes(static_cast<uint64_t>(model_->weight_bytes())),
                is_gguf_path(model_dir_) ? "GGUF" : "safetensors", describe_weight_format(store_),
                args_.quantization.empty()

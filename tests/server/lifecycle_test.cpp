@@ -59,7 +59,7 @@ TEST(Lifecycle, ServeLogsVersionSettingsAndCapacity) {
                        "kv_cache_space=8.00 MiB"))
       << text;
   EXPECT_TRUE(std::regex_search(
-      text, std::regex("architecture \\w+, [0-9.]+ B parameters, weights [0-9.]+ \\w+ "
+      text, std::regex("architecture \\w+, [0-9.]+ [MB] parameters, weights [0-9.]+ \\w+ "
                        "\\(safetensors \\w+")))
       << text;
   // 8 MiB of blocks: the token count, and how many 256-token requests that is.
