@@ -101,6 +101,25 @@ bool closed_by_server(RawSocket& sock) {
   return sock.wait_for_close(std::chrono::seconds(5));
 }
 
+// Sends the default logger's info lines into `out` until end() or the end of the scope.
+class LogCapture {
+ public:
+  explicit LogCapture(std::ostringstream& out) : previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>(
+        "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+    logger->set_level(spdlog::level::info);
+    spdlog::set_default_logger(logger);
+  }
+  ~LogCapture() { end(); }
+  void end() {
+    if (previous_) spdlog::set_default_logger(std::move(previous_));
+    previous_.reset();
+  }
+
+ private:
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
 int status_of(const std::string& response) {
   if (response.rfind("HTTP/1.", 0) != 0 || response.size() < 12) return 0;
   return std::stoi(response.substr(9, 3));
@@ -459,11 +478,7 @@ TEST(HttpTransport, ExpectContinueIsAnswered) {
 
 TEST(HttpTransport, ErrorsAreLoggedWithTheRequestIdAndNothingElseOfTheRequest) {
   std::ostringstream log;
-  auto previous = spdlog::default_logger();
-  auto logger = std::make_shared<spdlog::logger>(
-      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
-  logger->set_level(spdlog::level::info);
-  spdlog::set_default_logger(logger);
+  LogCapture capture(log);
   {
     TransportOptions o;
     o.api_key = "the-real-key";
@@ -473,7 +488,7 @@ TEST(HttpTransport, ErrorsAreLoggedWithTheRequestIdAndNothingElseOfTheRequest) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 401);
   }
-  spdlog::set_default_logger(previous);
+  capture.end();
   const std::string text = log.str();
   EXPECT_NE(text.find("req-77"), std::string::npos) << text;
   EXPECT_NE(text.find("401"), std::string::npos) << text;
@@ -485,11 +500,7 @@ TEST(HttpTransport, ErrorsAreLoggedWithTheRequestIdAndNothingElseOfTheRequest) {
 // A burst of bad requests cannot flood the log: lines past the budget are counted, not written.
 TEST(HttpTransport, ErrorLinesHaveABudget) {
   std::ostringstream log;
-  auto previous = spdlog::default_logger();
-  auto logger = std::make_shared<spdlog::logger>(
-      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
-  logger->set_level(spdlog::level::info);
-  spdlog::set_default_logger(logger);
+  LogCapture capture(log);
   {
     TestTransport t;
     auto c = client(t.port);
@@ -499,7 +510,7 @@ TEST(HttpTransport, ErrorLinesHaveABudget) {
       ASSERT_EQ(r->status, 404);
     }
   }
-  spdlog::set_default_logger(previous);
+  capture.end();
   const std::string text = log.str();
   const auto lines = std::count(text.begin(), text.end(), '\n');
   EXPECT_GE(lines, 50);

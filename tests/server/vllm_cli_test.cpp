@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -141,6 +142,27 @@ TEST(VllmCommandLine, ParallelismAboveOneAndBadValuesAreClearErrors) {
   }
 }
 
+// Waits up to 120 s for the server logging to `log` to name its port (the first group of
+// `listening`) and then for `healthy(port)`; the port, or 0 if either never came.
+int wait_for_server(const fs::path& log, const std::regex& listening,
+                    const std::function<bool(int)>& healthy) {
+  int port = 0;
+  const bool up = eventually(
+      [&] {
+        std::smatch m;
+        const std::string text = read_file(log);
+        if (port == 0 && std::regex_search(text, m, listening)) port = std::stoi(m[1]);
+        return port != 0 && healthy(port);
+      },
+      std::chrono::seconds(120));
+  return up ? port : 0;
+}
+
+bool health_ok(int port) {
+  auto r = client(port)->Get("/health");
+  return r && r->status == 200;
+}
+
 // VLLM_API_KEY locks the server as --api-key does (before, it was ignored and the server open),
 // and every --served-model-name is a name requests may use.
 TEST(VllmCommandLine, VllmApiKeyLocksTheServerAndEveryServedNameWorks) {
@@ -157,18 +179,9 @@ TEST(VllmCommandLine, VllmApiKeyLocksTheServerAndEveryServedNameWorks) {
       {"serve", model.string(), "--host", "127.0.0.1", "--port", "0", "--max-model-len", "256",
        "--threads", "1", "--log-file", log.string(), "--served-model-name", "first", "second"},
       {"VLLM_API_KEY=vllm-key"}, scratch.dir / "serve.out");
-  int port = 0;
-  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
-  const bool up = eventually(
-      [&] {
-        std::smatch m;
-        const std::string text = read_file(log);
-        if (port == 0 && std::regex_search(text, m, listening)) port = std::stoi(m[1]);
-        if (port == 0) return false;
-        auto r = client(port)->Get("/health");
-        return r && r->status == 200;
-      },
-      std::chrono::seconds(120));
+  const int port =
+      wait_for_server(log, std::regex(R"(listening on http://127\.0\.0\.1:(\d+))"), health_ok);
+  const bool up = port != 0;
   if (up) {
     auto open = client(port)->Get("/v1/models");
     ASSERT_TRUE(open);
@@ -275,19 +288,8 @@ std::pair<pid_t, int> start_server(std::vector<std::string> args, const fs::path
   for (const char* a : {"--host", "127.0.0.1", "--port", "0", "--log-file"}) args.push_back(a);
   args.push_back(log.string());
   const pid_t pid = spawn(args, env, out);
-  int port = 0;
-  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
-  const bool up = eventually(
-      [&] {
-        std::smatch m;
-        const std::string text = read_file(log);
-        if (port == 0 && std::regex_search(text, m, listening)) port = std::stoi(m[1]);
-        if (port == 0) return false;
-        auto r = client(port)->Get("/health");
-        return r && r->status == 200;
-      },
-      std::chrono::seconds(120));
-  return {pid, up ? port : 0};
+  return {pid,
+          wait_for_server(log, std::regex(R"(listening on http://127\.0\.0\.1:(\d+))"), health_ok)};
 }
 
 // POST a JSON body; the status and the parsed body (status 0 when nothing came back).
@@ -472,27 +474,21 @@ TEST(VllmCommandLine, HttpsCorsAndRootPathFlags) {
              "--ssl-certfile", cert, "--ssl-keyfile", key, "--allowed-origins", R"(["*"])",
              "--root-path", "/api", "--max-connections", "64"},
             {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE=2"}, scratch.dir / "serve.out");
-  int port = 0;
-  const std::regex listening(R"(listening on https://127\.0\.0\.1:(\d+)/api)");
-  auto tls_client = [&] {
+  auto tls_client = [](int port) {
     auto c = std::make_unique<httplib::SSLClient>("127.0.0.1", port);
     c->enable_server_certificate_verification(false);
     c->set_read_timeout(30);
     return c;
   };
-  const bool up = eventually(
-      [&] {
-        std::smatch m;
-        const std::string text = read_file(log);
-        if (port == 0 && std::regex_search(text, m, listening)) port = std::stoi(m[1]);
-        if (port == 0) return false;
-        auto r = tls_client()->Get("/api/health");
+  const int port = wait_for_server(
+      log, std::regex(R"(listening on https://127\.0\.0\.1:(\d+)/api)"), [&](int p) {
+        auto r = tls_client(p)->Get("/api/health");
         return r && r->status == 200;
-      },
-      std::chrono::seconds(120));
+      });
+  const bool up = port != 0;
   if (up) {
-    auto r = tls_client()->Post("/api/v1/completions", {{"Origin", "https://any.example"}},
-                                R"({"prompt": "hi", "max_tokens": 2})", "application/json");
+    auto r = tls_client(port)->Post("/api/v1/completions", {{"Origin", "https://any.example"}},
+                                    R"({"prompt": "hi", "max_tokens": 2})", "application/json");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200) << r->body;
     EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "*");
