@@ -15,6 +15,7 @@ build_and_run=(
   libyaml-cpp-dev                                      # vLLM's --config FILE.yaml
   libpcre2-dev libutf8proc-dev libnuma-dev
   nettle-dev                                           # SHA-256 for prefix-cache block hashes
+  libcurl4-openssl-dev                                 # HTTPS downloads of models by name
 )
 tests=(
   ccache mold clang-format                             # compiler cache, fast linker, formatting
