@@ -20,8 +20,16 @@ namespace pagoda {
 
 // Engine settings, with vLLM's names where vLLM has one.
 struct EngineArgs {
-  std::string model;              // HF model directory, or "demo"
-  std::string tokenizer;          // defaults to `model`
+  std::string model;      // HF model directory, GGUF file, Hub repo id, or "demo"
+  std::string tokenizer;  // defaults to `model`
+  // Models by name (`org/name`, `org/name:Q4_K_M`; docs/models.md): the branch, tag or commit
+  // (vLLM's --revision; "" the default branch), the tokenizer repo's (--tokenizer-revision),
+  // the cache to download into instead of the Hub's (--download-dir), and one GGUF file of the
+  // repo to run (--gguf-file).
+  std::string revision;
+  std::string tokenizer_revision;
+  std::string download_dir;
+  std::string gguf_file;
   std::string served_model_name;  // defaults to the directory name
   // Overrides tokenizer_config.json's template: a file, or (as vLLM) the template text itself
   // when no such file exists and the value holds a '{', '}' or newline.

@@ -20,6 +20,7 @@
 #include "engine/kv_cache_sizing.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
+#include "hub/resolve_model.h"
 #include "kernels/thread_placement.h"
 #include "loader/safetensors.h"
 #include "loader/weight_format.h"
@@ -143,18 +144,26 @@ FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_p
 
 }  // namespace
 
-// "demo" names the built-in random model unless a directory of that name exists.
-std::string resolve_model_dir(const std::string& model) {
-  return model == "demo" && !std::filesystem::exists(model) ? ensure_demo_model() : model;
+// "demo" names the built-in random model unless a directory of that name exists; `org/name`
+// a Hub repository, fetched into the cache unless there (docs/models.md).
+std::string resolve_model_dir(const EngineArgs& args) {
+  if (args.model == "demo" && !std::filesystem::exists(args.model)) return ensure_demo_model();
+  return hub::resolve_model(
+      args.model,
+      {.revision = args.revision, .download_dir = args.download_dir, .gguf_file = args.gguf_file});
 }
 
 namespace {
 
 // Opens the model; copying weight files into memory (seconds per GB) shows progress.
 ModelSource open_model_with_progress(const EngineArgs& args) {
-  const std::string path = resolve_model_dir(args.model);
+  const std::string path = resolve_model_dir(args);
+  const std::string tokenizer =
+      hub::resolve_model(args.tokenizer, {.revision = args.tokenizer_revision,
+                                          .download_dir = args.download_dir,
+                                          .purpose = hub::Purpose::kTokenizer});
   Progress progress("reading weights", 0);
-  return open_model_source(path, args.tokenizer, weights_memory_for(args, path), &progress);
+  return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress);
 }
 
 }  // namespace

@@ -89,7 +89,7 @@ TEST(VllmCommandLine, AVllmCpuCommandLineIsAcceptedWithInertFlagsNamed) {
   EXPECT_NE(text.find("loading failed"), std::string::npos) << text;
   for (const char* inert :
        {"--dtype bfloat16 has no effect", "--gpu-memory-utilization has no", "--swap-space has no",
-        "--enforce-eager has no", "--trust-remote-code has no", "--download-dir has no",
+        "--enforce-eager has no", "--trust-remote-code has no",
         "--distributed-executor-backend has no", "--uvicorn-log-level has no"}) {
     EXPECT_NE(text.find(inert), std::string::npos) << inert << "\n" << text;
   }

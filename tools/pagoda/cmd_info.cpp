@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "hub/resolve_model.h"
 #include "kernels/kernels.h"
 #include "loader/safetensors.h"
 #include "loader/weight_format.h"
@@ -75,8 +76,9 @@ int run_info(const InfoFlags& f) {
   spdlog::set_level(spdlog::level::warn);
   // "demo" names the built-in random model unless a directory of that name exists (as in the
   // engine).
-  const std::string path =
-      f.model == "demo" && !std::filesystem::exists(f.model) ? ensure_demo_model() : f.model;
+  const std::string path = f.model == "demo" && !std::filesystem::exists(f.model)
+                               ? ensure_demo_model()
+                               : hub::resolve_model(f.model);  // org/name: docs/models.md
   const ModelSource source = open_model_source(path);
   const ModelConfig& config = source.config;
   ModelOptions options;

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "hub/resolve_model.h"
 #include "loader/gguf.h"
 #include "model/gguf_model.h"
 #include "model/model_generator.h"
@@ -36,9 +37,11 @@ struct DetokenizeOptions {
 };
 
 // The tokenizer of a --model argument, read without loading any weights.
-Tokenizer open_tokenizer(const std::string& model) {
-  if (model == "demo" && !std::filesystem::exists(model))
+Tokenizer open_tokenizer(const std::string& model_arg) {
+  if (model_arg == "demo" && !std::filesystem::exists(model_arg))
     return Tokenizer::from_directory(ensure_demo_model());
+  // org/name: only its tokenizer files are fetched (docs/models.md).
+  const std::string model = hub::resolve_model(model_arg, {.purpose = hub::Purpose::kTokenizer});
   if (is_gguf_path(model)) {
     const GgufFile file(model);
     return tokenizer_from_gguf(read_gguf_vocab(file));  // copies what it keeps of the map

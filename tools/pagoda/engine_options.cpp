@@ -20,10 +20,19 @@ namespace pagoda::cli {
 
 void add_engine_options(CLI::App* app, EngineFlags& f) {
   EngineArgs& a = f.args;
-  app->add_option(
-      "--model", a.model,
-      "Hugging Face model directory, a GGUF file, or 'demo' for a built-in random model");
-  app->add_option("--tokenizer", a.tokenizer, "Tokenizer directory (default: the model's)");
+  app->add_option("--model", a.model,
+                  "Hugging Face model directory, a GGUF file, a Hub repo id (org/name, or "
+                  "org/name:Q4_K_M for one GGUF file), or 'demo' for a built-in random model");
+  app->add_option("--tokenizer", a.tokenizer,
+                  "Tokenizer directory or Hub repo id (default: the model's)");
+  app->add_option("--revision", a.revision,
+                  "Branch, tag or commit of a Hub model (default: the default branch)");
+  app->add_option("--tokenizer-revision", a.tokenizer_revision,
+                  "Branch, tag or commit of a Hub tokenizer given by --tokenizer");
+  app->add_option("--download-dir", a.download_dir,
+                  "Cache to download Hub models into (default: HF_HUB_CACHE, else $HF_HOME/hub)");
+  app->add_option("--gguf-file", a.gguf_file,
+                  "The GGUF file of a Hub repo to run (instead of its safetensors)");
   app->add_option("--served-model-name", f.served_model_names,
                   "Model name(s) clients may use; the first is the one reported");
   app->add_option("--chat-template", a.chat_template,

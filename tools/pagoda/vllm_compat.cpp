@@ -22,7 +22,6 @@ constexpr InertFlag kInertFlags[] = {
     {"--enforce-eager", false, "there are no CUDA graphs on a CPU"},
     {"--trust-remote-code", false,
      "Pagoda runs no code from the model directory; its architectures are built in"},
-    {"--download-dir", true, "models load from local paths only"},
     {"--distributed-executor-backend", true, "one process serves the model"},
     {"--uvicorn-log-level", true, "HTTP logging follows --log-level"},
 };
@@ -39,6 +38,7 @@ constexpr VllmVariable kHonouredVariables[] = {
     {"VLLM_CPU_OMP_THREADS_BIND", "--cpu-bind"},
     {"VLLM_CPU_NUM_OF_RESERVED_CPU", "--num-reserved-cpus"},
     {"VLLM_LOGGING_LEVEL", "--log-level"},
+    {"VLLM_USE_MODELSCOPE", "models by name come from ModelScope (docs/models.md)"},
     {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "--http-keep-alive-timeout"},
     {"VLLM_ALLOW_LONG_MAX_MODEL_LEN", "PAGODA_ALLOW_LONG_MAX_MODEL_LEN"},
     {"VLLM_NO_USAGE_STATS", "Pagoda collects no usage stats"},
@@ -56,7 +56,6 @@ constexpr VllmVariable kInapplicableVariables[] = {
     {"VLLM_ATTENTION_BACKEND", "Pagoda has one CPU attention"},
     {"VLLM_WORKER_MULTIPROC_METHOD", "one process serves the model"},
     {"VLLM_ENABLE_V1_MULTIPROCESSING", "one process serves the model"},
-    {"VLLM_USE_MODELSCOPE", "models load from local paths only"},
 };
 
 extern "C" char** environ;
@@ -190,7 +189,8 @@ void apply_vllm_serve_options(const CLI::App& serve, const VllmServeFlags& f, En
         f.dtype);
   }
   const std::string& model = engine.args.model;
-  const bool gguf_path = is_gguf_path(model);
+  const bool gguf_path = is_gguf_path(model) || model.find(':') != std::string::npos ||
+                         !engine.args.gguf_file.empty();  // org/name:Q4_K_M
   if ((f.load_format == "gguf" && !gguf_path) || (f.load_format == "safetensors" && gguf_path)) {
     fail("--load-format {} does not match the model '{}'", f.load_format, model);
   }
