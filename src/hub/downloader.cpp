@@ -226,10 +226,12 @@ void download_files(const HubSettings& settings, const RepoInfo& info,
     const fs::path blobs = cache.repo_dir() / "blobs";
     fs::create_directories(blobs);
     check_free_space(blobs, to_fetch, info.repo_id);
-    spdlog::info("fetching {} file(s) of {} ({}) from {} into {}", missing.size(), info.repo_id,
-                 format_bytes(to_fetch), settings.endpoint, cache.repo_dir().string());
-
-    Progress progress("downloading " + info.repo_id, to_fetch, download_progress_options());
+    const ProgressOptions progress_options = download_progress_options();
+    // Said as the progress is shown, whatever the log level: a download is worth knowing of.
+    progress_options.write_line(fmt::format("fetching {} file(s) of {} ({}) from {} into {}",
+                                            missing.size(), info.repo_id, format_bytes(to_fetch),
+                                            settings.endpoint, cache.repo_dir().string()));
+    Progress progress("downloading " + info.repo_id, to_fetch, progress_options);
     std::atomic<bool> cancel{false};
     std::atomic<size_t> next{0};
     std::mutex error_mutex;

@@ -96,5 +96,20 @@ TEST_F(HubCli, GenerateByNameThenOffline) {
   EXPECT_EQ(nlohmann::json::parse(offline.out)["token_ids"].get<std::vector<int>>(), expected);
 }
 
+// `tokenize --model org/name` fetches the tokenizer files alone.
+TEST_F(HubCli, TokenizeFetchesOnlyTheTokenizer) {
+  const RunResult r = run_pagoda(
+      {"tokenize", "--model", "tiny/stories", "Once upon a time", "--add-special-tokens"},
+      scratch_.dir(), env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(trimmed(r.out), "1 403 407 261 378");  // EXPECTED.md's prompt ids
+  const std::filesystem::path snapshots =
+      std::filesystem::path(hf_home_) / "hub/models--tiny--stories/snapshots";
+  for (const auto& snapshot : std::filesystem::directory_iterator(snapshots)) {
+    EXPECT_TRUE(std::filesystem::exists(snapshot.path() / "tokenizer.json"));
+    EXPECT_FALSE(std::filesystem::exists(snapshot.path() / "model.safetensors"));
+  }
+}
+
 }  // namespace
 }  // namespace pagoda::hub

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "hub/resolve_model.h"
 #include "loader/gguf.h"
@@ -40,7 +42,10 @@ struct DetokenizeOptions {
 Tokenizer open_tokenizer(const std::string& model_arg) {
   if (model_arg == "demo" && !std::filesystem::exists(model_arg))
     return Tokenizer::from_directory(ensure_demo_model());
-  // org/name: only its tokenizer files are fetched (docs/models.md).
+  // org/name: only its tokenizer files are fetched (docs/models.md); a retry's warning goes to
+  // stderr, as stdout is the ids.
+  if (spdlog::get("pagoda") == nullptr)
+    spdlog::set_default_logger(spdlog::stderr_color_mt("pagoda"));
   const std::string model = hub::resolve_model(model_arg, {.purpose = hub::Purpose::kTokenizer});
   if (is_gguf_path(model)) {
     const GgufFile file(model);
