@@ -162,6 +162,31 @@ TEST_F(HubDownload, ReusesACacheWrittenByPythonTools) {
   EXPECT_TRUE(contains(error, "HF_HUB_OFFLINE")) << error;
 }
 
+// A sharded checkpoint: the index first, then exactly the shards it names; offline, a shard
+// missing from the snapshot is named.
+TEST_F(HubDownload, ShardedCheckpointFetchesTheShardsItsIndexNames) {
+  const fs::path sharded = scratch_.dir() / "sharded";
+  for (const char* name : {"config.json", "tokenizer.json", "tokenizer_config.json"})
+    write_bytes(sharded / name, read_bytes(model_ / name));
+  write_bytes(sharded / "model.safetensors.index.json",
+              R"({"weight_map": {"a": "model-00001-of-00002.safetensors",
+                                 "b": "model-00002-of-00002.safetensors"}})");
+  write_bytes(sharded / "model-00001-of-00002.safetensors", "shard one");
+  write_bytes(sharded / "model-00002-of-00002.safetensors", "shard two");
+  write_bytes(sharded / "model.safetensors", "the same weights, unsharded");
+  start({"--repo", "tiny/sharded=" + sharded.string()});
+  const fs::path path = resolve_model("tiny/sharded", {}, settings_);
+  EXPECT_EQ(read_bytes(path / "model-00001-of-00002.safetensors"), "shard one");
+  EXPECT_EQ(read_bytes(path / "model-00002-of-00002.safetensors"), "shard two");
+  EXPECT_FALSE(fs::exists(path / "model.safetensors"));
+
+  fs::remove(path / "model-00002-of-00002.safetensors");
+  HubSettings offline = settings_;
+  offline.offline = true;
+  const std::string error = error_of([&] { resolve_model("tiny/sharded", {}, offline); });
+  EXPECT_TRUE(contains(error, "lacks model-00002-of-00002.safetensors")) << error;
+}
+
 TEST_F(HubDownload, ResumesAfterTheConnectionIsCut) {
   start({"--cut", "model.safetensors:100000"});
   const std::string path = resolve_model("tiny/stories", {}, settings_);
