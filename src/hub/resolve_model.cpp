@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 
+#include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
@@ -107,10 +108,17 @@ Snapshot fetch_snapshot(const RepoReference& ref, const HubOptions& options,
     }
   }
   if (info.gated && settings.token.empty()) {
-    fail(
+    const std::string why = fmt::format(
         "repository {} on {} is gated: downloading it needs an access token. Set HF_TOKEN to a "
         "token of an account that has accepted the model's terms on its page",
         ref.repo_id, settings.endpoint);
+    try {
+      Snapshot cached = cached_snapshot(ref, options, settings, why);  // fetched with a token
+      spdlog::warn("{}; using the cached snapshot {}", why, cached.dir);
+      return cached;
+    } catch (const Error&) {
+      throw Error(why);
+    }
   }
   std::map<std::string, const RepoFile*> by_path;
   std::vector<std::string> names;

@@ -242,7 +242,10 @@ TEST_F(HubDownload, GatedRepoNeedsAToken) {
   EXPECT_TRUE(contains(refused, "refused the token")) << refused;
   EXPECT_TRUE(contains(refused, "401")) << refused;
   settings_.token = "hf_ok";
-  EXPECT_TRUE(fs::exists(fs::path(resolve_model("tiny/gated", {}, settings_)) / "config.json"));
+  const std::string path = resolve_model("tiny/gated", {}, settings_);
+  EXPECT_TRUE(fs::exists(fs::path(path) / "config.json"));
+  settings_.token = "";  // fetched once with a token, the cached copy serves without one
+  EXPECT_EQ(resolve_model("tiny/gated", {}, settings_), path);
 }
 
 TEST_F(HubDownload, GgufFileByQuantTag) {
