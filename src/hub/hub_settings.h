@@ -32,7 +32,7 @@ struct HubSettings {
 // true/false.
 HubSettings hub_settings_from_environment();
 
-// Where the settings' values came from, for messages: "HF_ENDPOINT" or "ModelScope".
+// The source by name, for messages: "the Hugging Face Hub" or "ModelScope".
 std::string source_name(const HubSettings& settings);
 
 }  // namespace pagoda::hub
