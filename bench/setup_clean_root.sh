@@ -63,7 +63,14 @@ trap cleanup EXIT
 echo "== fresh root from the base =="
 rm -rf "$root"
 cp -a "$base" "$root"
+rm -f "$root"/var/cache/apt/archives/*.deb  # debootstrap's own downloads: not the steps'
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# Certificate authorities this host added itself (a TLS-inspecting proxy's): without them npm
+# cannot reach its registry from behind such a proxy. An ordinary machine has none.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+fi
 for m in proc sys dev dev/pts; do
   mount --bind "/$m" "$root/$m"
   mounted+=("$root/$m")
@@ -74,8 +81,10 @@ git -C "$root/root/pagoda" checkout -q "$(git -C "$repo" rev-parse HEAD)"
 echo "measuring $(git -C "$root/root/pagoda" log -1 --format='%h %s')"
 
 in_root() {  # runs a command line in the root's checkout, as a login shell would
+  # Node reads its own CA list unless told to add the system's (which holds the CAs above).
   chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    LANG=C.UTF-8 TERM=dumb /bin/bash -c "cd /root/pagoda && $1"
+    LANG=C.UTF-8 TERM=dumb NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt \
+    /bin/bash -c "cd /root/pagoda && $1"
 }
 root_bytes() {  # the root's size without the apt cache and the mounted pseudo file systems
   du -sx --block-size=1 --exclude="$root/var/cache/apt" --exclude="$root/var/lib/apt/lists" "$root" | cut -f1
