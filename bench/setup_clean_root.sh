@@ -56,9 +56,11 @@ cleanup() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
     umount "${mounted[$i]}" 2>/dev/null || umount -l "${mounted[$i]}" || true
   done
+  rm -f "$cache/times.before" "$cache/times.after"
   if [ "$keep" = 0 ]; then rm -rf "$root"; fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM  # so that the EXIT trap unmounts after Ctrl-C or kill too
 
 echo "== fresh root from the base =="
 rm -rf "$root"
