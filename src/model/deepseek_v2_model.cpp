@@ -232,11 +232,9 @@ DeepseekModel::DeepseekModel(const ModelConfig& config, const TensorStore& store
         config.config_path, c_.num_nextn_predict_layers, num_mtp_tensors, first_mtp);
   }
 
-  if (c_.router.num_experts > 0) {
-    moe_.reserve(c_.router, c_.hidden_size, c_.moe_intermediate_size,
-                 c_.moe_intermediate_size * c_.num_shared_experts, options.max_num_batched_tokens);
-  }
-  reserve(options.max_num_batched_tokens);
+  // The activations (and the MoE dispatcher's buffers) grow with the largest step seen:
+  // forward() reserves what it needs. Sized for max_num_batched_tokens here, a short run would
+  // pay for zeroing and faulting in memory it never touches (~0.5 GB at V2-Lite's shape).
 }
 
 KvCacheSpec DeepseekModel::kv_cache_spec() const {
