@@ -249,6 +249,8 @@ void AsyncEngine::apply(Command& c) {
   switch (c.kind) {
     case Command::Kind::kAdd: {
       Submission& s = c.submission;
+      // The server streams: each output carries only what is new (O(length) per request).
+      s.params.output_kind = RequestOutputKind::kDelta;
       try {
         backend_->add_request(s.request_id, s.prompt_token_ids, s.params);
       } catch (const std::exception& e) {
@@ -266,8 +268,9 @@ void AsyncEngine::apply(Command& c) {
       live.num_prompt_tokens = static_cast<int64_t>(s.prompt_token_ids.size());
       live.n = s.params.n;
       live.max_tokens = s.params.max_tokens;
-      live.last.request_id = s.request_id;
-      live.last.prompt_token_ids = std::move(s.prompt_token_ids);
+      live.prompt_token_ids = std::move(s.prompt_token_ids);
+      live.sample_num_tokens.assign(static_cast<size_t>(s.params.n), 0);
+      live.sample_finished.assign(static_cast<size_t>(s.params.n), false);
       live_.emplace(s.request_id, std::move(live));
       s.queue->push({EngineEvent::Kind::kAccepted, s.tag, {}, {}});
       return;
@@ -276,15 +279,18 @@ void AsyncEngine::apply(Command& c) {
       auto it = live_.find(c.request_id);
       if (it == live_.end()) return;  // already finished
       backend_->abort_request(c.request_id);
-      RequestOutput out = it->second.last;
+      Live& live = it->second;
+      RequestOutput out;
+      out.request_id = c.request_id;
+      out.prompt_token_ids = std::move(live.prompt_token_ids);
       out.finished = true;
-      if (out.outputs.empty()) out.outputs.resize(1);
-      for (CompletionOutput& o : out.outputs) {
-        o.delta_text.clear();
-        o.delta_token_ids.clear();
-        if (o.finish_reason.empty()) o.finish_reason = "abort";
+      out.outputs.resize(std::max<size_t>(1, live.sample_finished.size()));
+      for (size_t i = 0; i < out.outputs.size(); ++i) {
+        out.outputs[i].index = static_cast<int32_t>(i);
+        if (i >= live.sample_finished.size() || !live.sample_finished[i])
+          out.outputs[i].finish_reason = "abort";
       }
-      finish(c.request_id, it->second, out);
+      finish(c.request_id, live, out);
       live_.erase(it);
       return;
     }
@@ -305,10 +311,16 @@ void AsyncEngine::dispatch(std::vector<RequestOutput>& outputs) {
     auto it = live_.find(out.request_id);
     if (it == live_.end()) continue;  // aborted by us a moment ago
     Live& live = it->second;
-    int64_t num_tokens = 0;
-    for (const CompletionOutput& o : out.outputs)
-      num_tokens += static_cast<int64_t>(o.token_ids.size());
-    const int64_t num_new = num_tokens - live.num_tokens_seen;
+    if (!out.prompt_token_ids.empty()) live.prompt_token_ids.clear();  // the job has them now
+    int64_t num_new = 0;
+    for (const CompletionOutput& o : out.outputs) {
+      const auto i = static_cast<size_t>(o.index);
+      if (i >= live.sample_num_tokens.size()) continue;
+      live.sample_num_tokens[i] += static_cast<int64_t>(o.token_ids.size());
+      if (o.finished()) live.sample_finished[i] = true;
+      num_new += static_cast<int64_t>(o.token_ids.size());
+    }
+    const int64_t num_tokens = live.num_tokens_seen + num_new;
     if (num_new > 0) {
       // Inter-token latency: the gap since the previous token, spread over the tokens this step
       // added; the first token's latency is TTFT instead.
@@ -324,7 +336,6 @@ void AsyncEngine::dispatch(std::vector<RequestOutput>& outputs) {
       finish(out.request_id, live, out);
       live_.erase(it);
     } else {
-      live.last = out;
       live.queue->push({EngineEvent::Kind::kOutput, live.tag, std::move(out), {}});
     }
   }
@@ -337,8 +348,7 @@ void AsyncEngine::finish(const std::string& request_id, Live& live, const Reques
   f.num_prompt_tokens = live.num_prompt_tokens;
   f.n = live.n;
   f.max_tokens = live.max_tokens;
-  for (const CompletionOutput& o : output.outputs) {
-    const auto num_tokens = static_cast<int64_t>(o.token_ids.size());
+  for (const int64_t num_tokens : live.sample_num_tokens) {
     f.num_generation_tokens += num_tokens;
     f.max_num_generation_tokens = std::max(f.max_num_generation_tokens, num_tokens);
   }

@@ -57,9 +57,11 @@ std::unique_ptr<EngineBackend> make_engine_backend(const EngineArgs& args);
 struct EngineEvent {
   enum class Kind { kAccepted, kOutput, kError };
   Kind kind = Kind::kOutput;
-  int tag = 0;           // which of the HTTP request's engine requests (one per prompt)
-  RequestOutput output;  // kOutput: cumulative text, ids and logprobs so far
-  ApiError error;        // kError
+  int tag = 0;  // which of the HTTP request's engine requests (one per prompt)
+  // kOutput: what this step added (text, ids, logprobs; RequestOutputKind::kDelta), with the
+  // prompt's ids and logprobs in a request's first output.
+  RequestOutput output;
+  ApiError error;  // kError
 };
 
 // The per-HTTP-request mailbox the engine thread pushes into and one HTTP thread drains.
@@ -145,7 +147,11 @@ class AsyncEngine {
     int64_t max_tokens = 0;
     int64_t num_tokens_seen = 0;
     double last_token_time_s = 0;
-    RequestOutput last;
+    // Outputs arrive as deltas (RequestOutputKind::kDelta: a stream costs O(length)); what an
+    // abort or the finish metrics need of the whole is counted here.
+    std::vector<int32_t> prompt_token_ids;  // until the first output has carried them
+    std::vector<int64_t> sample_num_tokens;
+    std::vector<bool> sample_finished;
   };
 
   void run();

@@ -177,15 +177,13 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
     if (o.index < 0 || o.index >= spec_.n || index >= choices_.size()) continue;
     Choice& c = choices_[index];
     if (c.finished) continue;
-    std::string new_text;
-    if (o.text.size() > c.sent_text_bytes) new_text = o.text.substr(c.sent_text_bytes);
-    c.sent_text_bytes = std::max(c.sent_text_bytes, o.text.size());
-    c.text = o.text;
-    const bool new_tokens = static_cast<int64_t>(o.token_ids.size()) > c.num_tokens;
-    c.num_tokens = static_cast<int64_t>(o.token_ids.size());
-    const size_t lp_begin = c.sent_logprobs, lp_end = o.logprobs.size();
-    c.sent_logprobs = std::max(lp_begin, lp_end);
-    if (spec_.logprobs) c.logprobs = o.logprobs;
+    // Outputs are deltas (RequestOutputKind::kDelta): what this step added.
+    const std::string& new_text = o.text;
+    c.text += o.text;
+    const bool new_tokens = !o.token_ids.empty();
+    c.num_tokens += static_cast<int64_t>(o.token_ids.size());
+    const bool new_logprobs = !o.logprobs.empty();
+    if (spec_.logprobs) c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
     const bool first_chunk = !c.role_sent;
     c.role_sent = true;
     if (!o.finish_reason.empty() || output.finished) {
@@ -201,10 +199,10 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
       const bool echo_now = spec_.echo && first_chunk;  // vLLM echoes with the first chunk
       if (echo_now) text = spec_.prompt_texts[tag] + text;
       json logprobs = nullptr;
-      if (spec_.logprobs && (lp_end > lp_begin || echo_now)) {
+      if (spec_.logprobs && (new_logprobs || echo_now)) {
         CompletionLogprobs lps(*spec_.logprobs, c.text_offset, spec_.tokens_as_ids);
         if (echo_now) add_prompt_logprobs(tag, lps);
-        for (size_t i = lp_begin; i < lp_end; ++i) lps.add(o.logprobs[i]);
+        for (const GeneratedTokenLogprobs& lp : o.logprobs) lps.add(lp);
         c.text_offset = lps.text_offset();
         logprobs = lps.to_json();
       }
@@ -235,8 +233,8 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
       delta["content"] = new_text;
     }
     json logprobs = nullptr;
-    if (spec_.logprobs && lp_end > lp_begin)
-      logprobs = chat_logprobs_json(o.logprobs, lp_begin, lp_end, spec_.tokens_as_ids);
+    if (spec_.logprobs && new_logprobs)
+      logprobs = chat_logprobs_json(o.logprobs, 0, o.logprobs.size(), spec_.tokens_as_ids);
     if (delta.empty() && logprobs.is_null() && !c.finished) continue;
     *sse += sse_event(chat_chunk(choice_index, std::move(delta), std::move(logprobs), c));
   }

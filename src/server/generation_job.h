@@ -72,14 +72,12 @@ class GenerationJob {
 
  private:
   struct Choice {
-    size_t sent_text_bytes = 0;
-    size_t sent_logprobs = 0;
     size_t text_offset = 0;  // bytes of text before the next logprob token
     bool role_sent = false;
     bool finished = false;
     std::string finish_reason;
     std::optional<std::string> stop_reason;
-    std::string text;  // final cumulative text
+    std::string text;  // cumulative text (the outputs are deltas)
     std::vector<GeneratedTokenLogprobs> logprobs;
     int64_t num_tokens = 0;
     ReasoningParser reasoning;

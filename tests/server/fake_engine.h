@@ -86,18 +86,24 @@ class FakeEngine final : public EngineBackend {
       r.last_token_s = t;
       RequestOutput out;
       out.request_id = id;
-      out.prompt_token_ids = r.prompt;
+      // As the engine does: a delta output carries what is new, and the prompt only once.
+      const bool delta = r.params.output_kind == RequestOutputKind::kDelta;
+      const bool first = r.tokens.size() == 1;
+      if (!delta || first) out.prompt_token_ids = r.prompt;
       out.metrics = {r.arrival_s, r.first_scheduled_s, r.first_token_s, r.last_token_s, 0};
-      if (r.params.prompt_logprobs) out.prompt_logprobs = prompt_logprobs(r.prompt, r.params);
+      if (r.params.prompt_logprobs && (!delta || first))
+        out.prompt_logprobs = prompt_logprobs(r.prompt, r.params);
+      const std::vector<int32_t> reported =
+          delta ? std::vector<int32_t>{token} : r.tokens;  // token_ids, text and logprobs
       for (int s = 0; s < r.params.n; ++s) {
         CompletionOutput o;
         o.index = s;
-        o.token_ids = r.tokens;
-        for (int32_t tok : r.tokens) o.text += token_text(tok);
+        o.token_ids = reported;
+        for (int32_t tok : reported) o.text += token_text(tok);
         o.delta_token_ids = {token};
         o.delta_text = token_text(token);
         if (r.params.logprobs) {
-          for (int32_t tok : r.tokens) {
+          for (int32_t tok : reported) {
             GeneratedTokenLogprobs lp;
             lp.chosen = {tok, token_text(tok), -0.5f};
             for (int k = 0; k < *r.params.logprobs; ++k)
