@@ -57,7 +57,8 @@ DeviceBuffer CpuDevice::allocate(size_t size_bytes, const AllocationOptions& opt
   allocated_bytes_ += pages->mapped_bytes();
   void* data = pages->data();
   const size_t mapped = pages->mapped_bytes();
-  return make_buffer(data, size_bytes, mapped, huge, pages.release());
+  const std::string_view kind = pages->kind_name();  // page_kind_name's static strings
+  return make_buffer(data, size_bytes, mapped, huge, kind, pages.release());
 }
 
 void CpuDevice::free(DeviceBuffer::Handle handle) noexcept {

@@ -66,9 +66,10 @@ class Device {
   // Releases what allocate() handed out; `handle` is the value allocate() gave the buffer.
   virtual void free(DeviceBuffer::Handle handle) noexcept = 0;
   // For implementations: a buffer owning `data` that gives `handle` back to free().
+  // `kind_name` must have static storage.
   DeviceBuffer make_buffer(void* data, size_t size_bytes, size_t mapped_bytes, bool huge_pages,
-                           DeviceBuffer::Handle handle) {
-    return DeviceBuffer(this, data, size_bytes, mapped_bytes, huge_pages, handle);
+                           std::string_view kind_name, DeviceBuffer::Handle handle) {
+    return DeviceBuffer(this, data, size_bytes, mapped_bytes, huge_pages, kind_name, handle);
   }
 };
 

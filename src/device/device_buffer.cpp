@@ -12,6 +12,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
     size_bytes_ = std::exchange(other.size_bytes_, 0);
     mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
     huge_pages_ = std::exchange(other.huge_pages_, false);
+    kind_name_ = std::exchange(other.kind_name_, {});
     handle_ = std::exchange(other.handle_, nullptr);
   }
   return *this;
@@ -24,6 +25,7 @@ void DeviceBuffer::release() noexcept {
   size_bytes_ = 0;
   mapped_bytes_ = 0;
   huge_pages_ = false;
+  kind_name_ = {};
   handle_ = nullptr;
 }
 

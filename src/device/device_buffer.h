@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 #include <utility>
 
 namespace pagoda {
@@ -30,6 +31,8 @@ class DeviceBuffer {
   size_t size_bytes() const { return size_bytes_; }      // what was asked for
   size_t mapped_bytes() const { return mapped_bytes_; }  // rounded up to the page size used
   bool huge_pages() const { return huge_pages_; }
+  // What backs the memory, for logs ("transparent huge pages", "plain pages", ...).
+  std::string_view kind_name() const { return kind_name_; }
   Device* device() const { return device_; }
   explicit operator bool() const { return data_ != nullptr; }
 
@@ -39,12 +42,13 @@ class DeviceBuffer {
  private:
   friend class Device;
   DeviceBuffer(Device* device, void* data, size_t size_bytes, size_t mapped_bytes, bool huge_pages,
-               Handle handle)
+               std::string_view kind_name, Handle handle)
       : device_(device),
         data_(data),
         size_bytes_(size_bytes),
         mapped_bytes_(mapped_bytes),
         huge_pages_(huge_pages),
+        kind_name_(kind_name),
         handle_(handle) {}
 
   Device* device_ = nullptr;
@@ -52,6 +56,7 @@ class DeviceBuffer {
   size_t size_bytes_ = 0;
   size_t mapped_bytes_ = 0;
   bool huge_pages_ = false;
+  std::string_view kind_name_;  // a string with static storage
   Handle handle_ = nullptr;
 };
 

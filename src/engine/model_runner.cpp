@@ -1,8 +1,11 @@
 #include "engine/model_runner.h"
 
+#include "kernels/host_context.h"
+
 namespace pagoda {
 
-ModelRunner::ModelRunner(Model& model, KvCache& cache) : model_(model), cache_(cache) {}
+ModelRunner::ModelRunner(Model& model, KvCache& cache)
+    : model_(model), cache_(cache), context_(host_execution_context()) {}
 
 void ModelRunner::execute(const SchedulerOutput& out) {
   for (const BlockCopy& copy : out.block_copies)
@@ -46,7 +49,7 @@ void ModelRunner::execute(const SchedulerOutput& out) {
   } else {
     logits_.resize(needed);
   }
-  model_.forward(batch_, cache_, logits_.data());
+  model_.forward(context_, batch_, cache_, logits_.data());
 }
 
 float* ModelRunner::logits_row(size_t scheduled_index) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "device/execution_context.h"
 #include "engine/scheduler_output.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
@@ -37,6 +38,7 @@ class ModelRunner {
  private:
   Model& model_;
   KvCache& cache_;
+  ExecutionContext context_;  // the host's: the CPU device and this CPU's kernel table
   ForwardBatch batch_;
   std::vector<float> logits_;  // [num logit rows, vocab]
   // Per scheduled index: its first row in logits_ (-1 if none) and the position of that row.

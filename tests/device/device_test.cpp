@@ -35,6 +35,7 @@ TEST(CpuDevice, HugeFirstLeavesSmallBuffersOnNormalPages) {
   CpuDevice device;
   DeviceBuffer small = device.allocate(4096, {.policy = MemoryPolicy::kHugeFirst});
   EXPECT_FALSE(small.huge_pages());
+  EXPECT_EQ(small.kind_name(), "plain pages");
   EXPECT_LT(small.mapped_bytes(), default_huge_page_bytes());
 }
 
