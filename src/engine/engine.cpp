@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "device/cpu_device.h"
 #include "engine/engine_log.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/model_runner.h"
@@ -39,7 +40,6 @@
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
-#include "util/huge_buffer.h"
 #include "util/progress.h"
 #include "util/units.h"
 
@@ -73,7 +73,7 @@ class Engine::Impl {
   ContentFormat content_format_ = ContentFormat::kString;  // --chat-template-content-format
   std::vector<int32_t> eos_token_ids_;
   int32_t max_model_len_ = 0;
-  HugeBuffer kv_memory_;
+  DeviceBuffer kv_memory_;
   // --threads / --cpu-bind, applied to whichever thread drives the steps (the server's engine
   // thread is not the one that built the engine; OpenMP settings are per thread).
   ThreadPlacement placement_;
@@ -250,13 +250,13 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   // short of memory fails here, not mid-request, and no request pays for zeroing fresh pages
   // (a block handed out for the first time would otherwise fault in a 2 MiB huge page under a
   // running decode step).
-  HugeBufferOptions kv_options;
+  AllocationOptions kv_options;
   kv_options.prefault = true;
   const auto reserve_start = std::chrono::steady_clock::now();
   try {
     Progress reserving("reserving KV cache", static_cast<uint64_t>(plan.num_bytes));
     kv_options.progress = &reserving;
-    kv_memory_ = HugeBuffer::allocate(static_cast<size_t>(plan.num_bytes), kv_options);
+    kv_memory_ = cpu_device().allocate(static_cast<size_t>(plan.num_bytes), kv_options);
   } catch (const Error& e) {
     fail("KV cache pool: {}; lower --kv-cache-space", e.what());
   }
