@@ -80,8 +80,9 @@ void CpuDevice::copy(void* dst, const void* src, size_t size_bytes, CopyKind) {
 }
 
 CpuDevice& cpu_device() {
-  static CpuDevice device;
-  return device;
+  // Never destroyed: a buffer held by a static object may be freed after other statics are gone.
+  static CpuDevice* const device = new CpuDevice;
+  return *device;
 }
 
 }  // namespace pagoda
