@@ -1,5 +1,7 @@
 #include "model/layers/linear.h"
 
+#include <algorithm>
+
 #include "kernels/ops.h"
 #include "model/weights.h"
 
