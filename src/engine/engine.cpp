@@ -81,7 +81,12 @@ class Engine::Impl {
   std::unique_ptr<KvCache> kv_cache_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
-  KvCachePlan kv_plan_;
+  KvCacheSpec kv_spec_;
+  KvCachePlan kv_plan_;     // the pool in use (0 blocks: none yet, sized by need)
+  KvCachePlan kv_ceiling_;  // the most the pool may take (kv_cache_by_need)
+  // kv_cache_by_need: requests waiting for a pool that holds them (added before the first step,
+  // or too large for the pool in use); handed to the scheduler once none runs.
+  std::vector<Request> pending_;
   uint64_t num_requests_added_ = 0;
   int64_t prompt_tokens_total_ = 0;
   int64_t generation_tokens_total_ = 0;
@@ -116,7 +121,15 @@ class Engine::Impl {
   };
 
   void place_threads();
-  void log_startup_summary(double reserve_s) const;
+  void log_startup_summary() const;
+  // Allocates a pool of num_blocks (freeing the one in use) with the cache, scheduler and
+  // runner over it.
+  void reserve_kv_pool(int32_t num_blocks);
+  int32_t blocks_for(const Request& request) const;
+  // kv_cache_by_need: once no request runs, sizes the pool for the pending requests and
+  // queues them.
+  void admit_pending();
+  double kv_reserve_s_ = 0;
   void append_token(Sequence& seq, CompletionOutput& out, int32_t token_id);
   void finish_sequence(Sequence& seq, CompletionOutput& out, RequestStatus status);
   GeneratedTokenLogprobs make_logprobs(const SampleResult& sample) const;
@@ -148,9 +161,11 @@ FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_p
 // a Hub repository, fetched into the cache unless there (docs/models.md).
 std::string resolve_model_dir(const EngineArgs& args) {
   if (args.model == "demo" && !std::filesystem::exists(args.model)) return ensure_demo_model();
-  return hub::resolve_model(
-      args.model,
-      {.revision = args.revision, .download_dir = args.download_dir, .gguf_file = args.gguf_file});
+  hub::HubOptions options;
+  options.revision = args.revision;
+  options.download_dir = args.download_dir;
+  options.gguf_file = args.gguf_file;
+  return hub::resolve_model(args.model, options);
 }
 
 namespace {
@@ -158,10 +173,11 @@ namespace {
 // Opens the model; copying weight files into memory (seconds per GB) shows progress.
 ModelSource open_model_with_progress(const EngineArgs& args) {
   const std::string path = resolve_model_dir(args);
-  const std::string tokenizer =
-      hub::resolve_model(args.tokenizer, {.revision = args.tokenizer_revision,
-                                          .download_dir = args.download_dir,
-                                          .purpose = hub::Purpose::kTokenizer});
+  hub::HubOptions tokenizer_options;
+  tokenizer_options.revision = args.tokenizer_revision;
+  tokenizer_options.download_dir = args.download_dir;
+  tokenizer_options.purpose = hub::Purpose::kTokenizer;
+  const std::string tokenizer = hub::resolve_model(args.tokenizer, tokenizer_options);
   Progress progress("reading weights", 0);
   return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress);
 }
@@ -241,48 +257,84 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
         max_model_len_, config_.max_position_embeddings);
   }
 
-  KvCacheSpec spec = model_->kv_cache_spec();
-  spec.dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
-  kv_plan_ = plan_kv_cache(spec, args.block_size, max_model_len_, args.max_num_seqs,
-                           args.kv_cache_space_bytes);
-  const KvCachePlan& plan = kv_plan_;
+  kv_spec_ = model_->kv_cache_spec();
+  kv_spec_.dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
+  kv_ceiling_ = plan_kv_cache(kv_spec_, args.block_size, max_model_len_, args.max_num_seqs,
+                              args.kv_cache_space_bytes);
+  if (!args.kv_cache_by_need) reserve_kv_pool(kv_ceiling_.num_blocks);
+  if (!placement_.cpus.empty())
+    spdlog::info("{} kernel threads pinned to CPUs {}", placement_.num_threads,
+                 fmt::join(placement_.cpus, ","));
+  log_startup_summary();
+}
+
+void Engine::Impl::reserve_kv_pool(int32_t num_blocks) {
   // The pool is faulted in now, as vLLM and llama.cpp reserve theirs at startup: a machine
   // short of memory fails here, not mid-request, and no request pays for zeroing fresh pages
   // (a block handed out for the first time would otherwise fault in a 2 MiB huge page under a
   // running decode step).
+  runner_.reset();
+  scheduler_.reset();
+  kv_cache_.reset();
+  kv_memory_ = DeviceBuffer();
+  kv_plan_ = {};
+  const int64_t num_bytes = kv_spec_.bytes_per_token() * args_.block_size * num_blocks;
   AllocationOptions kv_options;
   kv_options.prefault = true;
   const auto reserve_start = std::chrono::steady_clock::now();
   try {
-    Progress reserving("reserving KV cache", static_cast<uint64_t>(plan.num_bytes));
+    Progress reserving("reserving KV cache", static_cast<uint64_t>(num_bytes));
     kv_options.progress = &reserving;
-    kv_memory_ = cpu_device().allocate(static_cast<size_t>(plan.num_bytes), kv_options);
+    kv_memory_ = cpu_device().allocate(static_cast<size_t>(num_bytes), kv_options);
   } catch (const Error& e) {
     fail("KV cache pool: {}; lower --kv-cache-space", e.what());
   }
-  const double reserve_s =
+  kv_reserve_s_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - reserve_start).count();
-  kv_cache_ = std::make_unique<KvCache>(spec, plan.num_blocks, args.block_size, kv_memory_.data());
+  kv_plan_ = {num_blocks, num_bytes};
+  kv_cache_ = std::make_unique<KvCache>(kv_spec_, num_blocks, args_.block_size, kv_memory_.data());
 
   SchedulerConfig sc;
-  sc.max_num_seqs = args.max_num_seqs;
-  sc.max_num_batched_tokens = args.max_num_batched_tokens;
+  sc.max_num_seqs = args_.max_num_seqs;
+  sc.max_num_batched_tokens = args_.max_num_batched_tokens;
   sc.max_model_len = max_model_len_;
-  sc.enable_chunked_prefill = args.enable_chunked_prefill;
-  sc.block_size = args.block_size;
-  sc.num_kv_blocks = plan.num_blocks;
-  sc.enable_prefix_caching = args.enable_prefix_caching;
+  sc.enable_chunked_prefill = args_.enable_chunked_prefill;
+  sc.block_size = args_.block_size;
+  sc.num_kv_blocks = num_blocks;
+  sc.enable_prefix_caching = args_.enable_prefix_caching;
+  sc.kv_pool_sized_by_need = args_.kv_cache_by_need;
   scheduler_ = std::make_unique<Scheduler>(sc);
   runner_ = std::make_unique<ModelRunner>(*model_, *kv_cache_);
-  if (!placement_.cpus.empty())
-    spdlog::info("{} kernel threads pinned to CPUs {}", placement_.num_threads,
-                 fmt::join(placement_.cpus, ","));
-  log_startup_summary(reserve_s);
+}
+
+int32_t Engine::Impl::blocks_for(const Request& request) const {
+  const int64_t tokens = std::min<int64_t>(
+      int64_t{request.num_prompt_tokens()} + request.sampling_params.max_tokens, max_model_len_);
+  return static_cast<int32_t>((tokens + args_.block_size - 1) / args_.block_size);
+}
+
+void Engine::Impl::admit_pending() {
+  if (pending_.empty() || (scheduler_ && scheduler_->has_unfinished_requests())) return;
+  int64_t needed = 0;
+  for (const Request& r : pending_) needed += blocks_for(r);
+  if (needed > kv_plan_.num_blocks) {
+    // Doubling keeps a conversation that grows turn by turn from reallocating every turn.
+    const int64_t grown = std::max<int64_t>(needed, int64_t{kv_plan_.num_blocks} * 2);
+    const auto num_blocks =
+        static_cast<int32_t>(std::min<int64_t>(grown, kv_ceiling_.num_blocks));
+    reserve_kv_pool(num_blocks);
+    spdlog::info("KV cache sized by need: {} blocks of {} tokens, {}, reserved in {:.2f} s",
+                 num_blocks, args_.block_size,
+                 format_bytes(static_cast<uint64_t>(kv_plan_.num_bytes)), kv_reserve_s_);
+  }
+  std::vector<Request> queued = std::move(pending_);
+  pending_.clear();
+  for (Request& r : queued) scheduler_->add_request(std::move(r));
 }
 
 // What an operator checks first in a log: the settings, what was loaded, and how many requests
 // fit, in the order and terms vLLM logs them.
-void Engine::Impl::log_startup_summary(double reserve_s) const {
+void Engine::Impl::log_startup_summary() const {
   if (!spdlog::should_log(spdlog::level::info)) return;
   const std::string changed = non_default_engine_args(args_);
   spdlog::info("engine args (non-default): {}", changed.empty() ? "none" : changed);
@@ -296,14 +348,21 @@ void Engine::Impl::log_startup_summary(double reserve_s) const {
                args_.quantization.empty()
                    ? ""
                    : fmt::format(", quantized to {} at load", args_.quantization));
-  const KvCacheSpec& spec = kv_cache_->spec();
+  const KvCacheSpec& spec = kv_spec_;
+  if (args_.kv_cache_by_need) {
+    spdlog::info("KV cache: sized by need, up to {} tokens ({}), dtype {}",
+                 int64_t{kv_ceiling_.num_blocks} * args_.block_size,
+                 format_bytes(static_cast<uint64_t>(kv_ceiling_.num_bytes)),
+                 dtype_name(spec.dtype));
+    return;
+  }
   spdlog::info(
       "KV cache: {} tokens ({} blocks of {}), {} ({} per token), dtype {}, {}, reserved in "
       "{:.2f} s",
       int64_t{kv_plan_.num_blocks} * args_.block_size, kv_plan_.num_blocks, args_.block_size,
       format_bytes(static_cast<uint64_t>(kv_plan_.num_bytes)),
       format_bytes(static_cast<uint64_t>(spec.bytes_per_token())), dtype_name(spec.dtype),
-      kv_memory_.kind_name(), reserve_s);
+      kv_memory_.kind_name(), kv_reserve_s_);
   spdlog::info("Maximum concurrency for {} tokens per request: {:.2f}x", max_model_len_,
                max_concurrency(kv_plan_.num_blocks, args_.block_size, max_model_len_));
 }
@@ -364,10 +423,21 @@ void Engine::Impl::add(const std::string& request_id, std::vector<int32_t> promp
   }
   // Queue only once every sample is known to be valid, so a failure leaves nothing behind.
   try {
+    if (args_.kv_cache_by_need) {
+      int64_t needed = 0;
+      // Each fits the ceiling: it holds a max_model_len sequence (plan_kv_cache).
+      for (const Request& r : samples) needed += blocks_for(r);
+      // Straight to the scheduler when the pool in use holds the request and nothing waits
+      // ahead of it; otherwise it waits for the pool to be sized.
+      if (!scheduler_ || !pending_.empty() || needed > kv_plan_.num_blocks) {
+        for (Request& r : samples) pending_.push_back(std::move(r));
+        samples.clear();
+      }
+    }
     for (Request& r : samples) scheduler_->add_request(std::move(r));
   } catch (...) {
     for (const std::string& id : parent.sequence_ids) {
-      scheduler_->abort_request(id);
+      if (scheduler_) scheduler_->abort_request(id);
       sequences_.erase(id);
     }
     throw;
@@ -383,7 +453,8 @@ void Engine::Impl::abort(const std::string& request_id) {
   for (const std::string& id : parent.sequence_ids) {
     auto seq = sequences_.find(id);
     if (seq == sequences_.end() || seq->second.done) continue;
-    scheduler_->abort_request(id);
+    std::erase_if(pending_, [&](const Request& r) { return r.request_id == id; });
+    if (scheduler_) scheduler_->abort_request(id);
     CompletionOutput& out = parent.output.outputs[static_cast<size_t>(seq->second.index)];
     out.finish_reason = "abort";
     seq->second.done = true;
@@ -493,7 +564,8 @@ std::vector<RequestOutput> Engine::Impl::step() {
   place_threads();
   const double t_start = now_s();
   std::vector<RequestOutput> results;
-  SchedulerOutput scheduled = scheduler_->schedule();
+  admit_pending();
+  SchedulerOutput scheduled = scheduler_ ? scheduler_->schedule() : SchedulerOutput{};
   const double t_scheduled = now_s();
   // Summarized before update_from_output, which may free the requests a finished step names.
   const bool log_step = spdlog::should_log(spdlog::level::debug) &&
@@ -600,7 +672,7 @@ std::vector<RequestOutput> Engine::Impl::step() {
     parents_.erase(id);
   }
   aborted_parents_.clear();
-  if (log_step) {
+  if (log_step && scheduler_) {
     const KvCacheManager& kv = scheduler_->kv_cache_manager();
     spdlog::debug("{}", format_step(step_summary, scheduler_->num_waiting(),
                                     kv.num_blocks() - kv.num_free_blocks(), kv.num_blocks(),
@@ -634,7 +706,8 @@ std::vector<RequestOutput> Engine::step() {
 }
 
 bool Engine::has_unfinished_requests() const {
-  return impl_->scheduler_->has_unfinished_requests();
+  return !impl_->pending_.empty() ||
+         (impl_->scheduler_ && impl_->scheduler_->has_unfinished_requests());
 }
 
 std::vector<RequestOutput> Engine::generate(
@@ -683,20 +756,22 @@ std::string Engine::apply_chat_template(const std::string& messages_json,
 }
 
 EngineStats Engine::stats() const {
-  const Scheduler& s = *impl_->scheduler_;
   EngineStats st;
-  st.num_running = s.num_running();
-  st.num_waiting = s.num_waiting();
-  st.kv_cache_usage = s.kv_cache_manager().usage();
-  st.kv_cache_total_bytes = static_cast<int64_t>(impl_->kv_memory_.size_bytes());
-  st.num_preemptions = s.num_preemptions();
-  st.prefix_cache_queries = s.kv_cache_manager().prefix_cache_stats().num_query_tokens;
-  st.prefix_cache_hits = s.kv_cache_manager().prefix_cache_stats().num_hit_tokens;
   st.prompt_tokens = impl_->prompt_tokens_total_;
   st.generation_tokens = impl_->generation_tokens_total_;
   st.prompt_tokens_computed = impl_->prompt_tokens_computed_;
   st.num_steps = impl_->num_steps_;
   st.last_step_num_tokens = impl_->last_step_num_tokens_;
+  st.num_waiting = static_cast<int32_t>(impl_->pending_.size());
+  if (!impl_->scheduler_) return st;
+  const Scheduler& s = *impl_->scheduler_;
+  st.num_running = s.num_running();
+  st.num_waiting += s.num_waiting();
+  st.kv_cache_usage = s.kv_cache_manager().usage();
+  st.kv_cache_total_bytes = static_cast<int64_t>(impl_->kv_memory_.size_bytes());
+  st.num_preemptions = s.num_preemptions();
+  st.prefix_cache_queries = s.kv_cache_manager().prefix_cache_stats().num_query_tokens;
+  st.prefix_cache_hits = s.kv_cache_manager().prefix_cache_stats().num_hit_tokens;
   return st;
 }
 
@@ -705,7 +780,7 @@ CacheInfo Engine::cache_info() const {
   c.block_size = impl_->args_.block_size;
   c.num_blocks = impl_->kv_plan_.num_blocks;
   c.num_bytes = impl_->kv_plan_.num_bytes;
-  c.dtype = dtype_name(impl_->kv_cache_->spec().dtype);
+  c.dtype = dtype_name(impl_->kv_spec_.dtype);
   c.enable_prefix_caching = impl_->args_.enable_prefix_caching;
   return c;
 }

@@ -30,7 +30,7 @@ Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), kv_(cache
   // One sequence of max_model_len tokens must fit alone, or it could be preempted forever.
   const int64_t blocks_per_seq =
       (static_cast<int64_t>(config.max_model_len) + config.block_size - 1) / config.block_size;
-  if (blocks_per_seq > config.num_kv_blocks) {
+  if (!config.kv_pool_sized_by_need && blocks_per_seq > config.num_kv_blocks) {
     fail(
         "scheduler: max_model_len {} needs {} KV blocks of {} tokens but the pool has {}; "
         "lower --max-model-len or raise --kv-cache-space",
@@ -45,6 +45,15 @@ void Scheduler::add_request(Request request) {
   if (request.num_prompt_tokens() >= config_.max_model_len) {
     fail("request {}: prompt of {} tokens leaves no room for output (max_model_len {})", id,
          request.num_prompt_tokens(), config_.max_model_len);
+  }
+  // Alone in the pool it must reach its end, or it would be preempted forever.
+  const int64_t most_tokens = std::min<int64_t>(
+      int64_t{request.num_prompt_tokens()} + request.sampling_params.max_tokens,
+      config_.max_model_len);
+  const int64_t blocks_needed = (most_tokens + config_.block_size - 1) / config_.block_size;
+  if (blocks_needed > config_.num_kv_blocks) {
+    fail("request {}: {} tokens need {} KV blocks of {} tokens but the pool has {}", id,
+         most_tokens, blocks_needed, config_.block_size, config_.num_kv_blocks);
   }
   if (!config_.enable_chunked_prefill &&
       request.num_prompt_tokens() > config_.max_num_batched_tokens) {

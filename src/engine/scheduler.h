@@ -37,6 +37,9 @@ struct SchedulerConfig {
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;  // the pool the model runner allocated
   bool enable_prefix_caching = true;
+  // The pool was sized for the requests at hand (EngineArgs::kv_cache_by_need), not for one
+  // max_model_len sequence: each request is checked against it instead when added.
+  bool kv_pool_sized_by_need = false;
 };
 
 class Scheduler {
@@ -46,8 +49,9 @@ class Scheduler {
   explicit Scheduler(const SchedulerConfig& config);
 
   // Queues a request (status waiting). Throws pagoda::Error naming the request if it can never
-  // run: empty prompt, duplicate id, prompt leaving no room for output under max_model_len, or
-  // (chunked prefill off) a prompt over max_num_batched_tokens.
+  // run: empty prompt, duplicate id, prompt leaving no room for output under max_model_len,
+  // prompt + max_tokens needing more blocks than the pool has, or (chunked prefill off) a
+  // prompt over max_num_batched_tokens.
   void add_request(Request request);
 
   // Ends a request wherever it is (waiting, mid-prefill, decoding) and frees its blocks.

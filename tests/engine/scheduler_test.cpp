@@ -254,6 +254,11 @@ TEST(Scheduler, RejectsRequestsThatCanNeverRun) {
   SchedulerConfig tiny = roomy_config();
   tiny.num_kv_blocks = 10;  // 2048 tokens need 128 blocks
   EXPECT_THROW(Scheduler{tiny}, Error);
+  // A pool sized for the requests at hand checks each request against it instead.
+  tiny.kv_pool_sized_by_need = true;
+  Scheduler by_need(tiny);
+  by_need.add_request(make_request("fits", std::vector<int32_t>(150, 1), 10));  // 10 blocks
+  EXPECT_THROW(by_need.add_request(make_request("over", std::vector<int32_t>(150, 1), 11)), Error);
 }
 
 TEST(Scheduler, MaxModelLenEndsTheRequest) {
