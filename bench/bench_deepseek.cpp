@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/host_context.h"
 #include "kernels/mla_attention.h"
 #include "kernels/ops.h"
 #include "loader/safetensors.h"
@@ -31,9 +32,9 @@
 #include "model/deepseek_config.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/layers/moe.h"
 #include "model/model_config.h"
 #include "model/model_registry.h"
-#include "model/moe.h"
 #include "model/weights.h"
 #include "util/half.h"
 
@@ -276,7 +277,7 @@ int main(int argc, char** argv) {
       if (batch_size == 1) {
         make_batch(seqs, context, batch);
         const double t0 = now_s();
-        model->forward(batch, cache, logits.data());
+        model->forward(host_execution_context(), batch, cache, logits.data());
         prefill_s = now_s() - t0;
       } else {
         for (size_t i = 0; i < cache_memory.size(); ++i)
@@ -285,13 +286,13 @@ int main(int argc, char** argv) {
       }
       // Decode steps.
       make_batch(seqs, 1, batch);
-      model->forward(batch, cache, logits.data());  // warm-up
+      model->forward(host_execution_context(), batch, cache, logits.data());  // warm-up
       double decode_s = 1e30;
       double total = 0;
       for (int32_t s = 0; s < steps; ++s) {
         make_batch(seqs, 1, batch);
         const double t0 = now_s();
-        model->forward(batch, cache, logits.data());
+        model->forward(host_execution_context(), batch, cache, logits.data());
         const double dt = now_s() - t0;
         total += dt;
         decode_s = std::min(decode_s, dt);
@@ -332,7 +333,8 @@ int main(int argc, char** argv) {
         }
       };
       auto moe_block = [&] {
-        for (const MoeWeights& m : moe_w) moe.forward(dc.router, m, x.data(), T, y.data());
+        for (const MoeWeights& m : moe_w)
+          moe.forward(host_execution_context(), dc.router, m, x.data(), T, y.data());
       };
       // Router inputs: rows of a real hidden state would route more evenly than constant ones.
       for (int64_t i = 0; i < T * kHidden; ++i)

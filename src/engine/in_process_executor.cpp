@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "device/cpu_device.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -26,15 +27,15 @@ double InProcessExecutor::initialize_kv_cache(int32_t num_blocks) {
   // running decode step).
   runner_.reset();
   kv_cache_.reset();
-  kv_memory_ = HugeBuffer();
+  kv_memory_ = DeviceBuffer();
   const int64_t num_bytes = KvCache::bytes_needed(spec_, num_blocks, block_size_);
-  HugeBufferOptions options;
+  AllocationOptions options;
   options.prefault = true;
   const auto start = std::chrono::steady_clock::now();
   try {
     Progress reserving("reserving KV cache", static_cast<uint64_t>(num_bytes));
     options.progress = &reserving;
-    kv_memory_ = HugeBuffer::allocate(static_cast<size_t>(num_bytes), options);
+    kv_memory_ = cpu_device().allocate(static_cast<size_t>(num_bytes), options);
   } catch (const Error& e) {
     fail("KV cache pool: {}; lower --kv-cache-space", e.what());
   }

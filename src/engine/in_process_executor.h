@@ -10,7 +10,7 @@
 #include "engine/model_runner.h"
 #include "kernels/thread_placement.h"
 #include "model/model.h"
-#include "util/huge_buffer.h"
+#include "device/device.h"
 
 namespace pagoda {
 
@@ -35,7 +35,7 @@ class InProcessExecutor final : public Executor {
   int32_t block_size_;
   ThreadPlacement placement_;
   std::thread::id placed_thread_;
-  HugeBuffer kv_memory_;
+  DeviceBuffer kv_memory_;
   std::unique_ptr<KvCache> kv_cache_;
   std::unique_ptr<ModelRunner> runner_;
 };

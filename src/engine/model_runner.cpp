@@ -1,11 +1,13 @@
 #include "engine/model_runner.h"
 
+#include "kernels/host_context.h"
 #include "sampling/logits_ops.h"
 #include "util/error.h"
 
 namespace pagoda {
 
-ModelRunner::ModelRunner(Model& model, KvCache& cache) : model_(model), cache_(cache) {}
+ModelRunner::ModelRunner(Model& model, KvCache& cache)
+    : model_(model), cache_(cache), context_(host_execution_context()) {}
 
 void ModelRunner::update_states(const SchedulerOutput& out) {
   for (const std::string& id : out.finished_request_ids) requests_.erase(id);
@@ -92,7 +94,7 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
   result.logprobs.resize(num);
   result.prompt_logprobs.resize(num);
   if (num == 0) return result;
-  model_.forward(batch_, cache_, logits_.data());
+  model_.forward(context_, batch_, cache_, logits_.data());
   compute_prompt_logprobs(out, result);
 
   // Sample every request whose last row was computed; samplers are independent.

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "device/execution_context.h"
 #include "engine/scheduler_output.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
@@ -49,6 +50,7 @@ class ModelRunner {
 
   Model& model_;
   KvCache& cache_;
+  ExecutionContext context_;  // the host's: the CPU device and this CPU's kernel table
   std::unordered_map<std::string, RunnerRequest> requests_;
   // This step's requests in batch order, and per request its first logits row (-1: none).
   std::vector<RunnerRequest*> scheduled_;

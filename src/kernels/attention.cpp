@@ -111,9 +111,8 @@ void attend_tokens(const KernelTable& kt, const float* q, int32_t num_heads,
 
 }  // namespace
 
-void write_kv(const PagedKvLayer& cache, const float* k, const float* v,
+void write_kv(const KernelTable& kt, const PagedKvLayer& cache, const float* k, const float* v,
               const int64_t* slot_mapping, int64_t num_tokens) {
-  const KernelTable& kt = kernels();
   const int64_t dk = cache.k_head_dim, dv = cache.v_head_dim;
   for (int64_t i = 0; i < num_tokens; ++i) {
     const int64_t slot = slot_mapping[i];
@@ -126,10 +125,9 @@ void write_kv(const PagedKvLayer& cache, const float* k, const float* v,
   }
 }
 
-void write_kv_rope(const PagedKvLayer& cache, const RopeRows& rope, float* q, int32_t num_q_heads,
-                   const float* k, const float* v, const int64_t* slot_mapping,
+void write_kv_rope(const KernelTable& kt, const PagedKvLayer& cache, const RopeRows& rope, float* q,
+                   int32_t num_q_heads, const float* k, const float* v, const int64_t* slot_mapping,
                    int64_t num_tokens) {
-  const KernelTable& kt = kernels();
   const int64_t dk = cache.k_head_dim, dv = cache.v_head_dim;
   const int64_t half = rope.rotary_dim / 2;
   const auto tail_bytes = static_cast<size_t>(dk - rope.rotary_dim) * sizeof(float);
@@ -161,9 +159,9 @@ void write_kv_rope(const PagedKvLayer& cache, const RopeRows& rope, float* q, in
   }
 }
 
-void paged_attention(const float* q, int32_t num_heads, const PagedKvLayer& cache,
-                     const AttentionSequence* seqs, int32_t num_seqs, float scale, float* out) {
-  const KernelTable& kt = kernels();
+void paged_attention(const KernelTable& kt, const float* q, int32_t num_heads,
+                     const PagedKvLayer& cache, const AttentionSequence* seqs, int32_t num_seqs,
+                     float scale, float* out) {
   // Work items in order: sequence, then tile of kTokenTile tokens, then kv head. item_begin[i]
   // is the first item of sequence i; kept per thread and grown once, like the scratch.
   static thread_local std::vector<int64_t> item_begin;
@@ -223,6 +221,23 @@ void paged_attention_reference(const float* q, int32_t num_tokens, int32_t num_h
       }
     }
   }
+}
+
+// The same kernels on the process-wide table.
+void write_kv(const PagedKvLayer& cache, const float* k, const float* v,
+              const int64_t* slot_mapping, int64_t num_tokens) {
+  write_kv(kernels(), cache, k, v, slot_mapping, num_tokens);
+}
+
+void write_kv_rope(const PagedKvLayer& cache, const RopeRows& rope, float* q, int32_t num_q_heads,
+                   const float* k, const float* v, const int64_t* slot_mapping,
+                   int64_t num_tokens) {
+  write_kv_rope(kernels(), cache, rope, q, num_q_heads, k, v, slot_mapping, num_tokens);
+}
+
+void paged_attention(const float* q, int32_t num_heads, const PagedKvLayer& cache,
+                     const AttentionSequence* seqs, int32_t num_seqs, float scale, float* out) {
+  paged_attention(kernels(), q, num_heads, cache, seqs, num_seqs, scale, out);
 }
 
 }  // namespace pagoda

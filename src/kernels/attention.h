@@ -2,6 +2,8 @@
 // every sequence contributes a run of new tokens (1 for decode, a chunk for prefill), and each
 // new token attends causally to everything in the cache up to and including itself. The cache
 // is read through per-sequence block tables, so sequences never need contiguous memory.
+// Each kernel also comes with a `const KernelTable&` first (kernels/kernels.h), for the
+// execution context's table; the forms without one use the process-wide kernels().
 #pragma once
 
 #include <cstdint>
@@ -78,6 +80,16 @@ struct AttentionSequence {
 // block (flash-attention style), so no buffer grows with the context length.
 void paged_attention(const float* q, int32_t num_heads, const PagedKvLayer& cache,
                      const AttentionSequence* seqs, int32_t num_seqs, float scale, float* out);
+
+struct KernelTable;
+void write_kv(const KernelTable& kt, const PagedKvLayer& cache, const float* k, const float* v,
+              const int64_t* slot_mapping, int64_t num_tokens);
+void write_kv_rope(const KernelTable& kt, const PagedKvLayer& cache, const RopeRows& rope, float* q,
+                   int32_t num_q_heads, const float* k, const float* v, const int64_t* slot_mapping,
+                   int64_t num_tokens);
+void paged_attention(const KernelTable& kt, const float* q, int32_t num_heads,
+                     const PagedKvLayer& cache, const AttentionSequence* seqs, int32_t num_seqs,
+                     float scale, float* out);
 
 // The plain reference for one sequence with a contiguous cache: k [context_len, num_kv_heads,
 // k_head_dim], v [context_len, num_kv_heads, v_head_dim]; q and out hold this sequence's

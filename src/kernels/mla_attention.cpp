@@ -91,9 +91,8 @@ void attend_group(const KernelTable& kt, const float* q, const PagedKvLayer& cac
 
 }  // namespace
 
-void write_latent(const PagedKvLayer& cache, const float* latent, const int64_t* slot_mapping,
-                  int64_t num_tokens) {
-  const KernelTable& kt = kernels();
+void write_latent(const KernelTable& kt, const PagedKvLayer& cache, const float* latent,
+                  const int64_t* slot_mapping, int64_t num_tokens) {
   const int64_t row = int64_t{cache.num_kv_heads} * cache.k_head_dim;
   for (int64_t i = 0; i < num_tokens; ++i) {
     const int64_t slot = slot_mapping[i];
@@ -102,10 +101,9 @@ void write_latent(const PagedKvLayer& cache, const float* latent, const int64_t*
   }
 }
 
-void mla_attention(const float* q, int32_t num_heads, int32_t kv_lora_rank,
+void mla_attention(const KernelTable& kt, const float* q, int32_t num_heads, int32_t kv_lora_rank,
                    const PagedKvLayer& cache, const AttentionSequence* seqs, int32_t num_seqs,
                    float scale, float* out) {
-  const KernelTable& kt = kernels();
   const MlaShape shape{num_heads, kv_lora_rank, cache.k_head_dim, scale};
   static thread_local std::vector<int64_t> token_begin;  // first token item of each sequence
   token_begin.resize(static_cast<size_t>(num_seqs) + 1);
@@ -168,6 +166,18 @@ void mla_attention_reference(const float* q, int32_t num_tokens, int32_t num_hea
       }
     }
   }
+}
+
+// The same kernels on the process-wide table.
+void write_latent(const PagedKvLayer& cache, const float* latent, const int64_t* slot_mapping,
+                  int64_t num_tokens) {
+  write_latent(kernels(), cache, latent, slot_mapping, num_tokens);
+}
+
+void mla_attention(const float* q, int32_t num_heads, int32_t kv_lora_rank,
+                   const PagedKvLayer& cache, const AttentionSequence* seqs, int32_t num_seqs,
+                   float scale, float* out) {
+  mla_attention(kernels(), q, num_heads, kv_lora_rank, cache, seqs, num_seqs, scale, out);
 }
 
 }  // namespace pagoda

@@ -29,6 +29,14 @@ void mla_attention(const float* q, int32_t num_heads, int32_t kv_lora_rank,
                    const PagedKvLayer& cache, const AttentionSequence* seqs, int32_t num_seqs,
                    float scale, float* out);
 
+// The two kernels above on an explicit kernel table (the execution context's).
+struct KernelTable;
+void write_latent(const KernelTable& kt, const PagedKvLayer& cache, const float* latent,
+                  const int64_t* slot_mapping, int64_t num_tokens);
+void mla_attention(const KernelTable& kt, const float* q, int32_t num_heads, int32_t kv_lora_rank,
+                   const PagedKvLayer& cache, const AttentionSequence* seqs, int32_t num_seqs,
+                   float scale, float* out);
+
 // The plain reference for one sequence over a contiguous latent cache [context_len,
 // latent_dim]; q and out hold its num_tokens new tokens (the last positions). Full score row,
 // two-pass softmax, double accumulation.

@@ -78,7 +78,8 @@ bool run_chunk(std::span<const MatmulJob> jobs, int64_t owner, int64_t num_parts
 
 }  // namespace
 
-void matmul(const float* x, int64_t num_tokens, const WeightView& w, float* y, int64_t ldy) {
+void matmul(const KernelTable& k, const float* x, int64_t num_tokens, const WeightView& w, float* y,
+            int64_t ldy) {
   const int64_t rows = w.rows, cols = w.cols;
   const int num_threads = available_threads();
   // Splitting rows lets each thread stream (and widen) only its own part of W, which is what
@@ -87,10 +88,9 @@ void matmul(const float* x, int64_t num_tokens, const WeightView& w, float* y, i
                             rows < 4 * kRowAlign * num_threads && num_tokens >= num_threads;
   if (!split_tokens) {
     const MatmulJob job{x, num_tokens, &w, y, ldy};
-    matmul_batch({&job, 1});
+    matmul_batch(k, {&job, 1});
     return;
   }
-  const KernelTable& k = kernels();
 #pragma omp parallel num_threads(num_threads)
   {
     const int64_t part = omp_get_thread_num(), num_parts = omp_get_num_threads();
@@ -100,8 +100,7 @@ void matmul(const float* x, int64_t num_tokens, const WeightView& w, float* y, i
   }
 }
 
-void matmul_batch(std::span<const MatmulJob> jobs) {
-  const KernelTable& k = kernels();
+void matmul_batch(const KernelTable& k, std::span<const MatmulJob> jobs) {
   int64_t macs = 0;
   for (const MatmulJob& j : jobs) macs += j.num_tokens * j.w->rows * j.w->cols;
   const int num_threads = available_threads();
@@ -144,17 +143,15 @@ void matmul_batch(std::span<const MatmulJob> jobs) {
   }
 }
 
-void rms_norm_rows(const float* x, const float* weight, float eps, int64_t num_rows, int64_t n,
-                   float* out) {
-  const KernelTable& k = kernels();
+void rms_norm_rows(const KernelTable& k, const float* x, const float* weight, float eps,
+                   int64_t num_rows, int64_t n, float* out) {
 #pragma omp parallel for if (num_rows > 1 && num_rows * n >= kMinParallelElements && \
                              !omp_in_parallel())
   for (int64_t i = 0; i < num_rows; ++i) k.rms_norm(x + i * n, weight, eps, n, out + i * n);
 }
 
-void add_rms_norm_rows(float* residual, const float* x, const float* weight, float eps,
-                       int64_t num_rows, int64_t n, float* out) {
-  const KernelTable& k = kernels();
+void add_rms_norm_rows(const KernelTable& k, float* residual, const float* x, const float* weight,
+                       float eps, int64_t num_rows, int64_t n, float* out) {
 #pragma omp parallel for if (num_rows > 1 && num_rows * n >= kMinParallelElements && \
                              !omp_in_parallel())
   for (int64_t i = 0; i < num_rows; ++i) {
@@ -162,8 +159,7 @@ void add_rms_norm_rows(float* residual, const float* x, const float* weight, flo
   }
 }
 
-void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-  const KernelTable& k = kernels();
+void silu_mul(const KernelTable& k, const float* gate, const float* up, int64_t n, float* out) {
   const int num_threads = available_threads();
   if (num_threads <= 1 || n < kMinParallelElements) {
     k.silu_mul(gate, up, n, out);
@@ -178,8 +174,8 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
-void silu_mul_fused(const float* gate_up, int64_t num_rows, int64_t n, float* out) {
-  const KernelTable& k = kernels();
+void silu_mul_fused(const KernelTable& k, const float* gate_up, int64_t num_rows, int64_t n,
+                    float* out) {
 #pragma omp parallel for if (num_rows > 1 && num_rows * n >= kMinParallelElements && \
                              !omp_in_parallel())
   for (int64_t i = 0; i < num_rows; ++i) {
@@ -187,8 +183,8 @@ void silu_mul_fused(const float* gate_up, int64_t num_rows, int64_t n, float* ou
   }
 }
 
-void embedding_lookup(const WeightView& table, const int32_t* ids, int64_t num_tokens, float* out) {
-  const KernelTable& k = kernels();
+void embedding_lookup(const KernelTable& k, const WeightView& table, const int32_t* ids,
+                      int64_t num_tokens, float* out) {
   if (is_quantized(table.dtype)) {  // a GGUF table: dequantize the rows that are looked up
     for (int64_t i = 0; i < num_tokens; ++i) {
       k.dequantize_row(table, ids[i], out + i * table.cols);
@@ -200,6 +196,37 @@ void embedding_lookup(const WeightView& table, const int32_t* ids, int64_t num_t
   for (int64_t i = 0; i < num_tokens; ++i) {
     k.to_f32(base + ids[i] * row_bytes, table.dtype, table.cols, out + i * table.cols);
   }
+}
+
+// The same ops on the process-wide table.
+void matmul(const float* x, int64_t num_tokens, const WeightView& w, float* y, int64_t ldy) {
+  matmul(kernels(), x, num_tokens, w, y, ldy);
+}
+
+void matmul_batch(std::span<const MatmulJob> jobs) {
+  matmul_batch(kernels(), jobs);
+}
+
+void rms_norm_rows(const float* x, const float* weight, float eps, int64_t num_rows, int64_t n,
+                   float* out) {
+  rms_norm_rows(kernels(), x, weight, eps, num_rows, n, out);
+}
+
+void add_rms_norm_rows(float* residual, const float* x, const float* weight, float eps,
+                       int64_t num_rows, int64_t n, float* out) {
+  add_rms_norm_rows(kernels(), residual, x, weight, eps, num_rows, n, out);
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  silu_mul(kernels(), gate, up, n, out);
+}
+
+void silu_mul_fused(const float* gate_up, int64_t num_rows, int64_t n, float* out) {
+  silu_mul_fused(kernels(), gate_up, num_rows, n, out);
+}
+
+void embedding_lookup(const WeightView& table, const int32_t* ids, int64_t num_tokens, float* out) {
+  embedding_lookup(kernels(), table, ids, num_tokens, out);
 }
 
 }  // namespace pagoda::ops

@@ -1,6 +1,8 @@
-// The threaded layer the model calls: each op splits its work across the OpenMP threads
-// (the CLI sets their number from --threads) and runs the current kernel table (kernels())
-// on each share. Ops called from inside a parallel region run on the calling thread only.
+// The threaded layer the model layers call: each op splits its work across the OpenMP threads
+// (the CLI sets their number from --threads) and runs a kernel table on each share: the one
+// given first (the execution context's, device/execution_context.h), or the process-wide
+// kernels() in the overloads without one. Ops called from inside a parallel region run on the
+// calling thread only.
 #pragma once
 
 #include <cstdint>
@@ -49,5 +51,19 @@ void silu_mul_fused(const float* gate_up, int64_t num_rows, int64_t n, float* ou
 // out[i, :] = table[ids[i], :] widened to fp32; table is [rows, cols]. ids are not checked
 // here: the caller validated them against the vocabulary at the edge.
 void embedding_lookup(const WeightView& table, const int32_t* ids, int64_t num_tokens, float* out);
+
+// The ops above on an explicit kernel table.
+void matmul(const KernelTable& k, const float* x, int64_t num_tokens, const WeightView& w, float* y,
+            int64_t ldy);
+void matmul_batch(const KernelTable& k, std::span<const MatmulJob> jobs);
+void rms_norm_rows(const KernelTable& k, const float* x, const float* weight, float eps,
+                   int64_t num_rows, int64_t n, float* out);
+void add_rms_norm_rows(const KernelTable& k, float* residual, const float* x, const float* weight,
+                       float eps, int64_t num_rows, int64_t n, float* out);
+void silu_mul(const KernelTable& k, const float* gate, const float* up, int64_t n, float* out);
+void silu_mul_fused(const KernelTable& k, const float* gate_up, int64_t num_rows, int64_t n,
+                    float* out);
+void embedding_lookup(const KernelTable& k, const WeightView& table, const int32_t* ids,
+                      int64_t num_tokens, float* out);
 
 }  // namespace pagoda::ops

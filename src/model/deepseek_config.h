@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/rotary_embedding.h"
+#include "model/layers/rotary_embedding.h"
 
 namespace pagoda {
 

@@ -1,7 +1,7 @@
 // What opening a GGUF file needs to know about one llama.cpp architecture: its config.json keys,
-// the Hugging Face names of its tensors, and how stacked tensors split into the per-expert /
-// per-head matrices Pagoda's model code loads. gguf_model.cpp does the rest for all of them.
-// A new architecture is one file defining a GgufArchitecture plus one line in its table.
+// the Hugging Face names of its tensors (its family table), and how stacked tensors split into the
+// per-expert / per-head matrices Pagoda's model code loads. gguf_model.cpp does the rest for all of
+// them. A new architecture is one file defining a GgufArchitecture plus one line in its table.
 #pragma once
 
 #include <cstdint>
@@ -12,13 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "loader/gguf.h"
+#include "model/tensor_names.h"
 
 namespace pagoda {
-
-struct GgufNamePair {
-  const char* gguf;  // suffix after "blk.N." (or a whole global name)
-  const char* hf;    // suffix after "model.layers.N." (or a whole global name)
-};
 
 // Rows [first_row, first_row + shape[0]) of a GGUF tensor seen as a [rows, cols] matrix (all
 // outer dims folded into rows), stored under an HF name with `shape`.
@@ -33,7 +29,8 @@ struct GgufArchitecture {
   // Fills the architecture's own config.json keys (architectures, model_type, head sizes...);
   // `config` already holds the keys every architecture shares (see gguf_config_json).
   void (*add_config)(const GgufFile& file, nlohmann::json& config);
-  std::span<const GgufNamePair> layer_tensors;
+  // The family names (model/tensor_names.h), GGUF -> HF.
+  const FamilyTensorNames& names;
   // Splits a per-layer tensor that HF stores as several (stacked experts, fused gate/up); empty
   // when the tensor maps one to one. `hf_prefix` is "model.layers.N.".
   std::vector<GgufTensorPart> (*split)(const GgufTensorInfo& info, const std::string& suffix,

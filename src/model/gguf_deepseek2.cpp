@@ -23,27 +23,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr GgufNamePair kLayerTensors[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_q_a.weight", "self_attn.q_a_proj.weight"},
-    {"attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"},
-    {"attn_q_b.weight", "self_attn.q_b_proj.weight"},
-    {"attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight"},
-    {"attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"},
-    {"attn_kv_b.weight", "self_attn.kv_b_proj.weight"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-    {"ffn_gate.weight", "mlp.gate_proj.weight"},
-    {"ffn_up.weight", "mlp.up_proj.weight"},
-    {"ffn_down.weight", "mlp.down_proj.weight"},
-    {"ffn_gate_inp.weight", "mlp.gate.weight"},
-    {"exp_probs_b.bias", "mlp.gate.e_score_correction_bias"},
-    {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"},
-    {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"},
-    {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"},
-};
-
 // ggml's expert_gating_func values (llama-hparams.h): 0 none (old files: softmax), 1 softmax,
 // 2 sigmoid.
 constexpr int64_t kGatingSoftmax = 1, kGatingSigmoid = 2;
@@ -174,7 +153,7 @@ std::vector<GgufTensorPart> split_deepseek2(const GgufTensorInfo& info, const st
 }  // namespace
 
 const GgufArchitecture& gguf_deepseek2_architecture() {
-  static const GgufArchitecture kArch{"deepseek2", add_deepseek2_config, kLayerTensors,
+  static const GgufArchitecture kArch{"deepseek2", add_deepseek2_config, deepseek2_tensor_names(),
                                       split_deepseek2, false};
   return kArch;
 }

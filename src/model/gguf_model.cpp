@@ -20,28 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-// Per-layer tensors of the dense architectures: GGUF suffix -> HF suffix.
-constexpr GgufNamePair kDenseLayerTensors[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"attn_output.bias", "self_attn.o_proj.bias"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-    {"ffn_gate.weight", "mlp.gate_proj.weight"},
-    {"ffn_up.weight", "mlp.up_proj.weight"},
-    {"ffn_down.weight", "mlp.down_proj.weight"},
-};
-constexpr GgufNamePair kGlobalTensors[] = {
-    {"token_embd.weight", "model.embed_tokens.weight"},
-    {"output_norm.weight", "model.norm.weight"},
-    {"output.weight", "lm_head.weight"},
-};
-
 // Llama 3.x stores its rope scaling only as the `rope_freqs` tensor (one divisor per
 // frequency, convert_hf_to_gguf's generate_extra_tensors). Find the HF llama3 parameters that
 // produce it; the grid covers the released Llama 3.1/3.2/3.3 configs.
@@ -125,8 +103,8 @@ void add_qwen2_config(const GgufFile& file, json& c) {
   add_dense_config(file, c, "Qwen2ForCausalLM", "qwen2");
 }
 
-const GgufArchitecture kLlama{"llama", add_llama_config, kDenseLayerTensors, nullptr, true};
-const GgufArchitecture kQwen2{"qwen2", add_qwen2_config, kDenseLayerTensors, nullptr, false};
+const GgufArchitecture kLlama{"llama", add_llama_config, dense_tensor_names(), nullptr, true};
+const GgufArchitecture kQwen2{"qwen2", add_qwen2_config, dense_tensor_names(), nullptr, false};
 
 const GgufArchitecture* const kArchitectures[] = {&kLlama, &kQwen2, &gguf_deepseek2_architecture()};
 
@@ -156,12 +134,12 @@ std::optional<std::pair<std::string, std::string>> split_layer_name(const std::s
 }
 
 std::string hf_name_in(const GgufArchitecture& arch, const std::string& gguf_name) {
-  for (const GgufNamePair& p : kGlobalTensors) {
+  for (const TensorName& p : arch.names.global) {
     if (gguf_name == p.gguf) return p.hf;
   }
   const auto layer = split_layer_name(gguf_name);
   if (!layer) return "";
-  for (const GgufNamePair& p : arch.layer_tensors) {
+  for (const TensorName& p : arch.names.layer) {
     if (layer->second == p.gguf) return fmt::format("model.layers.{}.{}", layer->first, p.hf);
   }
   return "";

@@ -1,4 +1,5 @@
 #include "model/logit_divergence.h"
+#include "kernels/host_context.h"
 
 #include <algorithm>
 #include <cmath>
@@ -39,7 +40,7 @@ std::vector<float> all_position_logits(Model& model, std::span<const int32_t> to
   seq.all_logits = true;
   batch.sequences.push_back(seq);
   std::vector<float> logits(static_cast<size_t>(n) * static_cast<size_t>(model.vocab_size()));
-  model.forward(batch, cache, logits.data());
+  model.forward(host_execution_context(), batch, cache, logits.data());
   return logits;
 }
 

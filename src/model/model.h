@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "device/execution_context.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -27,7 +28,9 @@ class Model {
   // Runs every token of `batch`, writes their K/V into `cache`, and fills `logits`
   // [batch.num_logit_rows(), vocab_size()] with the last num_logit_rows() rows of each
   // sequence (its last row when it needs_logits, every row when all_logits), in order.
-  virtual void forward(const ForwardBatch& batch, KvCache& cache, float* logits) = 0;
+  // Runs on `ctx`: its device's memory for activations, its kernels, its threads.
+  virtual void forward(const ExecutionContext& ctx, const ForwardBatch& batch, KvCache& cache,
+                       float* logits) = 0;
 };
 
 struct ModelOptions {

@@ -15,7 +15,7 @@
 
 namespace pagoda {
 
-// `rope_scaling` as transformers spells it (`type` or `rope_type`); see rotary_embedding.h.
+// `rope_scaling` as transformers spells it (`type` or `rope_type`); see layers/rotary_embedding.h.
 struct RopeScalingConfig {
   std::string type = "default";  // default (also when null), linear, dynamic, yarn, llama3
   double factor = 1.0;

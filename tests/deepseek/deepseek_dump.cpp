@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/host_context.h"
 #include "loader/safetensors.h"
 #include "model/forward_batch.h"
 #include "model/gguf_model.h"
@@ -85,7 +86,7 @@ class Driver {
       s->num_computed += n;
     }
     std::vector<float> logits(static_cast<size_t>(batch.num_logit_rows() * model_.vocab_size()));
-    model_.forward(batch, cache_, logits.data());
+    model_.forward(host_execution_context(), batch, cache_, logits.data());
     out.insert(out.end(), logits.begin(), logits.end());
   }
 

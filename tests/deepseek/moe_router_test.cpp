@@ -6,7 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "model/moe.h"
+#include "kernels/host_context.h"
+#include "model/layers/moe.h"
 
 namespace pagoda {
 namespace {
@@ -200,7 +201,7 @@ TEST(MoeDispatcher, MatchesPerTokenScalarReferenceAndIsBatchInvariant) {
   const Mlp& shared = m.shared;
   MoeDispatcher moe;
   std::vector<float> out(x.size());
-  moe.forward(c, w, x.data(), kTokens, out.data());
+  moe.forward(host_execution_context(), c, w, x.data(), kTokens, out.data());
   const std::vector<int32_t> ids = moe.last_expert_ids();
   const std::vector<float> weights = moe.last_weights();
 
@@ -222,7 +223,7 @@ TEST(MoeDispatcher, MatchesPerTokenScalarReferenceAndIsBatchInvariant) {
     }
     // The same token alone gives the same result.
     std::vector<float> alone(static_cast<size_t>(kHidden));
-    moe.forward(c, w, xt, 1, alone.data());
+    moe.forward(host_execution_context(), c, w, xt, 1, alone.data());
     for (int64_t i = 0; i < kHidden; ++i) {
       EXPECT_NEAR(alone[static_cast<size_t>(i)], out[static_cast<size_t>(t * kHidden + i)], 1e-5);
     }
@@ -238,10 +239,10 @@ TEST(MoeDispatcher, ReserveGrowsForWiderExperts) {
   const MoeCase m;
   std::vector<float> want(m.x.size()), got(m.x.size());
   MoeDispatcher fresh;
-  fresh.forward(m.c, m.w, m.x.data(), MoeCase::kTokens, want.data());
+  fresh.forward(host_execution_context(), m.c, m.w, m.x.data(), MoeCase::kTokens, want.data());
   MoeDispatcher reserved;
   reserved.reserve(m.c, MoeCase::kHidden, /*inter=*/2, /*shared_inter=*/0, 4 * MoeCase::kTokens);
-  reserved.forward(m.c, m.w, m.x.data(), MoeCase::kTokens, got.data());
+  reserved.forward(host_execution_context(), m.c, m.w, m.x.data(), MoeCase::kTokens, got.data());
   EXPECT_EQ(got, want);
 }
 

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include "kernels/host_context.h"
 #include "kernels/thread_placement.h"
 #include "loader/safetensors.h"
 #include "model/forward_batch.h"
@@ -552,7 +553,7 @@ std::vector<std::vector<double>> reference_prompt_logprobs(const std::vector<int
     fs.block_table = block_table.data();
     fs.needs_logits = true;
     batch.sequences.push_back(fs);
-    model->forward(batch, cache, logits.data());
+    model->forward(host_execution_context(), batch, cache, logits.data());
     double max_logit = -INFINITY;
     for (float l : logits) max_logit = std::max(max_logit, static_cast<double>(l));
     double sum = 0;

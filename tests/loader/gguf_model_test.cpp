@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/test_paths.h"
+#include "kernels/host_context.h"
 #include "loader/gguf_builder.h"
 #include "loader/safetensors.h"
 #include "model/forward_batch.h"
@@ -250,7 +251,7 @@ std::vector<float> all_logits(const ModelConfig& config, const TensorStore& stor
   }
   batch.sequences.push_back(fs);
   std::vector<float> logits(static_cast<size_t>(batch.num_logit_rows() * model->vocab_size()));
-  model->forward(batch, cache, logits.data());
+  model->forward(host_execution_context(), batch, cache, logits.data());
   return logits;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/host_context.h"
 #include "loader/safetensors.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
         s->num_computed += n;
       }
       logits.assign(static_cast<size_t>(batch.num_logit_rows() * vocab), 0.0f);
-      model->forward(batch, cache, logits.data());
+      model->forward(host_execution_context(), batch, cache, logits.data());
       out.insert(out.end(), logits.begin(), logits.end());
     };
 

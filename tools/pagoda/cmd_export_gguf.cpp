@@ -25,6 +25,7 @@
 #include "loader/safetensors.h"
 #include "model/deepseek_config.h"
 #include "model/model_config.h"
+#include "model/tensor_names.h"
 #include "tools/pagoda/commands.h"
 #include "util/error.h"
 #include "util/half.h"
@@ -382,51 +383,18 @@ void add_deepseek2_hparams(GgufWriter& w, const ModelConfig& c) {
 // "model.layers.<N>.<suffix>": the layer and the suffix.
 const std::regex kLayerTensor(R"(model\.layers\.(\d+)\.(.+))");
 
-// HF tensor name → GGUF name ("" to skip). Throws on a name we do not know. Experts and
-// kv_b_proj of deepseek2 are stacked / split by run_export_gguf, not named here.
+// HF tensor name → GGUF name ("" to skip), from the family's table (model/tensor_names.h).
+// Throws on a name we do not know. Experts and kv_b_proj of deepseek2 are stacked / split by
+// run_export_gguf, not named here.
 std::string gguf_tensor_name(const std::string& hf, const std::string& path,
                              const std::string& arch) {
-  static const std::map<std::string, std::string> kLayerNames = {
-      {"input_layernorm.weight", "attn_norm.weight"},
-      {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.q_proj.bias", "attn_q.bias"},
-      {"self_attn.k_proj.weight", "attn_k.weight"},
-      {"self_attn.k_proj.bias", "attn_k.bias"},
-      {"self_attn.v_proj.weight", "attn_v.weight"},
-      {"self_attn.v_proj.bias", "attn_v.bias"},
-      {"self_attn.o_proj.weight", "attn_output.weight"},
-      {"self_attn.o_proj.bias", "attn_output.bias"},
-      {"post_attention_layernorm.weight", "ffn_norm.weight"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},
-      {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"},
-      {"self_attn.rotary_emb.inv_freq", ""},
-  };
-  static const std::map<std::string, std::string> kDeepseek2Names = {
-      {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
-      {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
-      {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
-      {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
-      {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
-      {"mlp.gate.weight", "ffn_gate_inp.weight"},
-      {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
-      {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
-      {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
-      {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
-  };
-  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
-  if (hf == "model.norm.weight") return "output_norm.weight";
-  if (hf == "lm_head.weight") return "output.weight";
-  std::smatch m;
-  if (std::regex_match(hf, m, kLayerTensor)) {
-    for (const auto* table : {&kLayerNames, arch == "deepseek2" ? &kDeepseek2Names : nullptr}) {
-      if (table == nullptr) continue;
-      const auto it = table->find(m[2].str());
-      if (it != table->end())
-        return it->second.empty() ? "" : "blk." + m[1].str() + "." + it->second;
-    }
-  }
-  fail("{}: tensor {} has no GGUF name in export-gguf", path, hf);
+  // Precomputed rope frequencies some checkpoints carry: the model computes its own.
+  if (hf.ends_with(".self_attn.rotary_emb.inv_freq")) return "";
+  const FamilyTensorNames& names =
+      arch == "deepseek2" ? deepseek2_tensor_names() : dense_tensor_names();
+  std::string name = pagoda::gguf_tensor_name(names, hf);
+  if (name.empty()) fail("{}: tensor {} has no GGUF name in export-gguf", path, hf);
+  return name;
 }
 
 // llama.cpp's "llama" graph applies RoPE to adjacent pairs (x[2i], x[2i+1]); HF Llama

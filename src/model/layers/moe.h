@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "device/execution_context.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "model/deepseek_config.h"
@@ -50,8 +51,8 @@ class MoeDispatcher {
                int64_t max_tokens);
 
   // out[T, hidden] = MoE(x[T, hidden]). `out` may not alias `x`.
-  void forward(const MoeRouterConfig& config, const MoeWeights& weights, const float* x,
-               int64_t num_tokens, float* out);
+  void forward(const ExecutionContext& ctx, const MoeRouterConfig& config,
+               const MoeWeights& weights, const float* x, int64_t num_tokens, float* out);
 
   // The routing decision of the last forward: [T, top_k] ids and weights (for tests).
   const std::vector<int32_t>& last_expert_ids() const { return expert_ids_; }
@@ -67,7 +68,7 @@ class MoeDispatcher {
     float* up = nullptr;      // [num_rows, inter]
     float* output = nullptr;  // [num_rows, hidden]
   };
-  void run_groups(size_t first, size_t last, const float* x);
+  void run_groups(const KernelTable& k, size_t first, size_t last, const float* x);
   void scatter_groups(size_t first, size_t last, float* out) const;
 
   int64_t hidden_ = 0;

@@ -1,5 +1,5 @@
 // The router and the grouped expert dispatch; see moe.h for the semantics and their source.
-#include "model/moe.h"
+#include "model/layers/moe.h"
 
 #include <algorithm>
 #include <cmath>
@@ -144,8 +144,8 @@ void MoeDispatcher::reserve(const MoeRouterConfig& c, int64_t hidden, int64_t in
   grow(expert_out_, n * hidden_);
 }
 
-void MoeDispatcher::forward(const MoeRouterConfig& c, const MoeWeights& w, const float* x,
-                            int64_t num_tokens, float* out) {
+void MoeDispatcher::forward(const ExecutionContext& ctx, const MoeRouterConfig& c,
+                            const MoeWeights& w, const float* x, int64_t num_tokens, float* out) {
   const int64_t T = num_tokens;
   const int32_t E = c.num_experts;
   const int32_t K = c.top_k;
@@ -153,16 +153,18 @@ void MoeDispatcher::forward(const MoeRouterConfig& c, const MoeWeights& w, const
           w.has_shared ? w.shared.gate.rows : 0, T);
 
   // Router logits in fp32 (HF casts both operands to fp32 for the gate).
-  ops::matmul(x, T, w.router, logits_.data());  // [T, E]
+  ops::matmul(ctx.kernels(), x, T, w.router, logits_.data(), E);  // [T, E]
   const float* bias = w.score_bias.empty() ? nullptr : w.score_bias.data();
   const int64_t scratch_per_token = 2 * E + c.num_groups;
-#pragma omp parallel for schedule(static) if (T > 16)
-  for (int64_t t = 0; t < T; ++t) {
-    route_token(c, &logits_[static_cast<size_t>(t * E)], bias,
-                &route_scratch_[static_cast<size_t>(t * scratch_per_token)],
-                &expert_ids_[static_cast<size_t>(t * K)],
-                &route_weights_[static_cast<size_t>(t * K)]);
-  }
+  ctx.threads().parallel_for(
+      T,
+      [&](int64_t t) {
+        route_token(c, &logits_[static_cast<size_t>(t * E)], bias,
+                    &route_scratch_[static_cast<size_t>(t * scratch_per_token)],
+                    &expert_ids_[static_cast<size_t>(t * K)],
+                    &route_weights_[static_cast<size_t>(t * K)]);
+      },
+      /*serial_up_to=*/16);
 
   // Counting sort of (token, slot) pairs by expert: tokens stay in ascending order within an
   // expert, so each token's sum below runs over its experts in ascending id order whatever
@@ -203,13 +205,13 @@ void MoeDispatcher::forward(const MoeRouterConfig& c, const MoeWeights& w, const
     while (last < groups_.size() && rows + groups_[last].num_rows <= capacity_) {
       rows += groups_[last++].num_rows;
     }
-    run_groups(first, last, x);
+    run_groups(ctx.kernels(), first, last, x);
     scatter_groups(first, last, out);
     first = last;
   }
 }
 
-void MoeDispatcher::run_groups(size_t first, size_t last, const float* x) {
+void MoeDispatcher::run_groups(const KernelTable& k, size_t first, size_t last, const float* x) {
   // Gather each expert's tokens into contiguous rows (its weights are then read once for all
   // of them) and lay the groups' gate/up/output rows end to end.
   jobs_.clear();
@@ -234,14 +236,14 @@ void MoeDispatcher::run_groups(size_t first, size_t last, const float* x) {
     row += g.num_rows;
     inter_offset += g.num_rows * inter;
   }
-  ops::matmul_batch(jobs_);
-  ops::silu_mul(gate_.data(), up_.data(), inter_offset, gate_.data());
+  ops::matmul_batch(k, jobs_);
+  ops::silu_mul(k, gate_.data(), up_.data(), inter_offset, gate_.data());
   jobs_.clear();
   for (size_t i = first; i < last; ++i) {
     const ExpertGroup& g = groups_[i];
     jobs_.push_back({g.gate, g.num_rows, &g.mlp->down, g.output, hidden_});
   }
-  ops::matmul_batch(jobs_);
+  ops::matmul_batch(k, jobs_);
 }
 
 void MoeDispatcher::scatter_groups(size_t first, size_t last, float* out) const {

@@ -1,4 +1,4 @@
-#include "model/rotary_embedding.h"
+#include "model/layers/rotary_embedding.h"
 
 #include <algorithm>
 #include <cmath>
@@ -164,12 +164,26 @@ void RotaryEmbedding::cos_sin(int64_t position, float* cos, float* sin) const {
   }
 }
 
-void RotaryEmbedding::cos_sin_rows(const int32_t* positions, int64_t num_tokens, float* cos,
-                                   float* sin) const {
+void RotaryEmbedding::cos_sin_rows(const ExecutionContext& ctx, const int32_t* positions,
+                                   int64_t num_tokens, float* cos, float* sin) const {
   const auto half = static_cast<int64_t>(inv_freq_.size());
   // A decode step's few rows cost less than starting the threads.
-#pragma omp parallel for schedule(static) if (num_tokens > 8)
-  for (int64_t t = 0; t < num_tokens; ++t) cos_sin(positions[t], cos + t * half, sin + t * half);
+  ctx.threads().parallel_for(
+      num_tokens, [&](int64_t t) { cos_sin(positions[t], cos + t * half, sin + t * half); },
+      /*serial_up_to=*/8);
+}
+
+RopeRows RotaryRows::compute(const ExecutionContext& ctx, const RotaryEmbedding& rope,
+                             const int32_t* positions, int64_t num_tokens, bool neox) {
+  const int64_t half = rope.rotary_dim() / 2;
+  if (cos_.row_size() != half) {
+    cos_.set_row_size(half);
+    sin_.set_row_size(half);
+  }
+  cos_.reserve(ctx, num_tokens);
+  sin_.reserve(ctx, num_tokens);
+  rope.cos_sin_rows(ctx, positions, num_tokens, cos_.data(), sin_.data());
+  return RopeRows{cos_.data(), sin_.data(), rope.rotary_dim(), neox};
 }
 
 }  // namespace pagoda

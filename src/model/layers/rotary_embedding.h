@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "device/execution_context.h"
+#include "kernels/attention.h"
+#include "model/layers/activation.h"
+
 namespace pagoda {
 
 struct RopeParams {
@@ -41,12 +45,26 @@ class RotaryEmbedding {
   // cos_sin for each of num_tokens positions into consecutive rows (token i's at
   // cos + i * rotary_dim/2), threads splitting the tokens. Done once per forward pass, since
   // the rows depend only on positions and so serve every layer.
-  void cos_sin_rows(const int32_t* positions, int64_t num_tokens, float* cos, float* sin) const;
+  void cos_sin_rows(const ExecutionContext& ctx, const int32_t* positions, int64_t num_tokens,
+                    float* cos, float* sin) const;
 
  private:
   RopeParams params_;
   std::vector<float> inv_freq_;
   float attention_factor_ = 1.0f;
+};
+
+// The cos/sin rows of one forward pass's positions, computed once and read by every layer.
+class RotaryRows {
+ public:
+  // Fills the rows for `positions` [num_tokens] and returns them, with the given pairing.
+  RopeRows compute(const ExecutionContext& ctx, const RotaryEmbedding& rope,
+                   const int32_t* positions, int64_t num_tokens, bool neox);
+  const float* cos(int64_t token) const { return cos_.row(token); }  // [rotary_dim / 2]
+  const float* sin(int64_t token) const { return sin_.row(token); }
+
+ private:
+  Activation cos_, sin_;  // [T, rotary_dim / 2]
 };
 
 struct ModelConfig;

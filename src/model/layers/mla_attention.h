@@ -1,0 +1,84 @@
+// Multi-head Latent Attention (DeepSeek-V2, arXiv:2405.04434 §2.1) in the weight-absorbed form,
+// over the paged latent cache (kernels/mla_attention.h):
+//   q = q_b(norm(q_a(x))) | q_proj(x)            [T, H, nope + rope]
+//   c, k_pe = split(kv_a_proj_with_mqa(x))       [T, kv_lora], [T, rope] (k_pe shared by heads)
+//   latent = [norm(c) | rope(k_pe)] -> cache      only these values per token are stored
+//   out = o_proj(W_uv · attention(W_uk^T q_nope | rope(q_pe), latent))
+// kv_b_proj's rows per head are [W_uk (nope) | W_uv (v)], each [., kv_lora]. Since
+// q_nope·(W_uk c) = (W_uk^T q_nope)·c, each head's query moves into the latent space once and
+// attends over the cached latents directly; sum_j p_j (W_uv c_j) = W_uv (sum_j p_j c_j) is
+// up-projected once after the softmax. Prefill uses this form too: it never expands K/V for the
+// context, so chunked prefill over a cached prefix costs what a fresh one does (docs/deepseek.md).
+// The rope dims of q/k are stored interleaved (pairs 2i, 2i+1): HF de-interleaves and then
+// rotates halves, which is the same rotation as rotating adjacent pairs in place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "device/execution_context.h"
+#include "kernels/attention.h"
+#include "model/deepseek_config.h"
+#include "model/layers/activation.h"
+#include "model/layers/attention_batch.h"
+#include "model/layers/linear.h"
+#include "model/layers/rms_norm.h"
+#include "model/layers/rotary_embedding.h"
+
+namespace pagoda {
+
+class WeightLoader;
+
+class MlaAttention {
+ public:
+  // The intermediate tensors of one layer's attention, shared by every layer of a model.
+  class Activations {
+   public:
+    void reserve(const ExecutionContext& ctx, const DeepseekConfig& c, int64_t num_tokens);
+
+   private:
+    friend class MlaAttention;
+    bool shaped_ = false;
+    Activation q_a_;       // [T, q_lora]
+    Activation q_;         // [T, H * qhd]
+    Activation kv_a_;      // [T, kv_lora + rope]
+    Activation latent_;    // [T, kv_lora + rope] what goes into the cache
+    Activation q_nope_;    // [H, T, nope] per-head contiguous copies (T rows of H * nope)
+    Activation q_abs_;     // [T, H, kv_lora + rope]
+    Activation ctx_;       // [T, H, kv_lora] attention output in the latent space
+    Activation ctx_head_;  // [H, T, kv_lora]
+    Activation attn_;      // [T, H, v]
+  };
+
+  MlaAttention() = default;
+  // The attention weights under `prefix` ("model.layers.N.self_attn."): q_proj or q_a_proj /
+  // q_a_layernorm / q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj (or GGUF's k_b_proj
+  // and v_b_proj), o_proj.
+  MlaAttention(WeightLoader& loader, const std::string& prefix, const DeepseekConfig& c);
+
+  // x [T, hidden] -> out [T, hidden] (out may be x: x is read first); writes the tokens' latent
+  // rows into `cache`. `rope` holds this pass's cos/sin rows (interleaved pairing).
+  void forward(const ExecutionContext& ctx, const float* x, const RotaryRows& rope,
+               const PagedKvLayer& cache, const AttentionBatch& batch, Activations& a,
+               float* out) const;
+
+ private:
+  // The shape of this layer, copied from the config.
+  int64_t num_heads_ = 0, q_head_dim_ = 0, nope_ = 0, rope_dim_ = 0, rank_ = 0, v_dim_ = 0;
+  float softmax_scale_ = 1.0f;
+  bool q_lora_ = false;  // queries through q_a / q_b (V2, V3) rather than q_proj (V2-Lite)
+
+  Linear q_proj_;                     // [H*qhd, hidden]   (q_lora_rank == 0)
+  Linear q_a_;                        // [q_lora, hidden]  (q_lora_rank > 0)
+  RmsNorm q_a_norm_;                  // [q_lora]
+  Linear q_b_;                        // [H*qhd, q_lora]
+  Linear kv_a_;                       // [kv_lora + rope, hidden]
+  RmsNorm kv_a_norm_;                 // [kv_lora] (the latent only; k_pe is not normalised)
+  std::vector<uint8_t> w_uk_t_data_;  // W_uk^T per head, [H, kv_lora, nope] (none with k_b_proj)
+  std::vector<Linear> w_uk_t_;        // [H] [kv_lora, nope] into w_uk_t_data_ or k_b_proj
+  std::vector<Linear> w_uv_;          // [H] [v, kv_lora] into kv_b_proj or v_b_proj
+  Linear o_;                          // [hidden, H*v]
+};
+
+}  // namespace pagoda
