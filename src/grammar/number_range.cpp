@@ -47,7 +47,11 @@ ExprPtr natural_range(int64_t a, std::optional<int64_t> b) {
   const size_t max_len = b ? std::to_string(*b).size() : sa.size();
   std::vector<ExprPtr> options;
   for (size_t len = sa.size(); len <= max_len; ++len) {
-    const std::string lo = len == sa.size() ? sa : "1" + std::string(len - 1, '0');
+    std::string lo = sa;
+    if (len != sa.size()) {
+      lo.assign(len, '0');
+      lo[0] = '1';
+    }
     const std::string hi = (b && len == max_len) ? std::to_string(*b) : std::string(len, '9');
     options.push_back(same_length(lo, hi));
   }

@@ -1,16 +1,32 @@
 // The push/pop closure and the byte step of PDA runs.
 #include "grammar/pda_runner.h"
 
+#include <algorithm>
+
 namespace pagoda::grammar {
+
+// Closures are usually a handful of stacks: a linear scan beats hashing until the set grows.
+bool PdaRunner::first_visit(int32_t id) {
+  if (visited_.size() < 32) {
+    if (std::find(visited_.begin(), visited_.end(), id) != visited_.end()) return false;
+    visited_.push_back(id);
+    if (visited_.size() == 32) visited_set_.insert(visited_.begin(), visited_.end());
+    return true;
+  }
+  if (!visited_set_.insert(id).second) return false;
+  visited_.push_back(id);
+  return true;
+}
 
 void PdaRunner::close(std::span<const int32_t> seeds, StackSet& out) {
   out.clear();
+  if (visited_.size() >= 32) visited_set_.clear();
   visited_.clear();
   work_.assign(seeds.begin(), seeds.end());
   while (!work_.empty()) {
     const int32_t id = work_.back();
     work_.pop_back();
-    if (!visited_.insert(id).second) continue;
+    if (!first_visit(id)) continue;
     const int32_t state = pool_->state(id);
     const int32_t parent = pool_->parent(id);
     if (!pda_->byte_edges(state).empty()) out.stacks.push_back(id);

@@ -46,7 +46,10 @@ class PdaRunner {
   StackPool* pool_;
   std::vector<int32_t> work_;
   std::vector<int32_t> seeds_;
-  std::unordered_set<int32_t> visited_;
+  bool first_visit(int32_t id);
+
+  std::vector<int32_t> visited_;
+  std::unordered_set<int32_t> visited_set_;  // used once visited_ is long
 };
 
 }  // namespace pagoda::grammar
