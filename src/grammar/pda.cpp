@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "grammar/grammar_error.h"
 
@@ -135,6 +137,12 @@ Pda Pda::compile(const Grammar& grammar, int max_nfa_states) {
   uint32_t stamp = 0;
   std::vector<int32_t> closure;
   std::vector<int32_t> stack;
+  std::unordered_map<int32_t, uint32_t> edge_of_target;
+  std::unordered_set<uint64_t> rule_edges_seen;
+  // Epsilon removal can be quadratic (a chain of optional items gives every state the edges of
+  // all that follow): bound the work and the output, so no grammar stalls the compiler.
+  const size_t budget = static_cast<size_t>(max_nfa_states) * 32;
+  size_t work = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     const int32_t original = order[i];
     ++stamp;
@@ -152,6 +160,13 @@ Pda Pda::compile(const Grammar& grammar, int max_nfa_states) {
         }
       }
     }
+    work += closure.size();
+    if (work + pda.byte_edges_.size() + pda.rule_edges_.size() > budget) {
+      grammar_fail("grammar too large: rule '{}' expands to more than {} automaton edges",
+                   grammar.name(nfa[original].rule_id), budget);
+    }
+    edge_of_target.clear();
+    rule_edges_seen.clear();
     State state;
     state.rule_id = nfa[original].rule_id;
     state.first_byte_edge = static_cast<uint32_t>(pda.byte_edges_.size());
@@ -161,24 +176,19 @@ Pda Pda::compile(const Grammar& grammar, int max_nfa_states) {
       for (const auto& [set, target] : nfa[s].bytes) {
         keep(target);
         // One edge per target: the sets of parallel edges merge.
-        auto begin = pda.byte_edges_.begin() + state.first_byte_edge;
-        auto it = std::find_if(begin, pda.byte_edges_.end(),
-                               [&](const ByteEdge& e) { return e.target == new_id[target]; });
-        if (it != pda.byte_edges_.end()) {
-          it->bytes |= set;
-        } else {
+        auto [it, inserted] =
+            edge_of_target.emplace(new_id[target], static_cast<uint32_t>(pda.byte_edges_.size()));
+        if (inserted) {
           pda.byte_edges_.push_back({set, new_id[target]});
+        } else {
+          pda.byte_edges_[it->second].bytes |= set;
         }
       }
       for (const auto& [rule, target] : nfa[s].calls) {
         keep(target);
-        const RuleEdge edge{rule, new_id[target]};
-        auto begin = pda.rule_edges_.begin() + state.first_rule_edge;
-        if (std::none_of(begin, pda.rule_edges_.end(), [&](const RuleEdge& e) {
-              return e.rule_id == edge.rule_id && e.target == edge.target;
-            })) {
-          pda.rule_edges_.push_back(edge);
-        }
+        const uint64_t key =
+            (uint64_t{static_cast<uint32_t>(rule)} << 32) | static_cast<uint32_t>(new_id[target]);
+        if (rule_edges_seen.insert(key).second) pda.rule_edges_.push_back({rule, new_id[target]});
       }
     }
     state.num_byte_edges = static_cast<uint32_t>(pda.byte_edges_.size()) - state.first_byte_edge;

@@ -119,6 +119,9 @@ TEST(Ebnf, PathologicalRepetitionIsBounded) {
   // 10000 x 10000 would unroll to 10^8 states: refused, quickly.
   const std::string error = error_of("root ::= (\"a\"{10000}){10000}");
   EXPECT_NE(error.find("too large"), std::string::npos) << error;
+  // A long chain of optional items: every state would get the edges of all that follow.
+  const std::string chain = error_of("root ::= (\"a\"? \"b\"?){10000}");
+  EXPECT_NE(chain.find("too large"), std::string::npos) << chain;
 }
 
 }  // namespace
