@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "grammar/grammar_error.h"
@@ -137,11 +136,15 @@ Pda Pda::compile(const Grammar& grammar, int max_nfa_states) {
   uint32_t stamp = 0;
   std::vector<int32_t> closure;
   std::vector<int32_t> stack;
-  std::unordered_map<int32_t, uint32_t> edge_of_target;
+  // The byte edge of the current state per target (valid where edge_stamp == stamp).
+  std::vector<uint32_t> edge_stamp(nfa.size(), 0);
+  std::vector<uint32_t> edge_index(nfa.size(), 0);
   std::unordered_set<uint64_t> rule_edges_seen;
   // Epsilon removal can be quadratic (a chain of optional items gives every state the edges of
-  // all that follow): bound the work and the output, so no grammar stalls the compiler.
-  const size_t budget = static_cast<size_t>(max_nfa_states) * 32;
+  // all that follow): bound the work and the output, so no grammar stalls the compiler or
+  // takes gigabytes.
+  const size_t max_work = static_cast<size_t>(max_nfa_states) * 16;
+  const size_t max_edges = static_cast<size_t>(max_nfa_states) * 4;
   size_t work = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     const int32_t original = order[i];
@@ -161,11 +164,10 @@ Pda Pda::compile(const Grammar& grammar, int max_nfa_states) {
       }
     }
     work += closure.size();
-    if (work + pda.byte_edges_.size() + pda.rule_edges_.size() > budget) {
+    if (work > max_work || pda.byte_edges_.size() + pda.rule_edges_.size() > max_edges) {
       grammar_fail("grammar too large: rule '{}' expands to more than {} automaton edges",
-                   grammar.name(nfa[original].rule_id), budget);
+                   grammar.name(nfa[original].rule_id), max_edges);
     }
-    edge_of_target.clear();
     rule_edges_seen.clear();
     State state;
     state.rule_id = nfa[original].rule_id;
@@ -176,12 +178,13 @@ Pda Pda::compile(const Grammar& grammar, int max_nfa_states) {
       for (const auto& [set, target] : nfa[s].bytes) {
         keep(target);
         // One edge per target: the sets of parallel edges merge.
-        auto [it, inserted] =
-            edge_of_target.emplace(new_id[target], static_cast<uint32_t>(pda.byte_edges_.size()));
-        if (inserted) {
-          pda.byte_edges_.push_back({set, new_id[target]});
+        const int32_t to = new_id[target];
+        if (edge_stamp[to] != stamp) {
+          edge_stamp[to] = stamp;
+          edge_index[to] = static_cast<uint32_t>(pda.byte_edges_.size());
+          pda.byte_edges_.push_back({set, to});
         } else {
-          pda.byte_edges_[it->second].bytes |= set;
+          pda.byte_edges_[edge_index[to]].bytes |= set;
         }
       }
       for (const auto& [rule, target] : nfa[s].calls) {
