@@ -34,6 +34,7 @@ class ByteSet {
     return *this;
   }
   bool operator==(const ByteSet&) const = default;
+  uint64_t word(int i) const { return words_[i]; }
 
  private:
   std::array<uint64_t, 4> words_{};

@@ -1,6 +1,9 @@
 // The per-state token classification behind the mask cache.
 #include "grammar/compiled_grammar.h"
 
+#include <algorithm>
+
+#include "grammar/state_classes.h"
 #include "grammar/token_walker.h"
 
 namespace pagoda::grammar {
@@ -8,15 +11,23 @@ namespace pagoda::grammar {
 CompiledGrammar::CompiledGrammar(Pda pda, std::shared_ptr<const Vocabulary> vocabulary)
     : pda_(std::move(pda)),
       vocabulary_(std::move(vocabulary)),
-      once_(new std::once_flag[pda_.num_states()]),
-      tokens_(pda_.num_states()) {}
-
-const StateTokens& CompiledGrammar::state_tokens(int32_t state) const {
-  std::call_once(once_[state],
-                 [&] { tokens_[state] = std::make_unique<StateTokens>(classify(state)); });
-  return *tokens_[state];
+      class_of_(token_equivalent_states(pda_, vocabulary_->max_token_bytes())) {
+  const int32_t num_classes =
+      class_of_.empty() ? 0 : *std::max_element(class_of_.begin(), class_of_.end()) + 1;
+  representative_.assign(num_classes, -1);
+  for (int32_t s = 0; s < pda_.num_states(); ++s) {
+    if (representative_[class_of_[s]] < 0) representative_[class_of_[s]] = s;
+  }
+  once_.reset(new std::once_flag[num_classes]);
+  tokens_.resize(num_classes);
 }
 
+const StateTokens& CompiledGrammar::state_tokens(int32_t state) const {
+  const int32_t c = class_of_[state];
+  std::call_once(once_[c],
+                 [&] { tokens_[c] = std::make_unique<StateTokens>(classify(representative_[c])); });
+  return *tokens_[c];
+}
 void CompiledGrammar::precompute() const {
   for (int32_t s = 0; s < pda_.num_states(); ++s) {
     if (!pda_.byte_edges(s).empty()) state_tokens(s);
@@ -25,9 +36,7 @@ void CompiledGrammar::precompute() const {
 
 size_t CompiledGrammar::num_cached_states() const {
   size_t n = 0;
-  for (int32_t s = 0; s < pda_.num_states(); ++s) {
-    if (tokens_[s]) ++n;
-  }
+  for (const auto& t : tokens_) n += t ? 1 : 0;
   return n;
 }
 

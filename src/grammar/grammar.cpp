@@ -115,7 +115,7 @@ constexpr char32_t kLengthEnd[] = {0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
 // Classic split (as in RE2 and Rust's utf8-ranges): when first and last differ only in the
 // trailing k continuation bytes and those span the full 0x80..0xBF range, one sequence of byte
 // ranges covers them; otherwise split at the boundary of the leading byte.
-void add_same_length(char32_t first, char32_t last, int n, std::vector<ExprPtr>& out) {
+void add_same_length(char32_t first, char32_t last, int n, std::vector<std::vector<ByteSet>>& out) {
   for (int k = 1; k < n; ++k) {
     const char32_t mask = (char32_t{1} << (6 * k)) - 1;
     if ((first & ~mask) != (last & ~mask)) {
@@ -135,11 +135,11 @@ void add_same_length(char32_t first, char32_t last, int n, std::vector<ExprPtr>&
   std::string hi;
   append_utf8(lo, first);
   append_utf8(hi, last);
-  std::vector<ExprPtr> seq;
+  std::vector<ByteSet> seq;
   for (size_t i = 0; i < lo.size(); ++i) {
-    seq.push_back(bytes(ByteSet::range(static_cast<uint8_t>(lo[i]), static_cast<uint8_t>(hi[i]))));
+    seq.push_back(ByteSet::range(static_cast<uint8_t>(lo[i]), static_cast<uint8_t>(hi[i])));
   }
-  out.push_back(sequence(std::move(seq)));
+  out.push_back(std::move(seq));
 }
 
 }  // namespace
@@ -155,7 +155,7 @@ ExprPtr utf8_class(std::vector<CodePointRange> ranges) {
     if (r.first < 0xD800) pieces.push_back({r.first, 0xD7FF});
     if (r.last > 0xDFFF) pieces.push_back({0xE000, r.last});
   }
-  std::vector<ExprPtr> options;
+  std::vector<std::vector<ByteSet>> multibyte;
   ByteSet ascii;
   for (auto r : pieces) {
     r.last = std::min(r.last, kMaxCodePoint);
@@ -165,12 +165,28 @@ ExprPtr utf8_class(std::vector<CodePointRange> ranges) {
       if (n == 0) {
         ascii.insert_range(static_cast<uint8_t>(r.first), static_cast<uint8_t>(end));
       } else {
-        add_same_length(r.first, end, n + 1, options);
+        add_same_length(r.first, end, n + 1, multibyte);
       }
       r.first = end + 1;
     }
   }
-  if (!ascii.empty()) options.insert(options.begin(), bytes(ascii));
+  // Sequences that end in the same byte set share that last edge, so the class has few exits
+  // (a class inside a repetition is copied at every boundary, once per exit).
+  std::vector<ExprPtr> options;
+  if (!ascii.empty()) options.push_back(bytes(ascii));
+  std::vector<bool> used(multibyte.size(), false);
+  for (size_t i = 0; i < multibyte.size(); ++i) {
+    if (used[i]) continue;
+    std::vector<ExprPtr> prefixes;
+    for (size_t j = i; j < multibyte.size(); ++j) {
+      if (used[j] || !(multibyte[j].back() == multibyte[i].back())) continue;
+      used[j] = true;
+      std::vector<ExprPtr> prefix;
+      for (size_t k = 0; k + 1 < multibyte[j].size(); ++k) prefix.push_back(bytes(multibyte[j][k]));
+      prefixes.push_back(sequence(std::move(prefix)));
+    }
+    options.push_back(sequence({choice(std::move(prefixes)), bytes(multibyte[i].back())}));
+  }
   return choice(std::move(options));
 }
 

@@ -62,7 +62,12 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::choice(
     const std::vector<std::string>& choices) {
   if (choices.empty()) grammar_fail("the choice list is empty");
   std::string key = "choice";
-  for (const auto& c : choices) key += "\n" + std::to_string(c.size()) + ":" + c;
+  for (const auto& c : choices) {
+    key += '\n';
+    key += std::to_string(c.size());
+    key += ':';
+    key += c;
+  }
   return cached(key, [&] {
     std::vector<ExprPtr> options;
     for (const auto& c : choices) options.push_back(literal(c));

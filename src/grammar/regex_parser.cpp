@@ -340,40 +340,48 @@ class RegexParser {
 
 }  // namespace
 
+// Inside a JSON string the characters that must be escaped appear as their escapes. The escapes
+// share their backslash (one branch, not one per character): a class sits inside repetitions,
+// and every branch would be copied at each repetition boundary of the automaton.
 ExprPtr regex_char_class(const std::vector<CodePointRange>& ranges, const RegexOptions& options) {
   if (!options.json_string) return utf8_class(ranges);
-  // Inside a JSON string: the characters that must be escaped appear as their escapes.
-  std::vector<CodePointRange> plain;
-  std::vector<ExprPtr> options_out;
+  static constexpr char kHex[] = "0123456789abcdef";
+  ByteSet letters;        // \" \\ \b \t \n \f \r
+  ByteSet low_digits[2];  // \u00XY: Y per X in {0, 1}
+  std::vector<CodePointRange> safe;
   for (const auto& r : normalize(ranges)) {
     for (char32_t cp = r.first; cp <= r.last && cp < 0x20; ++cp) {
-      static constexpr const char* kShort[] = {"b", "t", "n", nullptr, "f", "r"};
-      std::string escaped = "\\";
+      static constexpr char kShort[] = {'b', 't', 'n', 0, 'f', 'r'};
       if (cp >= 8 && cp <= 13 && kShort[cp - 8]) {
-        escaped += kShort[cp - 8];
+        letters.insert(static_cast<uint8_t>(kShort[cp - 8]));
       } else {
-        static constexpr char kHex[] = "0123456789abcdef";
-        escaped += "u00";
-        escaped += kHex[cp >> 4];
-        escaped += kHex[cp & 15];
+        low_digits[cp >> 4].insert(static_cast<uint8_t>(kHex[cp & 15]));
       }
-      options_out.push_back(literal(escaped));
     }
-    if (r.first <= '"' && '"' <= r.last) options_out.push_back(literal("\\\""));
-    if (r.first <= '\\' && '\\' <= r.last) options_out.push_back(literal("\\\\"));
-    plain.push_back(r);
-  }
-  plain = normalize(plain);
-  std::vector<CodePointRange> safe;
-  for (const auto& r : complement({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}})) {
-    for (const auto& p : plain) {
-      const char32_t lo = std::max(r.first, p.first);
-      const char32_t hi = std::min(r.last, p.last);
+    if (r.first <= '"' && '"' <= r.last) letters.insert('"');
+    if (r.first <= '\\' && '\\' <= r.last) letters.insert('\\');
+    for (const auto& allowed : complement({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}})) {
+      const char32_t lo = std::max(r.first, allowed.first);
+      const char32_t hi = std::min(r.last, allowed.last);
       if (lo <= hi) safe.push_back({lo, hi});
     }
   }
-  if (!safe.empty()) options_out.insert(options_out.begin(), utf8_class(safe));
-  return choice(std::move(options_out));
+  std::vector<ExprPtr> escapes;
+  if (!letters.empty()) escapes.push_back(bytes(letters));
+  std::vector<ExprPtr> unicode_escapes;
+  for (int high = 0; high < 2; ++high) {
+    if (!low_digits[high].empty()) {
+      unicode_escapes.push_back(
+          sequence({literal(high == 0 ? "0" : "1"), bytes(low_digits[high])}));
+    }
+  }
+  if (!unicode_escapes.empty()) {
+    escapes.push_back(sequence({literal("u00"), choice(std::move(unicode_escapes))}));
+  }
+  std::vector<ExprPtr> out;
+  if (!safe.empty()) out.push_back(utf8_class(safe));
+  if (!escapes.empty()) out.push_back(sequence({literal("\\"), choice(std::move(escapes))}));
+  return choice(std::move(out));
 }
 
 ParsedRegex parse_regex(std::string_view pattern, const RegexOptions& options) {

@@ -23,7 +23,10 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t
   }
   std::sort(sorted_ids_.begin(), sorted_ids_.end(),
             [&](int32_t a, int32_t b) { return token_bytes_[a] < token_bytes_[b]; });
-  for (const int32_t id : sorted_ids_) set_bit(normal_mask_, id);
+  for (const int32_t id : sorted_ids_) {
+    set_bit(normal_mask_, id);
+    max_token_bytes_ = std::max(max_token_bytes_, token_bytes_[id].size());
+  }
 }
 
 }  // namespace pagoda::grammar

@@ -25,6 +25,8 @@ class Vocabulary {
   // Bitmask (bit i of word i / 32) of sorted_ids().
   std::span<const uint32_t> normal_mask() const { return normal_mask_; }
 
+  // Length in bytes of the longest token.
+  size_t max_token_bytes() const { return max_token_bytes_; }
   // Words of a token bitmask over this vocabulary.
   size_t mask_words() const { return (size() + 31) / 32; }
 
@@ -34,6 +36,7 @@ class Vocabulary {
   std::vector<char> is_stop_;
   std::vector<int32_t> sorted_ids_;
   std::vector<uint32_t> normal_mask_;
+  size_t max_token_bytes_ = 0;
 };
 
 inline void set_bit(std::span<uint32_t> mask, int32_t id) {

@@ -107,6 +107,10 @@ class MatcherTest : public ::testing::Test {
             R"({"type":"object","properties":{"when":{"type":"string","format":"date-time"},"id":{"type":"string","format":"uuid"},"note":{"type":"string","pattern":"^[A-Z][a-z ]+\\.$"}},"required":["when","id","note"]})",
             {.any_whitespace = true}),
         compiler_->json_object(),
+        // Unrolled repetitions, where states share cache entries (state_classes.h).
+        compiler_->json_schema(
+            R"({"type":"object","properties":{"s":{"type":"string","minLength":3,"maxLength":30},"n":{"type":"array","items":{"type":"integer"},"maxItems":12}},"required":["s","n"]})"),
+        compiler_->regex("[a-z ]{5,80}"),
         compiler_->regex("(\\+1 )?\\(\\d{3}\\) \\d{3}-\\d{4}|[a-z]+@[a-z]+\\.(com|org)"),
         compiler_->choice({"positive", "negative", "neutral", "pos"}),
         compiler_->ebnf(R"(
@@ -184,6 +188,13 @@ TEST_F(MatcherTest, StopTokenTerminatesOnlyWhereTheGrammarEnds) {
   EXPECT_FALSE(matcher.accept_bytes("x"));
   ASSERT_TRUE(matcher.rollback(1));
   EXPECT_FALSE(matcher.is_terminated());
+}
+
+TEST_F(MatcherTest, RepeatedPositionsShareCacheEntries) {
+  const auto grammar = compiler_->json_schema(R"({"type":"string","maxLength":1000})");
+  // ~1000 positions, but only those within a token's length of the end differ.
+  EXPECT_GT(grammar->pda().num_states(), 1000);
+  EXPECT_LT(grammar->num_state_classes(), 400);
 }
 
 TEST_F(MatcherTest, CompiledGrammarsAreCachedBySource) {
