@@ -74,8 +74,8 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> bitmask) {
   }
 
   // Certain tokens: once per distinct top state.
-  std::vector<int32_t> states;
-  states.reserve(now.stacks.size());
+  std::vector<int32_t>& states = top_states_;
+  states.clear();
   for (const int32_t id : now.stacks) states.push_back(pool_.state(id));
   std::sort(states.begin(), states.end());
   states.erase(std::unique(states.begin(), states.end()), states.end());
@@ -97,7 +97,8 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> bitmask) {
   for (const int32_t stack_id : now.stacks) {
     const StateTokens& tokens = grammar_->state_tokens(pool_.state(stack_id));
     if (tokens.uncertain.empty()) continue;
-    StackSet start;
+    StackSet& start = walk_start_;
+    start.clear();
     start.stacks.push_back(stack_id);
     walker_.walk(start, tokens.uncertain, vocab, [&](int32_t id, TokenVerdict v) {
       if (v == TokenVerdict::kAccept) set_bit(bitmask, id);

@@ -60,7 +60,10 @@ class GrammarMatcher {
   TokenWalker walker_;
   std::vector<Step> history_;  // history_[0] is the start; back() is now
   StackSet scratch_[2];
+  // Buffers reused by every mask, so a step allocates nothing once warm.
   std::vector<uint32_t> rejected_form_;
+  std::vector<int32_t> top_states_;
+  StackSet walk_start_;
 };
 
 }  // namespace pagoda::grammar
