@@ -191,6 +191,11 @@ class SchemaConverter {
       fail_at(path, "the schema 'false' allows no value");
     }
     if (!schema.is_object()) fail_at(path, "a schema must be an object or a boolean");
+    // {"not": {}} matches nothing: zod-to-json-schema writes it as a branch of anyOf.
+    if (schema.size() == 1 && schema.contains("not") &&
+        (schema["not"] == Json::object() || schema["not"] == true)) {
+      return choice({});
+    }
     for (const auto& [key, value] : schema.items()) {
       if (kAnnotations.count(key)) continue;
       if (!kSupported.count(key))

@@ -88,6 +88,7 @@ const Case kCases[] = {
      {R"({"b":"x"})", R"({"a":1,"b":"x"})"},
      {R"({"a":1,"b":"x","c":1})", R"({"b":1})"}},
     {R"({"type":"string","enum":["a",1,"b",null]})", {R"("a")", R"("b")"}, {"1", "null"}},
+    {R"({"anyOf":[{"not":{}},{"type":"integer"}]})", {"1"}, {"null", R"("x")"}},
     {R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"anyOf":[{"$ref":"#/$defs/node"},{"type":"null"}]}},"required":["v","next"],"additionalProperties":false}},"$ref":"#/$defs/node"})",
      {R"({"v":1,"next":null})", R"({"v":1,"next":{"v":2,"next":{"v":3,"next":null}}})"},
      {R"({"v":1})", R"({"v":1,"next":{"v":2}})", R"({"v":1,"next":{"v":"x","next":null}})"}},
@@ -185,7 +186,7 @@ TEST(JsonSchema, ErrorsNameThePath) {
     const char* schema;
     const char* expected;
   } cases[] = {
-      {R"({"type":"object","properties":{"x":{"not":{}}}})",
+      {R"({"type":"object","properties":{"x":{"not":{"type":"string"}}}})",
        "/properties/x/not: unsupported keyword 'not'"},
       {R"s({"type":"string","pattern":"(?=a)"})s", "/pattern"},
       {R"({"type":"array","items":{"type":"string","format":"ipv9"}})",
