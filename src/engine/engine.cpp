@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "crypto/model_key.h"
 #include "engine/engine_log.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/model_runner.h"
@@ -163,7 +164,15 @@ ModelSource open_model_with_progress(const EngineArgs& args) {
                                           .download_dir = args.download_dir,
                                           .purpose = hub::Purpose::kTokenizer});
   Progress progress("reading weights", 0);
-  return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress);
+  const crypto::ModelKeySource key_source{
+      .file = args.model_key_file,
+      .command = args.model_key_command,
+      .environment_variable = args.model_key_environment_variable};
+  if (key_source.empty()) {
+    return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress);
+  }
+  const crypto::ModelKey key = crypto::load_model_key(key_source);
+  return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress, &key);
 }
 
 }  // namespace
@@ -287,8 +296,8 @@ void Engine::Impl::log_startup_summary(double reserve_s) const {
   const std::string changed = non_default_engine_args(args_);
   spdlog::info("engine args (non-default): {}", changed.empty() ? "none" : changed);
   const double params = static_cast<double>(model_->num_parameters());
-  const std::string params_text = params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9)
-                                                : fmt::format("{:.2f} M", params / 1e6);
+  const std::string params_text =
+      params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9) : fmt::format("{:.2f} M", params / 1e6);
   spdlog::info("model {}: architecture {}, {} parameters, weights {} ({} {}{})", model_dir_,
                config_.architecture, params_text,
                format_bytes(static_cast<uint64_t>(model_->weight_bytes())),
