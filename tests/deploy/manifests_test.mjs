@@ -2,7 +2,7 @@
 // chart (deploy/helm/pagoda with each ci/*.yaml) checked three ways:
 //   - each object against the Kubernetes OpenAPI schema of its kind (the validators npm's
 //     kubernetes-models compiles from Kubernetes' OpenAPI document, and the Prometheus
-//     Operator's CRD schema for ServiceMonitor);
+//     Operator's CRD schema for ServiceMonitor), unknown fields refused (strict_fields.mjs);
 //   - the chart renders exactly the plain manifests (defaults: deploy/kubernetes/pagoda,
 //     ci/kubeedge-values.yaml: deploy/kubeedge), so the two cannot drift apart;
 //   - ports, probes, flags and shutdown timing against the real binary: every config key is an
@@ -19,6 +19,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { createRenderer } from "./helm_subset.mjs";
+import { createFieldChecker } from "./strict_fields.mjs";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const nodeModules = process.env.PAGODA_NODE_MODULES ?? path.join(repo, "tests/node/node_modules");
@@ -29,24 +30,32 @@ const YAML = (await importModule("yaml/dist/index.js")).default;
 const renderChart = createRenderer(YAML);
 const chartDir = path.join(repo, "deploy/helm/pagoda");
 
-// The schema module of each kind the manifests use: "group/version kind" → compiled validator.
-const kSchemaModules = {
-  "v1 ConfigMap": "kubernetes-models/_schemas/IoK8sApiCoreV1ConfigMap.js",
-  "v1 Secret": "kubernetes-models/_schemas/IoK8sApiCoreV1Secret.js",
-  "v1 Service": "kubernetes-models/_schemas/IoK8sApiCoreV1Service.js",
-  "v1 PersistentVolumeClaim": "kubernetes-models/_schemas/IoK8sApiCoreV1PersistentVolumeClaim.js",
-  "apps/v1 Deployment": "kubernetes-models/_schemas/IoK8sApiAppsV1Deployment.js",
-  "monitoring.coreos.com/v1 ServiceMonitor":
+// Each kind the manifests use: "group/version kind" → the compiled validator of its schema and the
+// type declaration its field names are checked against (strict_fields.mjs).
+const kKinds = {
+  "v1 ConfigMap": ["kubernetes-models/_schemas/IoK8sApiCoreV1ConfigMap.js", "kubernetes-models/v1/ConfigMap.d.ts"],
+  "v1 Secret": ["kubernetes-models/_schemas/IoK8sApiCoreV1Secret.js", "kubernetes-models/v1/Secret.d.ts"],
+  "v1 Service": ["kubernetes-models/_schemas/IoK8sApiCoreV1Service.js", "kubernetes-models/v1/Service.d.ts"],
+  "v1 PersistentVolumeClaim": [
+    "kubernetes-models/_schemas/IoK8sApiCoreV1PersistentVolumeClaim.js",
+    "kubernetes-models/v1/PersistentVolumeClaim.d.ts",
+  ],
+  "apps/v1 Deployment": ["kubernetes-models/_schemas/IoK8sApiAppsV1Deployment.js", "kubernetes-models/apps/v1/Deployment.d.ts"],
+  "monitoring.coreos.com/v1 ServiceMonitor": [
     "@kubernetes-models/prometheus-operator/_schemas/ComGithubPrometheusOperatorPrometheusOperatorPkgApisMonitoringV1ServiceMonitor.js",
+    "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor.d.ts",
+  ],
 };
+const unknownFields = createFieldChecker(nodeModules);
 
+// Schema violations and unknown fields, as readable lines.
 async function schemaErrors(object) {
   const key = `${object?.apiVersion} ${object?.kind}`;
-  const rel = kSchemaModules[key];
-  if (!rel) return [`no schema for '${key}'`];
-  const { validate } = await importModule(rel);
-  if (validate(object)) return [];
-  return validate.errors.map((e) => `${e.instancePath || "/"} ${e.keyword} ${JSON.stringify(e.params)}`);
+  if (!kKinds[key]) return [`no schema for '${key}'`];
+  const [schema, declaration] = kKinds[key];
+  const { validate } = await importModule(schema);
+  const errors = validate(object) ? [] : validate.errors.map((e) => `${e.instancePath || "/"} ${e.keyword} ${JSON.stringify(e.params)}`);
+  return [...errors, ...unknownFields(object, declaration).map((f) => `${f}: unknown field`)];
 }
 
 function readManifests(file) {
@@ -107,10 +116,21 @@ test("the validators reject what Kubernetes would", async () => {
   delete broken[2].spec.template.spec.containers[0].name;
   broken[3].spec.template.spec.containers[0].readinessProbe.periodSeconds = "5s";
   for (const object of broken) assert.notDeepEqual(await schemaErrors(object), []);
+  // Unknown fields, as strict validation finds them: a misspelling deep in the pod, one at the top.
+  const misspelt = structuredClone(deployment);
+  misspelt.spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem = true;
+  misspelt.spec.replica = 2;
+  assert.deepEqual(await schemaErrors(misspelt), [
+    "spec.replica: unknown field",
+    "spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem: unknown field",
+  ]);
   const monitor = readManifests(path.join(repo, "deploy/kubernetes/servicemonitor.yaml"))[0];
   const badMonitor = structuredClone(monitor);
   badMonitor.spec.endpoints[0].authorization.credentials = "api-key";
   assert.notDeepEqual(await schemaErrors(badMonitor), []);
+  const typoMonitor = structuredClone(monitor);
+  typoMonitor.spec.endpoints[0].intervall = "15s";
+  assert.deepEqual(await schemaErrors(typoMonitor), ["spec.endpoints[0].intervall: unknown field"]);
   assert.notDeepEqual(await schemaErrors({ apiVersion: "v1", kind: "Pod" }), []);
 });
 
