@@ -175,6 +175,24 @@ test("the chart's optional objects match the plain examples", () => {
   assert.equal(chart.get("PersistentVolumeClaim/pagoda-models").spec.storageClassName, "fast-ssd");
 });
 
+test("with modelKey.secretName the server reads its key from the mounted Secret", () => {
+  const objects = renderings.find((r) => r.name === "encrypted-values.yaml").objects;
+  const config = YAML.parse(objects.find((o) => o.kind === "ConfigMap").data["config.yaml"]);
+  const pod = objects.find((o) => o.kind === "Deployment").spec.template.spec;
+  const volume = pod.volumes.find((v) => v.secret?.secretName === "pagoda-model-key");
+  assert.ok(volume, "no volume of the key's Secret");
+  const mount = pod.containers[0].volumeMounts.find((m) => m.name === volume.name);
+  assert.equal(path.dirname(config["model-key-file"]), mount.mountPath);
+  assert.equal(mount.readOnly, true);
+  // The file is named after the Secret's key; root owns it, the pod's group reads it.
+  assert.equal(path.basename(config["model-key-file"]), "model.key");
+  assert.equal(volume.secret.defaultMode, 0o440);
+  assert.equal(pod.securityContext.fsGroup, 10001);
+  // Without it, no key anywhere.
+  const plain = renderChart(chartDir, null).flatMap((r) => r.objects);
+  assert.doesNotMatch(JSON.stringify(plain), /model-key/);
+});
+
 test("the renderer refuses templates beyond its subset", () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pagoda-chart-"));
   fs.mkdirSync(path.join(dir, "templates"));
@@ -338,6 +356,33 @@ test("a server started with the ConfigMap's config.yaml answers the probes and d
     assert.ok(seconds < Number(config["shutdown-timeout"]), `took ${seconds} s to stop`);
   } finally {
     child.kill("SIGKILL");
+    fs.rmSync(dir, { recursive: true });
+  }
+});
+
+test("a server started with the encrypted rendering's config.yaml loads encrypted weights", { skip: !pagodaBin && "PAGODA_BIN not set", timeout: 60_000 }, async () => {
+  const objects = renderings.find((r) => r.name === "encrypted-values.yaml").objects;
+  const config = YAML.parse(objects.find((o) => o.kind === "ConfigMap").data["config.yaml"]);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pagoda-encrypted-"));
+  const run = (args) => execFileSync(pagodaBin, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  let child;
+  try {
+    run(["make-model", "--preset", "tiny", "--out", path.join(dir, "plain")]);
+    run(["encrypt", "--model", path.join(dir, "plain"), "--out", path.join(dir, "model"), "--new-key-file", path.join(dir, "model.key")]);
+    const port = await freePort();
+    const local = { ...config, model: path.join(dir, "model"), "model-key-file": path.join(dir, "model.key"), host: "127.0.0.1", port, "kv-cache-space": "64MiB", "cpu-bind": "none", threads: 1 };
+    fs.writeFileSync(path.join(dir, "config.yaml"), YAML.stringify(local));
+    let stderr = "";
+    child = spawn(pagodaBin, ["serve", "--config", path.join(dir, "config.yaml")], { env: { ...process.env, PAGODA_API_KEY: "k" }, stdio: ["ignore", "ignore", "pipe"] });
+    child.stderr.on("data", (d) => (stderr += d));
+    let status = 0;
+    for (let i = 0; i < 200 && status !== 200; i++) {
+      status = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.status, () => 0);
+      if (status !== 200) await sleep(100);
+    }
+    assert.equal(status, 200, stderr);
+  } finally {
+    child?.kill("SIGKILL");
     fs.rmSync(dir, { recursive: true });
   }
 });
