@@ -6,7 +6,8 @@
 //   - the runtime stage has no compiler and no Python; it runs as a non-root user, stops with
 //     SIGTERM and checks /health on the port it exposes, the port `pagoda serve` is told to use;
 //   - nothing ties the recipe to one architecture.
-// Run by CTest with PAGODA_BIN set.
+// Run by CTest with PAGODA_BIN set. deploy/container/check_runtime_root.sh goes further (root,
+// minutes): the runtime stage rebuilt in a debootstrap'ed Debian 12 root, pagoda served from it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
