@@ -181,6 +181,15 @@ void encrypt_file(const std::string& in_path, const std::string& out_path, const
   const std::string tmp_path = out_path + ".partial";
   std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(tmp_path.c_str(), "wb"), &std::fclose);
   if (!out) fail("{}: cannot create: {}", tmp_path, std::strerror(errno));
+  // A failed write leaves no .partial file behind.
+  struct RemoveUnlessRenamed {
+    const std::string& path;
+    bool renamed = false;
+    ~RemoveUnlessRenamed() {
+      std::error_code ignored;
+      if (!renamed) std::filesystem::remove(path, ignored);
+    }
+  } partial{tmp_path};
   auto write = [&](const uint8_t* data, size_t size) {
     if (size != 0 && std::fwrite(data, 1, size, out.get()) != size) {
       fail("{}: cannot write: {}", tmp_path, std::strerror(errno));
@@ -214,6 +223,7 @@ void encrypt_file(const std::string& in_path, const std::string& out_path, const
   std::error_code ec;
   std::filesystem::rename(tmp_path, out_path, ec);
   if (ec) fail("{}: cannot rename {} to it: {}", out_path, tmp_path, ec.message());
+  partial.renamed = true;
 }
 
 DecryptedFile decrypt_file(const std::string& path, const ModelKey& key, Progress* progress) {
