@@ -17,29 +17,34 @@ const nodeModules = process.env.PAGODA_NODE_MODULES ?? path.join(repo, "tests/no
 const tsc = path.join(nodeModules, "typescript/bin/tsc");
 const types = path.join(nodeModules, "@grafana/schema/dist/types/raw/dashboard/x/types.gen");
 
-function typeErrors(dashboard) {
+// Type-checks each dashboard in one compiler run (its start-up is most of the time); returns the
+// compiler's error lines per dashboard.
+function typeErrors(dashboards) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pagoda-grafana-"));
-  const file = path.join(dir, "dashboard.ts");
-  const { __inputs, ...importable } = dashboard;
-  fs.writeFileSync(
-    file,
-    `import type { Dashboard } from ${JSON.stringify(types)};\n` +
-      `const dashboard: Dashboard = ${JSON.stringify(importable, null, 1)};\nexport default dashboard;\n`,
-  );
-  const r = spawnSync(process.execPath, [tsc, "--noEmit", "--strict", "--skipLibCheck", "--target", "es2020", "--moduleResolution", "node", file], { encoding: "utf8" });
+  const files = dashboards.map((dashboard, i) => {
+    const file = path.join(dir, `dashboard${i}.ts`);
+    const { __inputs, ...importable } = dashboard;
+    fs.writeFileSync(
+      file,
+      `import type { Dashboard } from ${JSON.stringify(types)};\n` +
+        `const dashboard: Dashboard = ${JSON.stringify(importable, null, 1)};\nexport default dashboard;\n`,
+    );
+    return file;
+  });
+  const r = spawnSync(process.execPath, [tsc, "--noEmit", "--strict", "--skipLibCheck", "--target", "es2020", "--moduleResolution", "node", ...files], { encoding: "utf8" });
   fs.rmSync(dir, { recursive: true });
-  return r.status === 0 ? "" : r.stdout + r.stderr;
+  const lines = (r.stdout + r.stderr).split("\n").filter(Boolean);
+  return files.map((f) => lines.filter((l) => l.includes(path.basename(f))).join("\n"));
 }
 
 const dashboard = JSON.parse(fs.readFileSync(path.join(repo, "deploy/grafana/pagoda-dashboard.json"), "utf8"));
 
 test("the dashboard type-checks as Grafana's Dashboard, and a broken one does not", () => {
-  assert.equal(typeErrors(dashboard), "");
   const broken = structuredClone(dashboard);
   broken.panels[0].gridPos.hh = 1;
-  broken.schemaVersion = "39";
-  const errors = typeErrors(broken);
-  assert.match(errors, /'"?hh"?' does not exist in type 'GridPos'|not assignable to type 'number'/);
+  const [errors, brokenErrors] = typeErrors([dashboard, broken]);
+  assert.equal(errors, "");
+  assert.match(brokenErrors, /'"?hh"?' does not exist in type 'GridPos'/);
 });
 
 test("the dashboard is one Grafana imports: a uid, a schema version, a Prometheus input", () => {
