@@ -21,6 +21,7 @@ tests=(
   ccache mold clang-format                             # compiler cache, fast linker, formatting
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-jinja2 python3-torch   # test references only
+  python3-cryptography                                 # the encrypted weight format, re-read
   prometheus                                           # promtool parses /metrics in tests
   curl openssl                                         # the tests' HTTPS certificates
 )

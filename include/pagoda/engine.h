@@ -74,6 +74,12 @@ struct EngineArgs {
   // huge pages when the weights are used as stored, a map when they are only read once to be
   // quantized (--quantization) or repacked (GGUF files).
   std::string weights_memory = "auto";
+  // Where the key of weights that `pagoda encrypt` wrote comes from (src/crypto/model_key.h):
+  // a file, a shell command printing it, or an environment variable the caller saw set; all
+  // empty for plain weights. The key is read at load and dropped once the weights are decrypted.
+  std::string model_key_file;
+  std::string model_key_command;
+  std::string model_key_environment_variable;
   // Weight quantization at load: "" (as stored), "int8" or "int4". Checkpoints that are
   // already quantized (pagoda quantize, AWQ/GPTQ, GGUF) load as they are either way.
   std::string quantization;

@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "crypto/model_key.h"
 #include "engine/engine_core.h"
 #include "engine/engine_log.h"
 #include "engine/in_process_executor.h"
@@ -110,7 +111,15 @@ ModelSource open_model_with_progress(const EngineArgs& args) {
   tokenizer_options.purpose = hub::Purpose::kTokenizer;
   const std::string tokenizer = hub::resolve_model(args.tokenizer, tokenizer_options);
   Progress progress("reading weights", 0);
-  return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress);
+  const crypto::ModelKeySource key_source{
+      .file = args.model_key_file,
+      .command = args.model_key_command,
+      .environment_variable = args.model_key_environment_variable};
+  if (key_source.empty()) {
+    return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress);
+  }
+  const crypto::ModelKey key = crypto::load_model_key(key_source);
+  return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress, &key);
 }
 
 }  // namespace

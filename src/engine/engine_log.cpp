@@ -46,6 +46,12 @@ std::string non_default_engine_args(const EngineArgs& a) {
   diff.add("threads", a.num_threads, d.num_threads);
   diff.add("cpu_bind", a.cpu_bind, d.cpu_bind);
   diff.add("weights_memory", a.weights_memory, d.weights_memory);
+  // Where the key of encrypted weights comes from, never the key, nor a command's text (it may
+  // carry a token).
+  diff.add("model_key_file", a.model_key_file, d.model_key_file);
+  if (!a.model_key_command.empty()) diff.add("model_key", std::string("command"), std::string());
+  diff.add("model_key_environment_variable", a.model_key_environment_variable,
+           d.model_key_environment_variable);
   diff.add("quantization", a.quantization, d.quantization);
   diff.add("quantization_group_size", a.quantization_group_size, d.quantization_group_size);
   diff.add("int8_activations", a.int8_activations, d.int8_activations);

@@ -8,8 +8,10 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "crypto/encrypted_file.h"
 #include "loader/awq_gptq.h"
 #include "util/error.h"
 
@@ -70,7 +72,7 @@ int64_t safetensors_dtype_size(const std::string& dtype) {
 }
 
 void TensorStore::add_files(const std::vector<std::string>& file_paths, Progress* progress) {
-  if (progress != nullptr && memory_ == FileMemory::kHugePageCopy) {
+  if (progress != nullptr && (memory_ == FileMemory::kHugePageCopy || key_ != nullptr)) {
     uint64_t total = 0;
     std::error_code ec;
     for (const std::string& file_path : file_paths) {
@@ -84,8 +86,32 @@ void TensorStore::add_files(const std::vector<std::string>& file_paths, Progress
   for (const std::string& file_path : file_paths) add_file(file_path, progress);
 }
 
+// Encrypted files are decrypted into memory, whatever memory_ says: a map would be ciphertext.
+std::unique_ptr<MappedFile> TensorStore::read_file(const std::string& file_path,
+                                                   Progress* progress) const {
+  const bool encrypted = crypto::is_encrypted_file(file_path);
+  if (encrypted && key_ == nullptr) {
+    fail(
+        "{}: the weights are encrypted (pagoda encrypt): give their key with --model-key-file, "
+        "--model-key-command or PAGODA_MODEL_KEY",
+        file_path);
+  }
+  if (!encrypted && key_ != nullptr) {
+    fail("{}: a model key was given, but this weight file is not encrypted", file_path);
+  }
+  if (!encrypted) return std::make_unique<MappedFile>(file_path, memory_, progress);
+  crypto::DecryptedFile plain = crypto::decrypt_file(file_path, *key_, progress);
+  if (!plain.locked) {
+    spdlog::warn(
+        "{}: decrypted weights are not locked in memory and could be swapped out: reserve "
+        "huge pages or raise the memlock limit (ulimit -l, LimitMEMLOCK=)",
+        file_path);
+  }
+  return std::make_unique<MappedFile>(file_path, std::move(plain.bytes), plain.size);
+}
+
 void TensorStore::add_file(const std::string& file_path, Progress* progress) {
-  auto file = std::make_unique<MappedFile>(file_path, memory_, progress);
+  auto file = read_file(file_path, progress);
   const std::string& path = file->path();
   const uint64_t file_size = file->size();
   if (file_size < 8) {
@@ -226,15 +252,18 @@ void TensorStore::add_file(const std::string& file_path, Progress* progress) {
   files_.push_back(std::move(file));
 }
 
-TensorStore TensorStore::open(const std::string& path, FileMemory memory, Progress* progress) {
+TensorStore TensorStore::open(const std::string& path, FileMemory memory, Progress* progress,
+                              const crypto::ModelKey* key) {
   TensorStore store;
   store.path_ = path;
   store.memory_ = memory;
+  store.key_ = key;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (!fs::exists(status)) fail("{}: no such file or directory", path);
   if (!fs::is_directory(status)) {
     store.add_files({path}, progress);
+    store.key_ = nullptr;
     return store;
   }
 
@@ -294,6 +323,7 @@ TensorStore TensorStore::open(const std::string& path, FileMemory memory, Progre
     std::sort(found.begin(), found.end());
     store.add_files(found, progress);
   }
+  store.key_ = nullptr;
   store.fold_quantized_tensors();
   // AWQ/GPTQ layers are announced in config.json, not in the tensors; a config.json that does
   // not parse is left for ModelConfig to report.

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "crypto/model_key.h"
 #include "util/dtype.h"
 #include "util/mapped_file.h"
 
@@ -55,8 +56,11 @@ class TensorStore {
   // weights are AWQ or GPTQ gets them repacked to kI4 (loader/awq_gptq.h).
   // `memory` says how the files get into memory (util/mapped_file.h); a copy advances
   // `progress` (if given) over the files' total size.
+  // `key` opens weight files that `pagoda encrypt` wrote (crypto/encrypted_file.h), decrypted
+  // into memory whatever `memory` says; an encrypted file without a key, or a key with a plain
+  // file, is an error naming the file.
   static TensorStore open(const std::string& path, FileMemory memory = FileMemory::kMap,
-                          Progress* progress = nullptr);
+                          Progress* progress = nullptr, const crypto::ModelKey* key = nullptr);
 
   // An empty store for a converter (GGUF, AWQ/GPTQ repacking) to fill with `add`.
   static TensorStore empty(std::string path);
@@ -92,6 +96,7 @@ class TensorStore {
   TensorStore() = default;
   void add_files(const std::vector<std::string>& file_paths, Progress* progress);
   void add_file(const std::string& file_path, Progress* progress);
+  std::unique_ptr<MappedFile> read_file(const std::string& file_path, Progress* progress) const;
   // Pagoda's own quantized checkpoints (`pagoda quantize`): NAME as I8 (int8) or U8 (packed
   // int4) plus NAME_scale and, for int4, NAME_min, both F16 [rows, groups]. Folds the planes
   // into NAME's Tensor so models see one kI8/kI4 tensor.
@@ -99,6 +104,7 @@ class TensorStore {
 
   std::string path_;
   FileMemory memory_ = FileMemory::kMap;
+  const crypto::ModelKey* key_ = nullptr;  // set only while open() runs
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, Tensor> tensors_;
   std::vector<std::shared_ptr<const void>> keep_alive_;

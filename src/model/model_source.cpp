@@ -1,6 +1,7 @@
 #include "model/model_source.h"
 
 #include "model/gguf_model.h"
+#include "util/error.h"
 
 namespace pagoda {
 namespace {
@@ -25,13 +26,16 @@ ModelSource from_gguf(const std::string& path, const std::string& tokenizer_dir,
 }  // namespace
 
 ModelSource open_model_source(const std::string& path, const std::string& tokenizer_dir,
-                              FileMemory memory, Progress* progress) {
-  if (is_gguf_path(path)) return from_gguf(path, tokenizer_dir, memory, progress);
+                              FileMemory memory, Progress* progress, const crypto::ModelKey* key) {
+  if (is_gguf_path(path)) {
+    if (key != nullptr) fail("{}: a model key was given, but GGUF files are not encrypted", path);
+    return from_gguf(path, tokenizer_dir, memory, progress);
+  }
   const std::string tok_dir = tokenizer_dir.empty() ? path : tokenizer_dir;
   ModelSource s{path,
                 ModelConfig::from_dir(path),
                 GenerationConfig::from_dir(path),
-                TensorStore::open(path, memory, progress),
+                TensorStore::open(path, memory, progress, key),
                 Tokenizer::from_directory(tok_dir),
                 {},
                 {}};

@@ -25,8 +25,10 @@ struct ModelSource {
 // `tokenizer_dir` overrides the model's tokenizer when not empty. Throws pagoda::Error naming the
 // file and the problem.
 // `memory`: how weight files get into memory (util/mapped_file.h); `progress` (optional) follows
-// the bytes of safetensors files copied into memory, or of GGUF tensors repacked.
+// the bytes of safetensors files copied into memory, or of GGUF tensors repacked. `key` opens a
+// directory that `pagoda encrypt` wrote (loader/safetensors.h); GGUF files are never encrypted.
 ModelSource open_model_source(const std::string& path, const std::string& tokenizer_dir = "",
-                              FileMemory memory = FileMemory::kMap, Progress* progress = nullptr);
+                              FileMemory memory = FileMemory::kMap, Progress* progress = nullptr,
+                              const crypto::ModelKey* key = nullptr);
 
 }  // namespace pagoda

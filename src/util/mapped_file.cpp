@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "util/error.h"
 
@@ -63,6 +64,11 @@ MappedFile::MappedFile(const std::string& path, FileMemory memory, Progress* pro
   if (p == MAP_FAILED) fail("{}: cannot map: {}", path, std::strerror(errno));
   data_ = static_cast<const uint8_t*>(p);
   mapped_ = true;
+}
+
+MappedFile::MappedFile(std::string path, HugeBuffer bytes, size_t size)
+    : path_(std::move(path)), size_(size), copy_(std::move(bytes)) {
+  data_ = static_cast<const uint8_t*>(copy_.data());
 }
 
 MappedFile::~MappedFile() {

@@ -29,6 +29,9 @@ class MappedFile {
   // advances `progress` (if given) by the bytes read.
   explicit MappedFile(const std::string& path, FileMemory memory = FileMemory::kMap,
                       Progress* progress = nullptr);
+  // A file's bytes that are already in memory (a decrypted weight file): `bytes` holds the
+  // `size` bytes of `path`'s content.
+  MappedFile(std::string path, HugeBuffer bytes, size_t size);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

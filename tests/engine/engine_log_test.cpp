@@ -26,6 +26,18 @@ TEST(EngineLog, NonDefaultArgsListOnlyWhatChanged) {
             "enable_prefix_caching=false");
 }
 
+TEST(EngineLog, ModelKeySourcesAreNamedButNeverTheCommand) {
+  EngineArgs a;
+  a.model_key_file = "/etc/pagoda/model.key";
+  EXPECT_EQ(non_default_engine_args(a), "model_key_file=/etc/pagoda/model.key");
+  EngineArgs b;
+  b.model_key_command = "vault kv get -field=key secret/pagoda?token=s3cr3t";
+  EXPECT_EQ(non_default_engine_args(b), "model_key=command");
+  EngineArgs c;
+  c.model_key_environment_variable = "PAGODA_MODEL_KEY";
+  EXPECT_EQ(non_default_engine_args(c), "model_key_environment_variable=PAGODA_MODEL_KEY");
+}
+
 TEST(EngineLog, MaximumConcurrencyCountsWholeBlocks) {
   // 100 blocks of 16 tokens; a 2048-token request needs 128 blocks.
   EXPECT_DOUBLE_EQ(max_concurrency(100, 16, 2048), 100.0 / 128.0);

@@ -3,6 +3,7 @@
 // DeepSeek-V2/V3 the MLA and mixture-of-experts layout.
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "model/model_registry.h"
 #include "model/model_source.h"
 #include "tools/pagoda/commands.h"
+#include "tools/pagoda/model_key_options.h"
 #include "util/cpu_features.h"
 #include "util/units.h"
 
@@ -28,6 +30,7 @@ namespace {
 struct InfoFlags {
   std::string model;
   std::string kv_cache_dtype = "auto";
+  ModelKeyFlags model_key;
 };
 
 // The name a --kv-cache-dtype value resolves to ("auto" is the engine's fp16).
@@ -79,7 +82,11 @@ int run_info(const InfoFlags& f) {
   const std::string path = f.model == "demo" && !std::filesystem::exists(f.model)
                                ? ensure_demo_model()
                                : hub::resolve_model(f.model);  // org/name: docs/models.md
-  const ModelSource source = open_model_source(path);
+  const crypto::ModelKeySource key_source = model_key_source(f.model_key);
+  const std::optional<crypto::ModelKey> key =
+      key_source.empty() ? std::nullopt : std::optional(crypto::load_model_key(key_source));
+  const ModelSource source =
+      open_model_source(path, "", FileMemory::kMap, nullptr, key ? &*key : nullptr);
   const ModelConfig& config = source.config;
   ModelOptions options;
   options.max_num_batched_tokens = 1;
@@ -132,6 +139,7 @@ Command register_info(CLI::App& app) {
                   "fp16 or bf16")
       ->check(CLI::IsMember(kv_cache_dtype_names()))
       ->capture_default_str();
+  add_model_key_options(sub, flags->model_key);
   return [flags] { return run_info(*flags); };
 }
 

@@ -23,6 +23,7 @@ Command register_serve(CLI::App& app);
 Command register_export_gguf(CLI::App& app);
 Command register_quantize(CLI::App& app);
 Command register_download(CLI::App& app);
+Command register_encrypt(CLI::App& app);
 // `pagoda bench`: a group of benchmarks. bench_command() creates the group on first use; each
 // child adds itself with bench_command(app)->add_subcommand(...) and add_bench_runner(child, run),
 // and register_bench (`bench serve`) returns the dispatcher that runs whichever child was chosen.

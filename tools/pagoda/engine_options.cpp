@@ -96,6 +96,7 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
                   "auto: huge pages unless the weights are quantized or repacked at load")
       ->check(CLI::IsMember({"auto", "mmap", "huge-pages"}))
       ->capture_default_str();
+  add_model_key_options(app, f.model_key);
   app->add_option("--quantization,-q", a.quantization,
                   "Quantize float weights at load: int8 (per output channel) or int4 (groups)")
       ->check(CLI::IsMember({"int8", "int4"}));
@@ -168,6 +169,10 @@ EngineArgs EngineFlags::to_engine_args() const {
   EngineArgs a = args;
   if (a.model.empty()) fail("no model given: pass --model DIR (or `pagoda serve DIR`)");
   if (!served_model_names.empty()) a.served_model_name = served_model_names.front();
+  const crypto::ModelKeySource key = model_key_source(model_key);
+  a.model_key_file = key.file;
+  a.model_key_command = key.command;
+  a.model_key_environment_variable = key.environment_variable;
   if (!kv_cache_space.empty()) {
     a.kv_cache_space_bytes = parse_byte_size(kv_cache_space);
   } else if (const std::string gib = environment("VLLM_CPU_KVCACHE_SPACE"); !gib.empty()) {

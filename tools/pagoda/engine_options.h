@@ -10,6 +10,7 @@
 
 #include "pagoda/engine.h"
 #include "pagoda/sampling_params.h"
+#include "tools/pagoda/model_key_options.h"
 
 namespace pagoda::cli {
 
@@ -22,6 +23,7 @@ struct EngineFlags {
   std::string log_level = "warning";
   CLI::Option* log_level_option = nullptr;  // to tell a given --log-level from the default
   std::string isa = "auto";                 // --isa: force a kernel table
+  ModelKeyFlags model_key;                  // --model-key-file / --model-key-command
 
   // Validates and fills args (kv_cache_space_bytes etc.), taking what the command line left
   // unset from the environment, PAGODA_* before vLLM's VLLM_*: PAGODA_KV_CACHE_SPACE or
