@@ -134,18 +134,16 @@ void PrintTo(const TableCase& c, std::ostream* os) {
 }
 
 std::vector<TableCase> table_cases() {
-  std::vector<TableCase> cases = {
-      {"scalar", [] { return kernels_for(Isa::kScalar); }},
-      {"avx2", [] { return kernels_for(Isa::kAvx2); }},
-      {"avx512", [] { return kernels_for(Isa::kAvx512); }},
-  };
+  std::vector<TableCase> cases;
+  for (const std::string& name : kernel_isa_names()) {
+    cases.push_back({name, [name] { return kernels_for(name); }});
+  }
 #if defined(__x86_64__)
   cases.push_back({"avx512_no_vnni", []() -> const KernelTable* {
-                     return kernels_for(Isa::kAvx512) ? &detail::avx512_table(false, false)
-                                                      : nullptr;
+                     return kernels_for("avx512") ? &detail::avx512_table(false, false) : nullptr;
                    }});
   cases.push_back({"avx512_vnni", []() -> const KernelTable* {
-                     return kernels_for(Isa::kAvx512) && cpu_features().avx512_vnni
+                     return kernels_for("avx512") && cpu_features().avx512_vnni
                                 ? &detail::avx512_table(false, true)
                                 : nullptr;
                    }});
@@ -159,7 +157,7 @@ class QuantKernelTest : public ::testing::TestWithParam<TableCase> {
     table_ = GetParam().get();
     if (table_ == nullptr) GTEST_SKIP() << "this CPU cannot run " << GetParam().name;
   }
-  const KernelTable& scalar() const { return *kernels_for(Isa::kScalar); }
+  const KernelTable& scalar() const { return *kernels_for("scalar"); }
   const KernelTable* table_ = nullptr;
   std::mt19937 rng_{4321};
 };
@@ -330,7 +328,7 @@ TEST(SymmetricInt4Mins, HoldsOnlyWhenEveryMinIsMinus8TimesItsScale) {
 
 TEST(ScalarQuantKernels, WeightOnlyEqualsFloatMatmulOnDequantizedRows) {
   std::mt19937 rng(7);
-  const KernelTable& scalar = *kernels_for(Isa::kScalar);
+  const KernelTable& scalar = *kernels_for("scalar");
   for (DType dtype : {DType::kI8, DType::kI4}) {
     for (int64_t group_size : {int64_t{32}, int64_t{64}, int64_t{192}}) {
       const QuantWeights w = random_quant_weights(rng, dtype, 11, 192, group_size);
@@ -351,7 +349,7 @@ TEST(ScalarQuantKernels, Int8ActivationsWithinQuantizationError) {
   // Σ_c∈b |w_c| (+ float rounding); and the bound is not vacuous: the observed error must be a
   // visible fraction of it somewhere.
   std::mt19937 rng(11);
-  const KernelTable& scalar = *kernels_for(Isa::kScalar);
+  const KernelTable& scalar = *kernels_for("scalar");
   const int64_t kRows = 13, kCols = 256, kTokens = 3;
   double worst_ratio = 0.0;
   for (DType dtype : {DType::kI8, DType::kI4}) {
