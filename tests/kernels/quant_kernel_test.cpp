@@ -249,6 +249,33 @@ TEST_P(QuantKernelTest, MatmulIsBatchInvariant) {
   }
 }
 
+#if defined(__aarch64__)
+// The AArch64 W8A8 / W4A8 tiles (arm/int8_kernels.h) add the scalar table's terms in the
+// scalar table's order (4 rows in the lanes, multiplies and adds unfused), so they must give
+// its bits exactly, on every layout and token count (the x86 tiles reorder: tolerance above).
+TEST_P(QuantKernelTest, Aarch64Int8ActivationsAreTheScalarBits) {
+  if (GetParam().name == "scalar") GTEST_SKIP() << "the reference itself";
+  const int64_t kRows = 37;
+  for (const WeightKind& kind : kWeightKinds) {
+    for (const Layout& layout : kLayouts) {
+      QuantWeights w = random_weights_of_kind(rng_, kind, kRows, layout.cols, layout.group_size);
+      w.view.int8_activations = true;
+      for (int64_t num_tokens : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}}) {
+        const std::vector<float> x = activations(rng_, num_tokens, layout.cols);
+        std::vector<float> expected(num_tokens * kRows), actual(num_tokens * kRows);
+        scalar().matmul(x.data(), num_tokens, w.view, 0, kRows, expected.data(), kRows);
+        table_->matmul(x.data(), num_tokens, w.view, 0, kRows, actual.data(), kRows);
+        for (int64_t i = 0; i < num_tokens * kRows; ++i) {
+          ASSERT_EQ(actual[i], expected[i])
+              << GetParam().name << " " << kind.name << " cols=" << layout.cols
+              << " group=" << layout.group_size << " tokens=" << num_tokens << " i=" << i;
+        }
+      }
+    }
+  }
+}
+#endif
+
 TEST_P(QuantKernelTest, SymmetricInt4NeverReadsTheMins) {
   // Q4_0-style weights flagged symmetric_int4: the W4A8 paths keep the -8 in the integer sums
   // (MatmulMatchesScalar checks the values). Poisoning the mins plane (NaN) must change no bit.
