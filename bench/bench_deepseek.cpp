@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
     options.max_num_batched_tokens = 2048;
     const std::unique_ptr<Model> model = create_model(config, store, options);
     const DeepseekConfig dc = DeepseekConfig::from_model_config(config);
-    std::printf("%s, %d threads, %.2f GB of weights, %lld parameters\n", isa_name(kernels().isa),
+    std::printf("%s, %d threads, %.2f GB of weights, %lld parameters\n", kernels().isa,
                 omp_get_max_threads(), model->weight_bytes() / 1e9,
                 static_cast<long long>(model->num_parameters()));
 

@@ -106,8 +106,8 @@ int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 5;
   const int threads = omp_get_max_threads();
   const pagoda::KernelTable& fast = pagoda::kernels();
-  const pagoda::KernelTable& scalar = *pagoda::kernels_for(pagoda::Isa::kScalar);
-  std::printf("ISA %s%s, %d thread%s\n", pagoda::isa_name(fast.isa),
+  const pagoda::KernelTable& scalar = *pagoda::kernels_for("scalar");
+  std::printf("ISA %s%s, %d thread%s\n", fast.isa,
               fast.matmul_bf16_activations ? " (vdpbf16ps)" : "", threads, threads == 1 ? "" : "s");
 
   pagoda::BandwidthOptions probe;
@@ -162,8 +162,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("\n%s vs scalar reference (same threads, 2048x2048 bf16):\n",
-              pagoda::isa_name(fast.isa));
+  std::printf("\n%s vs scalar reference (same threads, 2048x2048 bf16):\n", fast.isa);
   for (int64_t tokens : {int64_t{1}, int64_t{128}}) {
     const Shape s = kShapes[0];
     const std::vector<uint16_t> w = random_bf16(s.rows * s.cols, 3);
@@ -177,9 +176,8 @@ int main(int argc, char** argv) {
         best_of(reps, [&] { matmul_with(scalar, x.data(), tokens, view, y.data()); });
     std::printf(
         "  %3lld token%s  %s %9.3f ms   scalar %9.3f ms   speed-up %5.1fx (CPU time %5.1fx)\n",
-        static_cast<long long>(tokens), tokens == 1 ? " " : "s", pagoda::isa_name(fast.isa),
-        t_fast.wall_s * 1e3, t_scalar.wall_s * 1e3, t_scalar.wall_s / t_fast.wall_s,
-        t_scalar.cpu_s / t_fast.cpu_s);
+        static_cast<long long>(tokens), tokens == 1 ? " " : "s", fast.isa, t_fast.wall_s * 1e3,
+        t_scalar.wall_s * 1e3, t_scalar.wall_s / t_fast.wall_s, t_scalar.cpu_s / t_fast.cpu_s);
   }
   return 0;
 }

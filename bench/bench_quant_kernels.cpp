@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 5;
   const int threads = omp_get_max_threads();
   const pagoda::KernelTable& table = pagoda::kernels();
-  std::printf("ISA %s, %d thread%s\n", pagoda::isa_name(table.isa), threads,
+  std::printf("ISA %s, %d thread%s\n", table.isa, threads,
               threads == 1 ? "" : "s");
 
   pagoda::BandwidthOptions probe;

@@ -25,11 +25,21 @@ tests=(
   prometheus                                           # promtool parses /metrics in tests
   curl openssl                                         # the tests' HTTPS certificates
 )
+# The AArch64 kernels, cross-built and tested under qemu (scripts/cross-build.sh, tests/cross):
+# on x86-64 only, with Debian's arm64 libraries through multiarch.
+cross_aarch64=(
+  g++-aarch64-linux-gnu qemu-user
+  libfmt-dev:arm64 libspdlog-dev:arm64 libnuma-dev:arm64 libgtest-dev:arm64
+)
 
 packages=("${build_and_run[@]}")
 with_tests=0
 case "${1:-}" in
-  --tests) with_tests=1; packages+=("${tests[@]}") ;;
+  --tests)
+    with_tests=1
+    packages+=("${tests[@]}")
+    if [ "$(dpkg --print-architecture)" = amd64 ]; then packages+=("${cross_aarch64[@]}"); fi
+    ;;
   "") ;;
   *) echo "usage: $0 [--tests]" >&2; exit 2 ;;
 esac
@@ -46,6 +56,12 @@ if [ "$with_tests" = 1 ] && ! command -v node >/dev/null 2>&1; then missing+=(no
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
+  case " ${missing[*]}" in
+    *:arm64*)
+      dpkg --print-foreign-architectures | grep -qx arm64 ||
+        "${sudo_cmd[@]}" dpkg --add-architecture arm64
+      ;;
+  esac
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi

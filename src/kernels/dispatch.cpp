@@ -1,64 +1,67 @@
-// Chooses the kernel table once, from the CPU's features (util/cpu_features.h), and lets the
-// CLI force another one (`--isa scalar`) for debugging or comparison.
+// Chooses the kernel table once, from the CPU's features (util/cpu_features.h) and this
+// architecture's variant list (tables.h), and lets the CLI force another one (`--isa scalar`,
+// PAGODA_ISA) for debugging, comparison and bug reports.
+#include <algorithm>
 #include <atomic>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/tables.h"
-#include "util/cpu_features.h"
 #include "util/error.h"
 
 namespace pagoda {
+
+#if !defined(__x86_64__) && !defined(__aarch64__)
+std::span<const detail::KernelVariant> detail::architecture_variants() {
+  return {};  // no SIMD kernels for this architecture: the scalar reference only
+}
+#endif
+
 namespace {
 
+// Every variant of this build, scalar included, best (highest priority) first.
+const std::vector<detail::KernelVariant>& variants() {
+  static const std::vector<detail::KernelVariant> all = [] {
+    std::vector<detail::KernelVariant> v(detail::architecture_variants().begin(),
+                                         detail::architecture_variants().end());
+    v.push_back({"scalar", 0, [](const CpuFeatures&) { return true; },
+                 [](const CpuFeatures&) -> const KernelTable& { return detail::scalar_table(); }});
+    std::stable_sort(v.begin(), v.end(),
+                     [](const auto& a, const auto& b) { return a.priority > b.priority; });
+    return v;
+  }();
+  return all;
+}
+
+const detail::KernelVariant* find_variant(std::string_view name) {
+  for (const auto& v : variants()) {
+    if (name == v.name) return &v;
+  }
+  return nullptr;
+}
+
 const KernelTable* best_table() {
-  const Isa order[] = {Isa::kAvx512, Isa::kAvx2, Isa::kScalar};
-  for (Isa isa : order) {
-    if (const KernelTable* table = kernels_for(isa)) return table;
+  for (const auto& v : variants()) {
+    if (v.supported(cpu_features())) return &v.build(cpu_features());
   }
   return &detail::scalar_table();
 }
 
-// nullptr until first use or until set_kernel_isa; read on every kernels() call, so atomic.
+// nullptr until set_kernel_isa; read on every kernels() call, so atomic.
 std::atomic<const KernelTable*> g_forced{nullptr};
 
 }  // namespace
 
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return "scalar";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kAvx512:
-      return "avx512";
-  }
-  return "?";
+std::vector<std::string> kernel_isa_names() {
+  std::vector<std::string> names;
+  for (const auto& v : variants()) names.emplace_back(v.name);
+  return names;
 }
 
-Isa parse_isa(const std::string& name) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    if (name == isa_name(isa)) return isa;
-  }
-  fail("unknown ISA '{}': expected scalar, avx2 or avx512", name);
-}
-
-const KernelTable* kernels_for(Isa isa) {
-  const CpuFeatures& cpu = cpu_features();
-  switch (isa) {
-    case Isa::kScalar:
-      return &detail::scalar_table();
-    case Isa::kAvx2:
-#if defined(PAGODA_KERNELS_X86)
-      if (cpu.has_avx2_set()) return &detail::avx2_table();
-#endif
-      return nullptr;
-    case Isa::kAvx512:
-#if defined(PAGODA_KERNELS_X86)
-      if (cpu.has_avx512_set()) return &detail::avx512_table(cpu.avx512_bf16, cpu.avx512_vnni);
-#endif
-      return nullptr;
-  }
-  return nullptr;
+const KernelTable* kernels_for(std::string_view isa) {
+  const detail::KernelVariant* v = find_variant(isa);
+  if (v == nullptr || !v->supported(cpu_features())) return nullptr;
+  return &v->build(cpu_features());
 }
 
 const KernelTable& kernels() {
@@ -68,11 +71,15 @@ const KernelTable& kernels() {
   return *best;
 }
 
-void set_kernel_isa(Isa isa) {
+void set_kernel_isa(std::string_view isa) {
+  if (find_variant(isa) == nullptr) {
+    std::string known;
+    for (const auto& name : kernel_isa_names()) known += (known.empty() ? "" : ", ") + name;
+    fail("unknown ISA '{}': this build has {}", isa, known);
+  }
   const KernelTable* table = kernels_for(isa);
   if (table == nullptr) {
-    fail("ISA '{}' is not supported by this CPU (it has: {})", isa_name(isa),
-         cpu_features().describe());
+    fail("ISA '{}' is not supported by this CPU (it has: {})", isa, cpu_features().describe());
   }
   g_forced.store(table, std::memory_order_release);
 }

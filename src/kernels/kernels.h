@@ -1,6 +1,7 @@
 // The kernel table: every hot numerical routine as a function pointer, filled once at
-// start-up for the best ISA this CPU has (scalar reference, AVX2, AVX-512). A new ISA is one
-// file (e.g. x86/avx512.cpp) plus one entry in dispatch.cpp.
+// start-up for the best ISA this CPU has (the scalar reference; AVX2, AVX-512 on x86-64; NEON,
+// NEON with the dot product on AArch64). A new ISA is one file (e.g. x86/avx512.cpp) plus one
+// entry in its architecture's variant list (x86/variants.cpp, arm/variants.cpp).
 //
 // Conventions: activations are fp32, row-major; weights are row-major [rows, cols] in their
 // stored dtype; a kernel works on a caller-chosen range of output rows so the caller (ops.h)
@@ -9,6 +10,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "util/dtype.h"
 
@@ -36,11 +39,8 @@ struct WeightView {
   bool symmetric_int4 = false;
 };
 
-enum class Isa : uint8_t { kScalar, kAvx2, kAvx512 };
-const char* isa_name(Isa isa);
-
 struct KernelTable {
-  Isa isa = Isa::kScalar;
+  const char* isa = "scalar";  // the variant's name, as --isa takes it
   // True when matmul on bf16 weights rounds the activations to bf16 too (AVX-512 vdpbf16ps):
   // each product then carries up to 2^-8 relative error. fp32 and f16 weights never do.
   bool matmul_bf16_activations = false;
@@ -93,10 +93,14 @@ struct KernelTable {
 
 // The table for the best ISA this CPU supports (or the one forced with set_kernel_isa).
 const KernelTable& kernels();
-// The table for one ISA, or nullptr if this CPU cannot run it. Tests compare each to scalar.
-const KernelTable* kernels_for(Isa isa);
-// Force an ISA (e.g. `--isa scalar` for debugging); throws pagoda::Error if unsupported.
-void set_kernel_isa(Isa isa);
-Isa parse_isa(const std::string& name);
+// Every ISA this build has kernels for (whether or not this CPU runs them), best first;
+// "scalar" is always there.
+std::vector<std::string> kernel_isa_names();
+// The table for one ISA, or nullptr if this build has none of that name or this CPU cannot
+// run it. Tests compare each to scalar.
+const KernelTable* kernels_for(std::string_view isa);
+// Force an ISA (e.g. `--isa scalar` for debugging); throws pagoda::Error if this build has no
+// such ISA (the message lists those it has) or this CPU cannot run it.
+void set_kernel_isa(std::string_view isa);
 
 }  // namespace pagoda

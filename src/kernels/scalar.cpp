@@ -223,7 +223,7 @@ float exp_shifted(float* x, float shift, int64_t n) {
 const KernelTable& scalar_table() {
   static const KernelTable table = [] {
     KernelTable t;
-    t.isa = Isa::kScalar;
+    t.isa = "scalar";
     t.matmul = matmul;
     t.rms_norm = rms_norm;
     t.add_rms_norm = add_rms_norm;

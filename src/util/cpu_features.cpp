@@ -5,6 +5,7 @@
 #endif
 #if defined(__aarch64__)
 #include <sys/auxv.h>
+#include <sys/prctl.h>
 #endif
 
 namespace pagoda {
@@ -47,9 +48,37 @@ CpuFeatures detect() {
   return f;
 }
 #elif defined(__aarch64__)
+// The bits of Linux's uapi asm/hwcap.h, spelled out so that an older libc's headers still
+// build this file (values from the kernel's arch/arm64/include/uapi/asm/hwcap.h).
+constexpr unsigned long kHwcapFp = 1ul << 0;
+constexpr unsigned long kHwcapAsimd = 1ul << 1;
+constexpr unsigned long kHwcapFphp = 1ul << 9;
+constexpr unsigned long kHwcapAsimdhp = 1ul << 10;
+constexpr unsigned long kHwcapAsimddp = 1ul << 20;
+constexpr unsigned long kHwcapAsimdfhm = 1ul << 23;
+constexpr unsigned long kHwcapSve = 1ul << 22;
+constexpr unsigned long kHwcap2Sve2 = 1ul << 1;
+constexpr unsigned long kHwcap2I8mm = 1ul << 13;
+constexpr unsigned long kHwcap2Bf16 = 1ul << 14;
+constexpr int kPrSveGetVl = 51;  // prctl(PR_SVE_GET_VL): the vector length in bytes, low 16 bits
+
 CpuFeatures detect() {
   CpuFeatures f;
-  f.neon = true;  // mandatory on AArch64
+  const unsigned long hwcap = getauxval(AT_HWCAP);
+  const unsigned long hwcap2 = getauxval(AT_HWCAP2);
+  f.asimd = (hwcap & kHwcapFp) && (hwcap & kHwcapAsimd);
+  f.fphp = hwcap & kHwcapFphp;
+  f.asimdhp = hwcap & kHwcapAsimdhp;
+  f.asimddp = hwcap & kHwcapAsimddp;
+  f.asimdfhm = hwcap & kHwcapAsimdfhm;
+  f.sve = hwcap & kHwcapSve;
+  f.sve2 = hwcap2 & kHwcap2Sve2;
+  f.i8mm = hwcap2 & kHwcap2I8mm;
+  f.bf16 = hwcap2 & kHwcap2Bf16;
+  if (f.sve) {
+    const int vl = prctl(kPrSveGetVl, 0, 0, 0, 0);
+    f.sve_vector_bytes = vl > 0 ? (vl & 0xffff) : 0;
+  }
   return f;
 }
 #else
@@ -76,7 +105,16 @@ std::string CpuFeatures::describe() const {
   add(avx512dq, "avx512dq");
   add(avx512_vnni, "avx512_vnni");
   add(avx512_bf16, "avx512_bf16");
-  add(neon, "neon");
+  add(asimd, "asimd");
+  add(asimddp, "asimddp");
+  add(fphp, "fphp");
+  add(asimdhp, "asimdhp");
+  add(asimdfhm, "asimdfhm");
+  add(i8mm, "i8mm");
+  add(bf16, "bf16");
+  add(sve, "sve");
+  add(sve2, "sve2");
+  if (sve_vector_bytes > 0) s += " (sve " + std::to_string(sve_vector_bytes * 8) + "-bit)";
   return s.empty() ? "none" : s;
 }
 

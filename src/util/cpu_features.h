@@ -16,13 +16,26 @@ struct CpuFeatures {
   bool avx512dq = false;
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
-  bool neon = false;
+  // AArch64, from the HWCAP / HWCAP2 auxiliary vector entries (Linux's /proc/cpuinfo names):
+  // asimd = NEON; asimddp = sdot/udot; fphp / asimdhp = fp16 scalar / vector arithmetic;
+  // asimdfhm = fmlal (fp16 products into fp32); i8mm = smmla; bf16 = bfdot/bfmmla.
+  bool asimd = false;
+  bool asimddp = false;
+  bool fphp = false;
+  bool asimdhp = false;
+  bool asimdfhm = false;
+  bool i8mm = false;
+  bool bf16 = false;
+  bool sve = false;
+  bool sve2 = false;
+  int sve_vector_bytes = 0;  // the SVE vector length in use (prctl), 0 without SVE
 
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   bool has_avx512_set() const {
     return has_avx2_set() && avx512f && avx512bw && avx512vl && avx512dq;
   }
-  std::string describe() const;  // e.g. "avx2 fma f16c avx512f ..."
+  bool has_fp16_arith() const { return fphp && asimdhp; }
+  std::string describe() const;  // e.g. "avx2 fma f16c avx512f ..." or "asimd asimddp ..."
 };
 
 // Detected once, on first use; thread-safe.

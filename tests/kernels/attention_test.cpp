@@ -45,7 +45,7 @@ std::vector<float> as_cached(DType dtype, std::vector<float> x) {
 std::vector<uint8_t> filled_pool(DType dtype, size_t n, float fill) {
   std::vector<uint8_t> pool(n * size_t(dtype_size(dtype)));
   for (size_t i = 0; i < n; ++i) {
-    kernels_for(Isa::kScalar)->from_f32(&fill, dtype, 1, pool.data() + i * dtype_size(dtype));
+    kernels_for("scalar")->from_f32(&fill, dtype, 1, pool.data() + i * dtype_size(dtype));
   }
   return pool;
 }
@@ -134,23 +134,22 @@ void check_batch(const std::vector<SeqSpec>& specs, int32_t num_heads, int32_t n
       ASSERT_NEAR(got, expected[j], 2e-5)
           << "seq " << i << " element " << j << " (heads " << num_heads << "/" << num_kv_heads
           << ", block_size " << block_size << ", cache " << dtype_name(types.cache) << ", isa "
-          << isa_name(kernels().isa) << ")";
+          << kernels().isa << ")";
     }
   }
 }
 
-class AttentionIsaTest : public ::testing::TestWithParam<Isa> {
+class AttentionIsaTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (kernels_for(GetParam()) == nullptr)
-      GTEST_SKIP() << "this CPU cannot run " << isa_name(GetParam());
+    if (kernels_for(GetParam()) == nullptr) GTEST_SKIP() << "this CPU cannot run " << GetParam();
     previous_ = kernels().isa;
     set_kernel_isa(GetParam());
   }
   void TearDown() override {
     if (kernels_for(GetParam()) != nullptr) set_kernel_isa(previous_);
   }
-  Isa previous_ = Isa::kScalar;
+  std::string previous_ = "scalar";
 };
 
 // Decodes mixed with a fresh prefill, a continuing chunk and a one-token context.
@@ -191,10 +190,9 @@ TEST_P(AttentionIsaTest, SixteenBitCacheGivesTheFp32CacheResultOnItsRoundedValue
   check_batch({{1, 300}, {9, 300}}, 4, 2, 128, 128, 16, 44, CacheTypes{DType::kBF16});
 }
 
-INSTANTIATE_TEST_SUITE_P(AllIsas, AttentionIsaTest,
-                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
-                         [](const ::testing::TestParamInfo<Isa>& info) {
-                           return std::string(isa_name(info.param));
+INSTANTIATE_TEST_SUITE_P(AllIsas, AttentionIsaTest, ::testing::ValuesIn(kernel_isa_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
                          });
 
 TEST(WriteKv, SlotsLandAtBlockAndOffsetAndNegativeSlotsAreSkipped) {
@@ -273,8 +271,7 @@ void check_write_kv_rope(int32_t num_q_heads, int32_t num_kv_heads, int32_t k_he
 
   const std::string where = std::string(neox ? "neox" : "interleaved") + " rotary_dim " +
                             std::to_string(rotary_dim) + " of " + std::to_string(k_head_dim) +
-                            ", cache " + dtype_name(cache_dtype) + ", isa " +
-                            isa_name(kernels().isa);
+                            ", cache " + dtype_name(cache_dtype) + ", isa " + kernels().isa;
   // Bit equality (not a tolerance): the fused path must not change a single result.
   EXPECT_EQ(q_actual, q_expected) << where;
   EXPECT_EQ(k_actual, k_expected) << where;

@@ -54,13 +54,13 @@ TestWeights make_weights(std::mt19937& rng, DType dtype, int64_t rows, int64_t c
   return w;
 }
 
-class KernelIsaTest : public ::testing::TestWithParam<Isa> {
+class KernelIsaTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     table_ = kernels_for(GetParam());
-    if (table_ == nullptr) GTEST_SKIP() << "this CPU cannot run " << isa_name(GetParam());
+    if (table_ == nullptr) GTEST_SKIP() << "this CPU cannot run " << GetParam();
   }
-  const KernelTable& scalar() const { return *kernels_for(Isa::kScalar); }
+  const KernelTable& scalar() const { return *kernels_for("scalar"); }
   const KernelTable* table_ = nullptr;
   std::mt19937 rng_{1234};
 };
@@ -68,7 +68,7 @@ class KernelIsaTest : public ::testing::TestWithParam<Isa> {
 constexpr DType kFloatDtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 
 const KernelTable& scalar_table() {
-  return *kernels_for(Isa::kScalar);
+  return *kernels_for("scalar");
 }
 
 // The checks of table.matmul below are functions of the table, so that the bf16 kernel with
@@ -400,15 +400,15 @@ TEST_P(KernelIsaTest, FromF32RoundsLikeTheScalarConversionsBitForBit) {
   EXPECT_EQ(std::memcmp(copy.data(), src.data(), src.size() * sizeof(float)), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsaTest,
-                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
-                         [](const ::testing::TestParamInfo<Isa>& info) {
-                           return std::string(isa_name(info.param));
+// Every variant this build has, whether or not this CPU runs it (those it cannot are skipped).
+INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsaTest, ::testing::ValuesIn(kernel_isa_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
                          });
 
 // The scalar table against values worked out by hand, so the reference itself is checked.
 TEST(ScalarKernels, HandCheckedValues) {
-  const KernelTable& k = *kernels_for(Isa::kScalar);
+  const KernelTable& k = *kernels_for("scalar");
   // W = [[1, 2], [3, 4], [5, 6]] (bf16 holds these exactly), x = [[1, -1], [2, 0.5]].
   const uint16_t w_bits[] = {f32_to_bf16(1), f32_to_bf16(2), f32_to_bf16(3),
                              f32_to_bf16(4), f32_to_bf16(5), f32_to_bf16(6)};
@@ -450,19 +450,34 @@ TEST(ScalarKernels, HandCheckedValues) {
   EXPECT_EQ(std::vector<float>(gptj, gptj + 4), (std::vector<float>{-2, 1, 3, 4}));
 }
 
-TEST(KernelDispatch, ParseNameAndForce) {
-  EXPECT_EQ(parse_isa("avx2"), Isa::kAvx2);
-  EXPECT_EQ(parse_isa("scalar"), Isa::kScalar);
-  EXPECT_THROW(parse_isa("sse9"), Error);
-  const Isa best = kernels().isa;
-  ASSERT_NE(kernels_for(best), nullptr);
-  set_kernel_isa(Isa::kScalar);
-  EXPECT_EQ(kernels().isa, Isa::kScalar);
+TEST(KernelDispatch, NamesAndForce) {
+  const std::vector<std::string> names = kernel_isa_names();
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.back(), "scalar");  // the lowest priority: chosen only when nothing else runs
+#if defined(__x86_64__)
+  EXPECT_EQ(names, (std::vector<std::string>{"avx512", "avx2", "scalar"}));
+#elif defined(__aarch64__)
+  EXPECT_EQ(names, (std::vector<std::string>{"neon_dotprod", "neon", "scalar"}));
+#endif
+  EXPECT_EQ(kernels_for("sse9"), nullptr);
+  EXPECT_THROW(set_kernel_isa("sse9"), Error);
+  // The default is the first name, in priority order, that this CPU runs.
+  const std::string best = kernels().isa;
+  for (const std::string& name : names) {
+    if (kernels_for(name) != nullptr) {
+      EXPECT_EQ(name, best);
+      break;
+    }
+  }
+  set_kernel_isa("scalar");
+  EXPECT_STREQ(kernels().isa, "scalar");
   set_kernel_isa(best);
   EXPECT_EQ(kernels().isa, best);
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
-    if (kernels_for(isa) == nullptr) {
-      EXPECT_THROW(set_kernel_isa(isa), Error);
+  for (const std::string& name : names) {
+    if (kernels_for(name) == nullptr) {
+      EXPECT_THROW(set_kernel_isa(name), Error);
+    } else {
+      EXPECT_EQ(kernels_for(name)->isa, name);
     }
   }
 }
@@ -475,7 +490,7 @@ TEST(KernelDispatch, ParseNameAndForce) {
 class EmulatedBf16Dot : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (kernels_for(Isa::kAvx512) == nullptr) GTEST_SKIP() << "this CPU cannot run avx512";
+    if (kernels_for("avx512") == nullptr) GTEST_SKIP() << "this CPU cannot run avx512";
   }
   static const KernelTable& emulated() { return detail::avx512_table_emulating_bf16_dot(); }
   std::mt19937 rng_{4321};

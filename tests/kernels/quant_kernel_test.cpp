@@ -134,18 +134,16 @@ void PrintTo(const TableCase& c, std::ostream* os) {
 }
 
 std::vector<TableCase> table_cases() {
-  std::vector<TableCase> cases = {
-      {"scalar", [] { return kernels_for(Isa::kScalar); }},
-      {"avx2", [] { return kernels_for(Isa::kAvx2); }},
-      {"avx512", [] { return kernels_for(Isa::kAvx512); }},
-  };
+  std::vector<TableCase> cases;
+  for (const std::string& name : kernel_isa_names()) {
+    cases.push_back({name, [name] { return kernels_for(name); }});
+  }
 #if defined(__x86_64__)
   cases.push_back({"avx512_no_vnni", []() -> const KernelTable* {
-                     return kernels_for(Isa::kAvx512) ? &detail::avx512_table(false, false)
-                                                      : nullptr;
+                     return kernels_for("avx512") ? &detail::avx512_table(false, false) : nullptr;
                    }});
   cases.push_back({"avx512_vnni", []() -> const KernelTable* {
-                     return kernels_for(Isa::kAvx512) && cpu_features().avx512_vnni
+                     return kernels_for("avx512") && cpu_features().avx512_vnni
                                 ? &detail::avx512_table(false, true)
                                 : nullptr;
                    }});
@@ -159,7 +157,7 @@ class QuantKernelTest : public ::testing::TestWithParam<TableCase> {
     table_ = GetParam().get();
     if (table_ == nullptr) GTEST_SKIP() << "this CPU cannot run " << GetParam().name;
   }
-  const KernelTable& scalar() const { return *kernels_for(Isa::kScalar); }
+  const KernelTable& scalar() const { return *kernels_for("scalar"); }
   const KernelTable* table_ = nullptr;
   std::mt19937 rng_{4321};
 };
@@ -251,6 +249,33 @@ TEST_P(QuantKernelTest, MatmulIsBatchInvariant) {
   }
 }
 
+#if defined(__aarch64__)
+// The AArch64 W8A8 / W4A8 tiles (arm/int8_kernels.h) add the scalar table's terms in the
+// scalar table's order (4 rows in the lanes, multiplies and adds unfused), so they must give
+// its bits exactly, on every layout and token count (the x86 tiles reorder: tolerance above).
+TEST_P(QuantKernelTest, Aarch64Int8ActivationsAreTheScalarBits) {
+  if (GetParam().name == "scalar") GTEST_SKIP() << "the reference itself";
+  const int64_t kRows = 37;
+  for (const WeightKind& kind : kWeightKinds) {
+    for (const Layout& layout : kLayouts) {
+      QuantWeights w = random_weights_of_kind(rng_, kind, kRows, layout.cols, layout.group_size);
+      w.view.int8_activations = true;
+      for (int64_t num_tokens : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}}) {
+        const std::vector<float> x = activations(rng_, num_tokens, layout.cols);
+        std::vector<float> expected(num_tokens * kRows), actual(num_tokens * kRows);
+        scalar().matmul(x.data(), num_tokens, w.view, 0, kRows, expected.data(), kRows);
+        table_->matmul(x.data(), num_tokens, w.view, 0, kRows, actual.data(), kRows);
+        for (int64_t i = 0; i < num_tokens * kRows; ++i) {
+          ASSERT_EQ(actual[i], expected[i])
+              << GetParam().name << " " << kind.name << " cols=" << layout.cols
+              << " group=" << layout.group_size << " tokens=" << num_tokens << " i=" << i;
+        }
+      }
+    }
+  }
+}
+#endif
+
 TEST_P(QuantKernelTest, SymmetricInt4NeverReadsTheMins) {
   // Q4_0-style weights flagged symmetric_int4: the W4A8 paths keep the -8 in the integer sums
   // (MatmulMatchesScalar checks the values). Poisoning the mins plane (NaN) must change no bit.
@@ -330,7 +355,7 @@ TEST(SymmetricInt4Mins, HoldsOnlyWhenEveryMinIsMinus8TimesItsScale) {
 
 TEST(ScalarQuantKernels, WeightOnlyEqualsFloatMatmulOnDequantizedRows) {
   std::mt19937 rng(7);
-  const KernelTable& scalar = *kernels_for(Isa::kScalar);
+  const KernelTable& scalar = *kernels_for("scalar");
   for (DType dtype : {DType::kI8, DType::kI4}) {
     for (int64_t group_size : {int64_t{32}, int64_t{64}, int64_t{192}}) {
       const QuantWeights w = random_quant_weights(rng, dtype, 11, 192, group_size);
@@ -351,7 +376,7 @@ TEST(ScalarQuantKernels, Int8ActivationsWithinQuantizationError) {
   // Σ_c∈b |w_c| (+ float rounding); and the bound is not vacuous: the observed error must be a
   // visible fraction of it somewhere.
   std::mt19937 rng(11);
-  const KernelTable& scalar = *kernels_for(Isa::kScalar);
+  const KernelTable& scalar = *kernels_for("scalar");
   const int64_t kRows = 13, kCols = 256, kTokens = 3;
   double worst_ratio = 0.0;
   for (DType dtype : {DType::kI8, DType::kI4}) {

@@ -122,7 +122,7 @@ int run_info(const InfoFlags& f) {
   fmt::print("KV for one full context: {}\n",
              format_bytes(static_cast<uint64_t>(kv_per_token * config.max_position_embeddings)));
   fmt::print("cpu:                {}\n", cpu_features().describe());
-  fmt::print("kernels:            {}\n", isa_name(kernels().isa));
+  fmt::print("kernels:            {}\n", kernels().isa);
   return 0;
 }
 

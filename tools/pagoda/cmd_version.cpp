@@ -11,7 +11,7 @@ Command register_version(CLI::App& app) {
   app.add_subcommand("version", "Print the version, CPU features and chosen kernels");
   return [] {
     fmt::print("pagoda {}\ncpu: {}\nkernels: {}\n", PAGODA_VERSION, cpu_features().describe(),
-               isa_name(kernels().isa));
+               kernels().isa);
     return 0;
   };
 }

@@ -114,10 +114,15 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
                       "debug, info, warning or error (env PAGODA_LOG_LEVEL, or VLLM_LOGGING_LEVEL)")
           ->envname("PAGODA_LOG_LEVEL")
           ->capture_default_str();
+  std::vector<std::string> isas = kernel_isa_names();
+  isas.insert(isas.begin(), "auto");
+  std::string isa_list;
+  for (const auto& name : isas) isa_list += (isa_list.empty() ? "" : ", ") + name;
   app->add_option("--isa", f.isa,
-                  "Kernels to use: auto (the best this CPU has), scalar, avx2 or avx512; for "
-                  "debugging and comparison")
-      ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512"}))
+                  "Kernels to use: auto (the best this CPU has) or one of this build's (" +
+                      isa_list + "); for debugging, comparison and bug reports (env PAGODA_ISA)")
+      ->check(CLI::IsMember(isas))
+      ->envname("PAGODA_ISA")
       ->capture_default_str();
 }
 
@@ -278,8 +283,8 @@ void init_runtime(const EngineFlags& flags) {
   spdlog::set_level(level);
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
   if (flags.args.num_threads > 0) omp_set_num_threads(flags.args.num_threads);
-  if (flags.isa != "auto") set_kernel_isa(parse_isa(flags.isa));  // fails if the CPU lacks it
-  spdlog::info("kernels: {}{}", isa_name(kernels().isa), flags.isa == "auto" ? "" : " (--isa)");
+  if (flags.isa != "auto") set_kernel_isa(flags.isa);  // fails if the CPU lacks it
+  spdlog::info("kernels: {}{}", kernels().isa, flags.isa == "auto" ? "" : " (--isa)");
 }
 
 }  // namespace pagoda::cli

@@ -7,9 +7,10 @@
 
 #include <cstdint>
 
+#include "kernels/simd/quant_kernels.h"
+#include "kernels/simd/simd_kernels.h"
 #include "kernels/tables.h"
-#include "kernels/x86/quant_kernels.h"
-#include "kernels/x86/simd_kernels.h"
+#include "kernels/x86/int8_kernels.h"
 
 namespace pagoda::detail {
 namespace {
@@ -35,12 +36,12 @@ struct Avx2 {
   // 2 loads per cycle). 3 x 4 measured the same as 2 x 6 and splits a 16-row panel unevenly.
   static constexpr int kSweepRows = 2;
   static constexpr int kSweepTokens = 6;
-  // W8A8 / W4A8 (quant_kernels.h): tokens per 4-row integer tile (4 accumulators, 4 rows'
+  // W8A8 / W4A8 (int8_kernels.h): tokens per 4-row integer tile (4 accumulators, 4 rows'
   // weights and their partial sums in 16 ymm), and no VNNI.
   static constexpr int kIntTileTokens = 4;
   static constexpr bool kVnni = false;
   static constexpr bool kZmmBlockTiles = false;  // zmm int8/int4 tiles: see Avx512Vnni
-  // W8A8 with long blocks (quant_kernels.h): 2 x 3 int32 accumulators. Measured at 512
+  // W8A8 with long blocks (int8_kernels.h): 2 x 3 int32 accumulators. Measured at 512
   // tokens, 1 thread (GOP/s, 2048 / 5504 columns): 2 x 3 111 / 110, 2 x 4 94-108 / 104,
   // 1 x 8 103 / 78, 3 x 3 67, 2 x 6 67: GCC spills the accumulators of larger tiles, and
   // holding x in a register (the sweep_panel trick) did not help 2 x 3 and hurt the others.
@@ -49,6 +50,13 @@ struct Avx2 {
 
   static __m256i mask(int n) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask + 8 - n));
+  }
+  // The ISA-specific helpers of the shared templates (simd/simd_kernels.h).
+  static void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
+  static float sqrt_scalar(float v) { return _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(v))); }
+  static void keep_in_register(F& v) { __asm__("" : "+x"(v)); }
+  static float half_to_float(uint16_t h) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
   }
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float v) { return _mm256_set1_ps(v); }
@@ -199,7 +207,7 @@ struct Avx2 {
 }  // namespace
 
 const KernelTable& avx2_table() {
-  static const KernelTable table = x86::make_table<Avx2>(Isa::kAvx2);
+  static const KernelTable table = simd::make_table<Avx2>("avx2");
   return table;
 }
 

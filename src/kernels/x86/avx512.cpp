@@ -9,9 +9,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/simd/quant_kernels.h"
+#include "kernels/simd/simd_kernels.h"
 #include "kernels/tables.h"
-#include "kernels/x86/quant_kernels.h"
-#include "kernels/x86/simd_kernels.h"
+#include "kernels/x86/int8_kernels.h"
 
 namespace pagoda::detail {
 namespace {
@@ -27,7 +28,7 @@ struct Avx512 {
   static constexpr int kBf16TileTokens = 4;
   static constexpr int kSweepRows = 4;  // the panel sweep: x fits in a register here
   static constexpr int kSweepTokens = 6;
-  // W8A8 / W4A8 (quant_kernels.h, 256-bit blocks): tokens per 4-row integer tile (32 registers).
+  // W8A8 / W4A8 (int8_kernels.h, 256-bit blocks): tokens per 4-row integer tile (32 registers).
   static constexpr int kIntTileTokens = 8;
   static constexpr bool kVnni = false;
   static constexpr bool kZmmBlockTiles = false;  // zmm int8/int4 tiles: see Avx512Vnni
@@ -42,6 +43,13 @@ struct Avx512 {
   }
   static __mmask32 mask32(int n) {
     return n <= 0 ? 0 : n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u);
+  }
+  // The ISA-specific helpers of the shared templates (simd/simd_kernels.h).
+  static void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
+  static float sqrt_scalar(float v) { return _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(v))); }
+  static void keep_in_register(F& v) { __asm__("" : "+x"(v)); }
+  static float half_to_float(uint16_t h) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
   }
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float v) { return _mm512_set1_ps(v); }
@@ -182,7 +190,7 @@ struct Avx512 {
 
 // ---------------------------------------------------------------------------------------------
 // int8 weights in blocks of 32 (GGUF Q8_0) on AVX512_VNNI, two blocks per zmm. The generic
-// tile (quant_kernels.h) spends per 4 rows, token and block: 4 vpsignb + 4 vpdpbusd (ymm) +
+// tile (int8_kernels.h) spends per 4 rows, token and block: 4 vpsignb + 4 vpdpbusd (ymm) +
 // 3 vphaddd (9 uops) + convert, multiply, FMA. Here, per 4 rows, token and *pair* of blocks:
 // 4 vpdpbusd (zmm) + 2 for the bias correction + a 9-uop transpose-fold + 2 to add the
 // halves + convert, multiply and an FMA per block: about half the uops per product.
@@ -201,7 +209,7 @@ struct Avx512 {
 // invariance). Rows past num_rows repeat the last row, as in the generic tiles.
 
 // Bytes of one block; a pair is 64 bytes, one zmm.
-constexpr int64_t kBlock = x86::kQuantBlock;
+constexpr int64_t kBlock = simd::kQuantBlock;
 
 // x86::scales_of_4_rows on zmm: 32 groups per step, the 4 x 8 transpose of each 128-bit lane
 // as there, then a 4 x 4 transpose of the lanes so that each vector holds 8 whole groups.
@@ -300,7 +308,7 @@ inline void int8_pair_step(const x86::QuantizedActivations& qa, int64_t token,
 //   q [num_tokens][q_ld]; d [num_tokens][num_segments]; quads_per_segment (int8 only: int4
 //   blocks are 8 quads in the pair order); segments_per_scale: segments sharing a scale;
 //   neg_bias [num_tokens][num_segments]: int8, -128 * the sum of the segment's q; symmetric
-//   int4, -8 * that sum (quant_kernels.h); the segment's int32 sums start from it;
+//   int4, -8 * that sum (int8_kernels.h); the segment's int32 sums start from it;
 //   int4 with zero points: group_sums [num_tokens][num_groups] for the min term instead.
 struct PanelActivations {
   const int8_t* q = nullptr;
@@ -338,8 +346,8 @@ inline __m512i lane_indices() {
 inline void plane_by_group(const uint16_t* plane, int64_t row, int64_t num_rows, int64_t num_groups,
                            float* scratch_rows, float* out) {
   for (int64_t r = 0; r < num_rows; ++r) {
-    x86::to_f32<Avx512>(plane + (row + r) * num_groups, DType::kF16, num_groups,
-                        scratch_rows + r * num_groups);
+    simd::to_f32<Avx512>(plane + (row + r) * num_groups, DType::kF16, num_groups,
+                         scratch_rows + r * num_groups);
   }
   const __m512i lane = lane_indices();
   const __m512i group_offsets =
@@ -422,7 +430,7 @@ inline void pack_int8_panel(const WeightView& w, int64_t row, int64_t num_rows, 
 }
 
 // int4 on the same panels: the nibbles unpacked to bytes (0..15, unsigned, so no bias) and
-// laid out in the activations' pair order (quant_kernels.h): quad k of pair P (activation
+// laid out in the activations' pair order (int8_kernels.h): quad k of pair P (activation
 // bytes 64P + 4k) holds values of block 2P (k in 0..3, 8..11) or 2P + 1 (4..7, 12..15), the
 // low nibbles of packed bytes 32P + 4(k mod 8) for k < 8 and their high nibbles for k >= 8.
 // Each block is finished on its own (its activations have their own d), in block order; with
@@ -571,8 +579,8 @@ void panel_tile(const PanelActivations& pa, int64_t token, const uint8_t* packed
 template <bool kInt4>
 void panel_matmul(const PanelActivations& pa, int64_t num_tokens, const WeightView& w,
                   int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
-  static thread_local x86::Scratch<Avx512> panel_scratch;
-  constexpr int64_t kRows = x86::kPanelRows;
+  static thread_local simd::Scratch<Avx512> panel_scratch;
+  constexpr int64_t kRows = simd::kPanelRows;
   const int64_t num_pairs = (w.cols / kBlock + 1) / 2;  // int4: a pair of blocks is 16 quads
   const int64_t panel_bytes = kInt4 ? num_pairs * 16 * 64 : kRows * w.cols;
   const int64_t scales_ld = kRows * (w.cols / w.group_size);
@@ -591,15 +599,15 @@ void panel_matmul(const PanelActivations& pa, int64_t num_tokens, const WeightVi
     }
   };
   for (int64_t r0 = row_begin; r0 < row_end; r0 += 2 * kRows) {
-    const int64_t rows = x86::min_i64<Avx512>(2 * kRows, row_end - r0);
-    pack(r0, x86::min_i64<Avx512>(kRows, rows), 0);
+    const int64_t rows = simd::min_i64<Avx512>(2 * kRows, row_end - r0);
+    pack(r0, simd::min_i64<Avx512>(kRows, rows), 0);
     if (rows > kRows) pack(r0 + kRows, rows - kRows, 1);
     // Tiles of near-equal size (32 tokens: 5 5 5 5 6 6, not 6 6 6 6 6 2): a small tile loads
     // the panel's weights for few products.
     const int64_t num_tiles = (num_tokens + kPanelTileTokens - 1) / kPanelTileTokens;
     for (int64_t tile = 0, t0 = 0; tile < num_tiles; ++tile) {
       const int64_t tokens = (num_tokens - t0) / (num_tiles - tile);
-      x86::with_tile_shape<Avx512, 2, kPanelTileTokens>(
+      simd::with_tile_shape<Avx512, 2, kPanelTileTokens>(
           rows > kRows ? 2 : 1, tokens, [&]<int P, int T>() {
             panel_tile<kInt4, P, T>(pa, t0, packed, panel_bytes, scales, mins, scales_ld, rows,
                                     y + t0 * ldy + r0, ldy);
@@ -611,7 +619,7 @@ void panel_matmul(const PanelActivations& pa, int64_t num_tokens, const WeightVi
 
 // int4 (blocks of 32, GGUF Q4_0 and Pagoda's int4): 64 packed bytes of a row hold blocks
 // b..b+3, so `& 0x0f` gives [b 0..15 | b+1 0..15 | b+2 0..15 | b+3 0..15] and `>> 4 & 0x0f`
-// the values 16..31 likewise: the activations' pair layout (quant_kernels.h) of pairs p and
+// the values 16..31 likewise: the activations' pair layout (int8_kernels.h) of pairs p and
 // p + 1 side by side (two 256-bit loads each), their d_pairs adjacent (one 512-bit load). The
 // nibbles are unsigned, so no bias. After the fold 128-bit lane k is block b+k entirely, and
 // the scale vector is [s_b+k(r0..r3)] for k = 0..3: twice the blocks per fold of the ymm tile.
@@ -691,7 +699,7 @@ struct Avx512Vnni : Avx512 {
   static constexpr bool kVnni = true;
   static constexpr bool kZmmBlockTiles = true;
 
-  // The int8 block tile of quant_kernels.h (same arguments and contract), two blocks per step.
+  // The int8 block tile of int8_kernels.h (same arguments and contract), two blocks per step.
   template <int kTokens>
   static void int8_zmm_tile(const x86::QuantizedActivations& qa, int64_t token,
                             const uint8_t* w_rows, int64_t w_ld, const WeightView& w, int64_t row,
@@ -704,7 +712,7 @@ struct Avx512Vnni : Avx512 {
     int64_t b = 0;
     for (; b + 2 <= num_blocks; b += 2) {
       if constexpr (kTokens == 1) {  // decode: see prefetch_linear
-        x86::prefetch_stream<Avx512>(w_rows, 4 * w_ld, b * 4 * kBlock, 4 * 2 * kBlock);
+        simd::prefetch_stream<Avx512>(w_rows, 4 * w_ld, b * 4 * kBlock, 4 * 2 * kBlock);
       }
       int8_pair_step<kTokens, true>(qa, token, rows.values, scales, b, acc);
     }
@@ -716,12 +724,12 @@ struct Avx512Vnni : Avx512 {
     }
   }
 
-  // int8 weights for many tokens; quant_kernels.h calls these instead of its panel sweeps.
+  // int8 weights for many tokens; int8_kernels.h calls these instead of its panel sweeps.
   // Blocks of 32 (the activations already int8):
   static void int8_panels(const x86::QuantizedActivations& qa, int64_t num_tokens,
                           const WeightView& w, int64_t row_begin, int64_t row_end, float* y,
                           int64_t ldy) {
-    static thread_local x86::Scratch<Avx512> bias_scratch;
+    static thread_local simd::Scratch<Avx512> bias_scratch;
     auto* neg_bias = static_cast<int32_t*>(
         bias_scratch.get(static_cast<size_t>(num_tokens * qa.num_blocks) * sizeof(int32_t)));
     group_biases(qa.q, qa.q_ld, num_tokens, qa.num_blocks, kBlock, neg_bias);
@@ -739,7 +747,7 @@ struct Avx512Vnni : Avx512 {
   static void int8_wide_panels(const x86::WideActivations& qa, int64_t num_tokens,
                                const WeightView& w, int64_t row_begin, int64_t row_end, float* y,
                                int64_t ldy) {
-    static thread_local x86::Scratch<Avx512> scratch;
+    static thread_local simd::Scratch<Avx512> scratch;
     const int64_t cols = qa.cols, q_bytes = (num_tokens * cols + 63) & ~int64_t{63};
     auto* base = static_cast<char*>(
         scratch.get(static_cast<size_t>(q_bytes + num_tokens * qa.num_groups * 4)));
@@ -760,7 +768,7 @@ struct Avx512Vnni : Avx512 {
     panel_matmul<false>(pa, num_tokens, w, row_begin, row_end, y, ldy);
   }
 
-  // int4 for many tokens (quant_kernels.h calls it instead of its panel sweep).
+  // int4 for many tokens (int8_kernels.h calls it instead of its panel sweep).
   static void int4_panels(const x86::QuantizedActivations& qa, int64_t num_tokens,
                           const WeightView& w, int64_t row_begin, int64_t row_end, float* y,
                           int64_t ldy) {
@@ -779,7 +787,7 @@ struct Avx512Vnni : Avx512 {
     panel_matmul<true>(pa, num_tokens, w, row_begin, row_end, y, ldy);
   }
 
-  // The int4 tile of quant_kernels.h (same arguments and contract), four blocks per step.
+  // The int4 tile of int8_kernels.h (same arguments and contract), four blocks per step.
   template <int kTokens>
   static void int4_zmm_tile(const x86::QuantizedActivations& qa, int64_t token,
                             const uint8_t* w_rows, int64_t w_ld, const WeightView& w, int64_t row,
@@ -808,7 +816,7 @@ struct Avx512Vnni : Avx512 {
     // bytes beyond the row (beyond the matrix, for its last row).
     for (; 2 * pair + 4 <= num_blocks; pair += 2) {
       if constexpr (kTokens == 1) {  // decode: see prefetch_linear
-        x86::prefetch_stream<Avx512>(w_rows, 4 * w_ld, pair * 4 * kBlock, 4 * 2 * kBlock);
+        simd::prefetch_stream<Avx512>(w_rows, 4 * w_ld, pair * 4 * kBlock, 4 * 2 * kBlock);
       }
       const __m512 s16 = scales_of_4_blocks(scales, 2 * pair, blocks_per_group, num_blocks);
       int4_quad_step<kTokens, true>(qa, token, rows.values, s16, pair, 4, w.symmetric_int4, acc);
@@ -909,8 +917,8 @@ void bf16_dot_tile(const uint16_t* xb, int64_t ldx, const uint16_t* w, int64_t c
     const int64_t left = cols - c;
     const __mmask32 m =
         left >= kBf16Lanes ? ~__mmask32{0} : static_cast<__mmask32>((1u << left) - 1u);
-    if constexpr (kTokens == 1) {  // decode: see x86::prefetch_linear
-      x86::prefetch_linear<Avx512>(w, kRows * cols * 2, c * kRows * 2, kRows * kBf16Lanes * 2);
+    if constexpr (kTokens == 1) {  // decode: see simd::prefetch_linear
+      simd::prefetch_linear<Avx512>(w, kRows * cols * 2, c * kRows * 2, kRows * kBf16Lanes * 2);
     }
     __m512i xv[kTokens];
     for (int t = 0; t < kTokens; ++t) xv[t] = _mm512_loadu_si512(xb + t * ldx + c);
@@ -928,7 +936,7 @@ template <class Bf16>
 void matmul_bf16_dot(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
                      int64_t row_end, float* y, int64_t ldy) {
   if (row_end <= row_begin || num_tokens <= 0) return;
-  static thread_local x86::Scratch<Avx512> x_scratch;
+  static thread_local simd::Scratch<Avx512> x_scratch;
   const int64_t cols = w.cols;
   const int64_t ldx = (cols + kBf16Lanes - 1) / kBf16Lanes * kBf16Lanes;
   auto* xb = static_cast<uint16_t*>(x_scratch.get(num_tokens * ldx * sizeof(uint16_t)));
@@ -943,15 +951,15 @@ void matmul_bf16_dot(const float* x, int64_t num_tokens, const WeightView& w, in
   const auto* wb = static_cast<const uint16_t*>(w.data);
   // Same blocking as the fp32 panel path: a panel of rows stays in L2 while tiles of tokens
   // (in L1) sweep it.
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += x86::kPanelRows) {
-    const int64_t panel_end = r0 + x86::kPanelRows < row_end ? r0 + x86::kPanelRows : row_end;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += simd::kPanelRows) {
+    const int64_t panel_end = r0 + simd::kPanelRows < row_end ? r0 + simd::kPanelRows : row_end;
     for (int64_t t0 = 0; t0 < num_tokens; t0 += kBf16TileTokens) {
       const int64_t tokens = num_tokens - t0 < kBf16TileTokens ? num_tokens - t0 : kBf16TileTokens;
       for (int64_t r = r0; r < panel_end; r += 4) {
         const uint16_t* xt = xb + t0 * ldx;
         const uint16_t* wr = wb + r * cols;
         float* yt = y + t0 * ldy + r;
-        x86::with_tile_shape<Avx512, 4, kBf16TileTokens>(
+        simd::with_tile_shape<Avx512, 4, kBf16TileTokens>(
             panel_end - r, tokens,
             [&]<int R, int T>() { bf16_dot_tile<Bf16, R, T>(xt, ldx, wr, cols, yt, ldy); });
       }
@@ -972,15 +980,15 @@ void matmul(const float* x, int64_t num_tokens, const WeightView& w, int64_t row
   }
   if (kVnni && (w.dtype == DType::kI8 || w.dtype == DType::kI4)) {
     if (row_end <= row_begin || num_tokens <= 0) return;
-    x86::matmul_quantized<Avx512Vnni>(x, num_tokens, w, row_begin, row_end, y, ldy);
+    simd::matmul_quantized<Avx512Vnni>(x, num_tokens, w, row_begin, row_end, y, ldy);
   } else {
-    x86::matmul<Avx512>(x, num_tokens, w, row_begin, row_end, y, ldy);
+    simd::matmul<Avx512>(x, num_tokens, w, row_begin, row_end, y, ldy);
   }
 }
 
 template <class Bf16, bool kVnni>
 KernelTable make_avx512_table() {
-  KernelTable t = x86::make_table<Avx512>(Isa::kAvx512);
+  KernelTable t = simd::make_table<Avx512>("avx512");
   t.matmul = matmul<Bf16, kVnni>;
   t.matmul_bf16_activations = !std::is_void_v<Bf16>;
   return t;

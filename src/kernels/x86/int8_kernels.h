@@ -1,36 +1,25 @@
-// The quantized matmul (kI8 / kI4 weights, util/dtype.h) and dequantize_row for the x86 ISA
-// files, written once as templates on the vector traits V (see simd_kernels.h, whose ODR rules
-// apply here too: every function is a template on V, so each ISA file gets its own copy).
-// Included by avx2.cpp / avx512.cpp after simd_kernels.h.
+// W8A8 / W4A8 on x86 (WeightView::int8_activations): the integer matmul of the x86 ISA files,
+// written once as templates on the vector traits V (ODR rules as in simd/simd_kernels.h).
+// Included by avx2.cpp / avx512.cpp after simd/simd_kernels.h and before
+// simd/quant_kernels.h, whose matmul_quantized calls matmul_int8_activations below.
 //
-// Two ways to multiply, chosen by WeightView::int8_activations:
-//
-//  * Weight-only (fp32 activations). Weights are dequantized to fp32 exactly as
-//    dequantize_row_reference does (scale * q, + min for int4: a product then a sum) and
-//    multiplied with fp32 FMA. Few tokens: streamed and dequantized on the fly in V::kLanes
-//    vectors; many tokens: a panel of rows dequantized once into scratch and swept by the float
-//    register tiles of simd_kernels.h. Both add the same fp32 products in the same order as
-//    the float matmul does, so results are batch-invariant and equal the float matmul on the
-//    dequantized matrix up to its summation order.
-//
-//  * W8A8 / W4A8 (int8 activations). Each token's activations are quantized per block (d =
-//    absmax / 127, q = round-to-nearest-even(x * 127 / absmax); the scalar table documents the
-//    arithmetic). Blocks are the weight's groups for int8 and 32 values for int4. int8 weights
-//    with longer groups (per channel above all) take the long-block path at the end of this
-//    file. Blocks of 32 (int4, and int8 in groups of 32 such as GGUF Q8_0) go as follows:
-//    each 32-block is an exact integer dot product in 256-bit vectors:
-//    AVX2 vpmaddubsw + vpmaddwd (u8 x s8; int8 weights use the sign trick |w| and sign(x, w),
-//    whose pair sums 2 * 128 * 127 cannot saturate int16), AVX-512 VNNI vpdpbusd. The integer
-//    sums of 4 rows are folded into one vector before the conversion to fp32 (see the tiles),
-//    which is scaled by d_b * scale_g and accumulated. int4 takes two blocks per 32-byte load
-//    (one mask and one shift split the nibbles; the activations are stored in the matching
-//    pair order). The int4 min term Σ_c x_c * min_g does not depend on the weight values: per
-//    token and group Σ_b∈g d_b Σ q_x is computed once at quantization, so a row adds only
-//    Σ_g min_g * that. Decode streams 4 rows at a time with one token per tile; many tokens
-//    sweep panels of 16 rows (in L2) with tiles of 4 rows x V::kIntTileTokens tokens. Every
-//    row is computed by the same operations in every tile shape: batch-invariant.
-//    On AVX512_VNNI (V::kZmmBlockTiles) the tiles are in avx512.cpp and take zmm vectors:
-//    two int8 blocks or four int4 blocks per fold.
+// Each token's activations are quantized per block (d = absmax / 127, q = round-to-nearest-even(
+// x * 127 / absmax); the scalar table documents the arithmetic). Blocks are the weight's
+// groups for int8 and 32 values for int4. int8 weights with longer groups (per channel above
+// all) take the long-block path at the end of this file. Blocks of 32 (int4, and int8 in
+// groups of 32 such as GGUF Q8_0) go as follows: each 32-block is an exact integer dot product
+// in 256-bit vectors: AVX2 vpmaddubsw + vpmaddwd (u8 x s8; int8 weights use the sign trick |w|
+// and sign(x, w), whose pair sums 2 * 128 * 127 cannot saturate int16), AVX-512 VNNI vpdpbusd.
+// The integer sums of 4 rows are folded into one vector before the conversion to fp32 (see the
+// tiles), which is scaled by d_b * scale_g and accumulated. int4 takes two blocks per 32-byte
+// load (one mask and one shift split the nibbles; the activations are stored in the matching
+// pair order). The int4 min term Σ_c x_c * min_g does not depend on the weight values: per
+// token and group Σ_b∈g d_b Σ q_x is computed once at quantization, so a row adds only
+// Σ_g min_g * that. Decode streams 4 rows at a time with one token per tile; many tokens
+// sweep panels of 16 rows (in L2) with tiles of 4 rows x V::kIntTileTokens tokens. Every row
+// is computed by the same operations in every tile shape: batch-invariant. On AVX512_VNNI
+// (V::kZmmBlockTiles) the tiles are in avx512.cpp and take zmm vectors: two int8 blocks or
+// four int4 blocks per fold.
 #pragma once
 
 #include <immintrin.h>
@@ -38,149 +27,12 @@
 #include <cstdint>
 
 #include "kernels/activation_reuse.h"
-#include "kernels/x86/simd_kernels.h"
+#include "kernels/simd/simd_kernels.h"
 
 namespace pagoda::x86 {
 
-constexpr int64_t kQuantBlock = 32;  // values per activation block and per int4 packing run
-
-template <class V>
-inline float half_to_float(uint16_t h) {
-  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-}
-
-template <DType kType>
-constexpr int64_t quant_row_bytes(int64_t cols) {
-  return kType == DType::kI8 ? cols : cols / 2;
-}
-
-// Prefetch for the streamed (decode) tiles: like prefetch_linear, but steps smaller than a
-// cache line issue one prefetch per line instead of one per step.
-template <class V>
-inline void prefetch_stream(const void* group_base, int64_t group_bytes, int64_t offset_bytes,
-                            int64_t step_bytes) {
-  if (step_bytes >= 64) {
-    prefetch_linear<V>(group_base, group_bytes, offset_bytes, step_bytes);
-  } else if ((offset_bytes & 63) < step_bytes) {
-    prefetch_linear<V>(group_base, group_bytes, offset_bytes & ~int64_t{63}, 1);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Weight-only: dequantize to fp32, multiply with fp32 FMA.
-
-// V::kLanes raw quantized values of `row` from column c (a multiple of kLanes) as fp32.
-template <class V, DType kType>
-inline typename V::F load_quantized(const void* data, int64_t row, int64_t cols, int64_t c) {
-  if constexpr (kType == DType::kI8) {
-    return V::load_i8(static_cast<const int8_t*>(data) + row * cols + c);
-  } else {
-    // In each run of 32 values byte j holds value j (low nibble) and j + 16 (high nibble).
-    const uint8_t* run = static_cast<const uint8_t*>(data) + (row * cols + (c & ~int64_t{31})) / 2;
-    const int j = static_cast<int>(c & 31);
-    return V::load_u4(run + (j & 15), j >= 16 ? 4 : 0);
-  }
-}
-
-// dequantize_row_reference's expression: scale * q, then + min for int4.
-template <class V, DType kType>
-inline typename V::F dequantize(typename V::F q, typename V::F scale, typename V::F min) {
-  if constexpr (kType == DType::kI8) {
-    return V::mul(scale, q);
-  } else {
-    return V::add(V::mul(scale, q), min);
-  }
-}
-
-template <class V, DType kType>
-void dequantize_rows(const WeightView& w, int64_t row, int64_t num_rows, float* out) {
-  constexpr int kL = V::kLanes;
-  const int64_t cols = w.cols, gs = w.group_size, num_groups = cols / gs;
-  for (int64_t r = 0; r < num_rows; ++r) {
-    for (int64_t g = 0; g < num_groups; ++g) {
-      const int64_t s = (row + r) * num_groups + g;
-      const typename V::F scale = V::set1(half_to_float<V>(w.scales[s]));
-      const typename V::F min =
-          kType == DType::kI4 ? V::set1(half_to_float<V>(w.mins[s])) : V::zero();
-      for (int64_t c = g * gs; c < (g + 1) * gs; c += kL) {
-        V::store(
-            out + r * cols + c,
-            dequantize<V, kType>(load_quantized<V, kType>(w.data, row + r, cols, c), scale, min));
-      }
-    }
-  }
-}
-
-// kRows rows x kTokens tokens, dequantizing on the fly; the same fp32 products in the same
-// order as dot_rows_tokens over a dequantized panel.
-template <class V, DType kType, int kRows, int kTokens>
-void dequant_dot_tile(const float* x, int64_t ldx, const WeightView& w, int64_t row, float* y,
-                      int64_t ldy) {
-  using F = typename V::F;
-  constexpr int kL = V::kLanes;
-  const int64_t cols = w.cols, gs = w.group_size, num_groups = cols / gs;
-  const int64_t row_bytes = quant_row_bytes<kType>(cols);
-  const char* group_base = static_cast<const char*>(w.data) + row * row_bytes;
-  F acc[kRows][kTokens];
-  for (int r = 0; r < kRows; ++r) {
-    for (int t = 0; t < kTokens; ++t) acc[r][t] = V::zero();
-  }
-  for (int64_t g = 0; g < num_groups; ++g) {
-    F scale[kRows], min[kRows];
-    for (int r = 0; r < kRows; ++r) {
-      scale[r] = V::set1(half_to_float<V>(w.scales[(row + r) * num_groups + g]));
-      min[r] = kType == DType::kI4 ? V::set1(half_to_float<V>(w.mins[(row + r) * num_groups + g]))
-                                   : V::zero();
-    }
-    for (int64_t c = g * gs; c < (g + 1) * gs; c += kL) {
-      if constexpr (kTokens == 1) {  // decode: see prefetch_linear
-        prefetch_stream<V>(group_base, kRows * row_bytes, quant_row_bytes<kType>(c * kRows),
-                           quant_row_bytes<kType>(kRows * kL));
-      }
-      F wv[kRows];
-      for (int r = 0; r < kRows; ++r) {
-        wv[r] = dequantize<V, kType>(load_quantized<V, kType>(w.data, row + r, cols, c), scale[r],
-                                     min[r]);
-      }
-      for (int t = 0; t < kTokens; ++t) {
-        const F xv = V::load(x + t * ldx + c);
-        for (int r = 0; r < kRows; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
-      }
-    }
-  }
-  for (int t = 0; t < kTokens; ++t) {
-    for (int r = 0; r < kRows; ++r) y[t * ldy + r] = V::reduce_add(acc[r][t]);
-  }
-}
-
-// From this many tokens on, dequantizing a panel once beats dequantizing per tile of tokens
-// (the same threshold as f16 weights, whose on-the-fly widening costs about as much).
-constexpr int64_t kDequantManyTokens = 10;
-
-template <class V, DType kType>
-void matmul_dequantized(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
-                        int64_t row_end, float* y, int64_t ldy) {
-  const int64_t cols = w.cols;
-  if (num_tokens < kDequantManyTokens) {
-    constexpr int kR = V::kTileRows, kT = V::kStreamTileTokens;
-    for (int64_t r = row_begin; r < row_end; r += kR) {
-      const int64_t rows = min_i64<V>(kR, row_end - r);
-      for (int64_t t = 0; t < num_tokens; t += kT) {
-        with_tile_shape<V, kR, kT>(rows, num_tokens - t, [&]<int R, int T>() {
-          dequant_dot_tile<V, kType, R, T>(x + t * cols, cols, w, r, y + t * ldy + r, ldy);
-        });
-      }
-    }
-    return;
-  }
-  static thread_local Scratch<V> panel_scratch;
-  float* panel = static_cast<float*>(panel_scratch.get(kPanelRows * cols * sizeof(float)));
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
-    const int64_t panel_rows = min_i64<V>(kPanelRows, row_end - r0);
-    dequantize_rows<V, kType>(w, r0, panel_rows, panel);
-    sweep_panel<V>(x, cols, num_tokens, panel, cols, panel_rows, cols, y + r0, ldy);
-  }
-}
+// The shared SIMD templates (Scratch, tiles, prefetch, ...) are used here unqualified.
+using namespace simd;
 
 // ---------------------------------------------------------------------------------------------
 // W8A8 / W4A8: int8 activations, integer dot products per block of 32.
@@ -340,7 +192,7 @@ float min_term(const uint16_t* mins, const float* group_sums, int64_t num_groups
     acc = _mm256_fmadd_ps(m, _mm256_loadu_ps(group_sums + g), acc);
   }
   float sum = reduce_add_256<V>(acc);
-  for (; g < num_groups; ++g) sum += half_to_float<V>(mins[g]) * group_sums[g];
+  for (; g < num_groups; ++g) sum += V::half_to_float(mins[g]) * group_sums[g];
   return sum;
 }
 
@@ -587,8 +439,8 @@ void int_tile(const QuantizedActivations& qa, int64_t token, const uint8_t* w_ro
 constexpr int64_t kIntManyTokens = 4;
 
 template <class V, DType kType>
-void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightView& w,
-                             int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
+void matmul_int8_blocks(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+                        int64_t row_end, float* y, int64_t ldy) {
   const QuantizedActivations qa =
       quantize_activations<V>(x, num_tokens, w.cols, w.group_size, kType == DType::kI4);
   if constexpr (V::kZmmBlockTiles) {
@@ -727,7 +579,7 @@ void int8_wide_tile(const WideActivations& qa, int64_t token, const int8_t* w_ro
     }
     // fma(dot, d * scale, out): the finish of the AVX512_VNNI panels too (batch invariance).
     for (int r = 0; r < kRows; ++r) {
-      const float scale = half_to_float<V>(w.scales[(row + r) * num_groups + g]);
+      const float scale = V::half_to_float(w.scales[(row + r) * num_groups + g]);
       for (int t = 0; t < kTokens; ++t) {
         const float dot = static_cast<float>(V::reduce_add_i32(acc[r][t]));
         out[r][t] = __builtin_fmaf(dot, qa.d[(token + t) * num_groups + g] * scale, out[r][t]);
@@ -776,44 +628,21 @@ void matmul_int8_wide(const float* x, int64_t num_tokens, const WeightView& w, i
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Entry points (declared in simd_kernels.h).
-
-template <class V>
-void matmul_quantized(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
-                      int64_t row_end, float* y, int64_t ldy) {
-  if (w.dtype == DType::kI8) {
-    if (w.int8_activations && w.group_size != kQuantBlock) {
-      matmul_int8_wide<V>(x, num_tokens, w, row_begin, row_end, y, ldy);
-    } else if (w.int8_activations) {
-      matmul_int8_activations<V, DType::kI8>(x, num_tokens, w, row_begin, row_end, y, ldy);
-    } else {
-      matmul_dequantized<V, DType::kI8>(x, num_tokens, w, row_begin, row_end, y, ldy);
-    }
-  } else {
-    if (w.int8_activations) {
-      matmul_int8_activations<V, DType::kI4>(x, num_tokens, w, row_begin, row_end, y, ldy);
-    } else {
-      matmul_dequantized<V, DType::kI4>(x, num_tokens, w, row_begin, row_end, y, ldy);
-    }
-  }
-}
-
-template <class V>
-void dequantize_row(const WeightView& w, int64_t row, float* dst) {
-  switch (w.dtype) {
-    case DType::kI8:
-      dequantize_rows<V, DType::kI8>(w, row, 1, dst);
-      break;
-    case DType::kI4:
-      dequantize_rows<V, DType::kI4>(w, row, 1, dst);
-      break;
-    default:
-      // (no dtype_row_bytes: an inline function of a shared header, see simd_kernels.h)
-      to_f32<V>(static_cast<const char*>(w.data) + row * w.cols * (w.dtype == DType::kF32 ? 4 : 2),
-                w.dtype, w.cols, dst);
-      break;
-  }
-}
-
 }  // namespace pagoda::x86
+
+namespace pagoda::simd {
+
+// The entry point declared in simd/quant_kernels.h.
+template <class V>
+void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightView& w,
+                             int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
+  if (w.dtype == DType::kI8 && w.group_size != kQuantBlock) {
+    x86::matmul_int8_wide<V>(x, num_tokens, w, row_begin, row_end, y, ldy);
+  } else if (w.dtype == DType::kI8) {
+    x86::matmul_int8_blocks<V, DType::kI8>(x, num_tokens, w, row_begin, row_end, y, ldy);
+  } else {
+    x86::matmul_int8_blocks<V, DType::kI4>(x, num_tokens, w, row_begin, row_end, y, ldy);
+  }
+}
+
+}  // namespace pagoda::simd

@@ -1,6 +1,8 @@
-// The body of the x86 SIMD kernels, written once against a small vector-traits type V and
-// compiled twice: by avx2.cpp (V = 8 fp32 lanes in ymm) and avx512.cpp (16 lanes in zmm), each
-// with its own -m flags (gemma.cpp/Highway style: one source, several targets).
+// The body of the SIMD kernels, written once against a small vector-traits type V and
+// compiled once per ISA file: x86/avx2.cpp (V = 8 fp32 lanes in ymm), x86/avx512.cpp (16 lanes
+// in zmm), arm/neon.cpp and arm/neon_dotprod.cpp (4 lanes in q registers), each with its own
+// -m flags (gemma.cpp/Highway style: one source, several targets). This file holds no
+// intrinsics: everything ISA-specific is a member of V.
 //
 // ODR safety: every function here is a template on V, and each ISA file defines its V in an
 // anonymous namespace, so every instantiation has internal linkage and the linker can never
@@ -12,12 +14,11 @@
 // load_n/store_n (first n lanes, rest zero), load_bf16/load_f16 and store_bf16/store_f16 (+_n;
 // the stores round to nearest even as util/half.h does), add/sub/mul/div/max and
 // fma(a, b, c) = a * b + c, load_bf16_even_odd(_n) (bf16 pairs, see below), reduce_add,
-// reduce_max and exp; for the quantized matmul (quant_kernels.h) load_i8 / load_u4 (kLanes int8
-// / 4-bit values as fp32), dot_u8s8 (one 32-byte block: 8 int32 sums of 4 u8 x s8 products)
-// and its tile sizes.
+// reduce_max and exp; prefetch_l2(address) (a hint that never faults), sqrt_scalar(float),
+// keep_in_register(F&) (an empty asm that pins a value to a register); for the quantized
+// matmul (quant_kernels.h) load_i8 / load_u4 (kLanes int8 / 4-bit values as fp32) and
+// half_to_float (one fp16 value).
 #pragma once
-
-#include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +26,7 @@
 
 #include "kernels/kernels.h"
 
-namespace pagoda::x86 {
+namespace pagoda::simd {
 
 // A per-thread buffer that grows to the largest size asked for and is then reused, so the
 // hot path never allocates after warm-up. Template on V only to keep it TU-local (see above).
@@ -109,7 +110,27 @@ inline void prefetch_linear(const void* group_base, int64_t group_bytes, int64_t
   const uintptr_t base = reinterpret_cast<uintptr_t>(group_base) +
                          static_cast<uintptr_t>(kPrefetchGroupsAhead * group_bytes + offset_bytes);
   for (int64_t b = 0; b < num_bytes; b += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(base + static_cast<uintptr_t>(b)), _MM_HINT_T1);
+    V::prefetch_l2(reinterpret_cast<const void*>(base + static_cast<uintptr_t>(b)));
+  }
+}
+
+// Quantized weights (util/dtype.h): the shared constants of the weight-only and W8A8 paths.
+constexpr int64_t kQuantBlock = 32;  // values per activation block and per int4 packing run
+
+template <DType kType>
+constexpr int64_t quant_row_bytes(int64_t cols) {
+  return kType == DType::kI8 ? cols : cols / 2;
+}
+
+// Prefetch for the streamed (decode) tiles: like prefetch_linear, but steps smaller than a
+// cache line issue one prefetch per line instead of one per step.
+template <class V>
+inline void prefetch_stream(const void* group_base, int64_t group_bytes, int64_t offset_bytes,
+                            int64_t step_bytes) {
+  if (step_bytes >= 64) {
+    prefetch_linear<V>(group_base, group_bytes, offset_bytes, step_bytes);
+  } else if ((offset_bytes & 63) < step_bytes) {
+    prefetch_linear<V>(group_base, group_bytes, offset_bytes & ~int64_t{63}, 1);
   }
 }
 
@@ -311,7 +332,7 @@ void accumulate_columns(const float* x, int64_t ldx, const float* panel, int64_t
       F xv = V::load(x + t * ldx + c);
       // Keeps x in a register: GCC would rather fold the load into every FMA, re-reading it
       // once per row, which makes the step load-bound.
-      __asm__("" : "+x"(xv));
+      V::keep_in_register(xv);
       for (int r = 0; r < kRows; ++r) a[r][t] = V::fma(wv[r], xv, a[r][t]);
     }
   }
@@ -501,7 +522,7 @@ float sum_squares(const float* x, int64_t n) {
 
 template <class V>
 float inverse_sqrt(float v) {
-  return 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(v)));
+  return 1.0f / V::sqrt_scalar(v);
 }
 
 template <class V>
@@ -796,7 +817,7 @@ float exp_shifted(float* x, float shift, int64_t n) {
 
 // Fills every entry of a table with this ISA's versions.
 template <class V>
-KernelTable make_table(Isa isa) {
+KernelTable make_table(const char* isa) {
   KernelTable t;
   t.isa = isa;
   t.matmul = matmul<V>;
@@ -816,4 +837,4 @@ KernelTable make_table(Isa isa) {
   return t;
 }
 
-}  // namespace pagoda::x86
+}  // namespace pagoda::simd

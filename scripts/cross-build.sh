@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Cross-builds the kernels for another architecture: the util and kernels rooms and the kernel
+# tests (PAGODA_KERNELS_ONLY), not the server, so that it takes minutes, not an hour.
+#   scripts/cross-build.sh aarch64     → build-aarch64/tests/kernels/*_test
+# Needs g++-aarch64-linux-gnu and Debian's arm64 libraries (scripts/install_deps.sh --tests);
+# run the results with scripts/qemu-run.sh. Exits 77 (CTest's "skipped") when the cross
+# compiler is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+arch=${1:-}
+case "$arch" in
+  aarch64) triple=aarch64-linux-gnu ;;
+  *) echo "usage: $0 aarch64" >&2; exit 2 ;;
+esac
+if ! command -v "$triple-g++" >/dev/null 2>&1; then
+  echo "skipped: $triple-g++ is not installed (scripts/install_deps.sh --tests installs it)" >&2
+  exit 77
+fi
+
+build=build-$arch
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/$triple.cmake" \
+    -DPAGODA_KERNELS_ONLY=ON -DPAGODA_BUILD_TESTS=ON -DPAGODA_BUILD_BENCH=OFF >/dev/null
+fi
+cmake --build "$build" -j "${PAGODA_BUILD_JOBS:-$(nproc)}"

@@ -1,0 +1,23 @@
+// The AArch64 kernel variants, best first (see tables.h). Every AArch64 CPU has NEON; the dot
+// product variant also needs fp16 arithmetic, since its file is compiled for Armv8.2-A with
+// +fp16 (Kunpeng 920 reports asimd asimddp fphp asimdhp asimdfhm: it qualifies).
+#if defined(__aarch64__)
+
+#include "kernels/tables.h"
+
+namespace pagoda::detail {
+
+std::span<const KernelVariant> architecture_variants() {
+  static constexpr KernelVariant kVariants[] = {
+      {"neon_dotprod", 20,
+       [](const CpuFeatures& cpu) { return cpu.asimd && cpu.asimddp && cpu.has_fp16_arith(); },
+       [](const CpuFeatures&) -> const KernelTable& { return neon_dotprod_table(); }},
+      {"neon", 10, [](const CpuFeatures& cpu) { return cpu.asimd; },
+       [](const CpuFeatures&) -> const KernelTable& { return neon_table(); }},
+  };
+  return kVariants;
+}
+
+}  // namespace pagoda::detail
+
+#endif  // __aarch64__
