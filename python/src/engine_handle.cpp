@@ -1,6 +1,7 @@
 // Conversions from Python values to the engine's types, and the GIL-free stepping loops.
 #include "engine_handle.h"
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
@@ -159,15 +160,23 @@ std::vector<RequestOutput> EngineHandle::step() {
 }
 
 std::vector<RequestOutput> EngineHandle::run_to_completion() {
+  // The GIL comes back only every kSignalCheckInterval, to look for Ctrl-C: taking it after
+  // every step would wait up to the interpreter's switch interval (5 ms) each time another
+  // Python thread is running.
+  constexpr auto kSignalCheckInterval = std::chrono::milliseconds(100);
   std::vector<RequestOutput> finished;
-  while (true) {
+  bool done = false;
+  while (!done) {
     {
       py::gil_scoped_release release;
-      if (!engine_->has_unfinished_requests()) break;
-      for (RequestOutput& out : engine_->step()) {
-        if (out.finished) {
-          unfinished_ids_.erase(out.request_id);
-          finished.push_back(std::move(out));
+      const auto check_at = std::chrono::steady_clock::now() + kSignalCheckInterval;
+      while (!(done = !engine_->has_unfinished_requests()) &&
+             std::chrono::steady_clock::now() < check_at) {
+        for (RequestOutput& out : engine_->step()) {
+          if (out.finished) {
+            unfinished_ids_.erase(out.request_id);
+            finished.push_back(std::move(out));
+          }
         }
       }
     }

@@ -4,6 +4,7 @@ forms, errors, streaming, the tokenizer, and the GIL released while generating.
     PAGODA_TEST_MODEL=DIR python3 -m unittest test_api
 """
 
+import _thread
 import os
 import threading
 import time
@@ -145,6 +146,16 @@ class LLMTest(unittest.TestCase):
         thread.join()
         # Holding the GIL for the whole batch would leave the counter where it was.
         self.assertGreater(during, 1000, f"counter moved {during} in {elapsed:.3f} s")
+
+    def test_ctrl_c_stops_a_generate_and_leaves_the_llm_usable(self):
+        timer = threading.Timer(0.02, _thread.interrupt_main)  # as if SIGINT arrived
+        timer.start()
+        start = time.monotonic()
+        with self.assertRaises(KeyboardInterrupt):
+            self.llm.generate(["interrupted"] * 8, SamplingParams(max_tokens=480, ignore_eos=True))
+        timer.join()
+        self.assertLess(time.monotonic() - start, 5.0)
+        self.assertEqual(len(self.llm.generate("after Ctrl-C", GREEDY)[0].outputs[0].token_ids), 12)
 
 
 class ConstructionTest(unittest.TestCase):
