@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
+import threading
 import warnings
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -79,7 +81,8 @@ class LLM:
     """A model loaded for offline batch generation, as vLLM's LLM.
 
     Generation releases the GIL: other Python threads run while a batch is computed. One LLM
-    serves one call at a time.
+    serves one generate/chat/stream at a time; a second one meanwhile (from another thread, or
+    inside a stream's loop) raises RuntimeError.
     """
 
     def __init__(
@@ -134,7 +137,8 @@ class LLM:
         _pagoda.log_to_stderr(level or "info")
         self._engine = _pagoda.Engine(args)
         self._request_counter = itertools.count()
-        self._streaming = False
+        # The engine runs one batch at a time, stepped by whoever holds this.
+        self._busy = threading.Lock()
 
     # --- vLLM's offline API ---------------------------------------------------------------
 
@@ -210,20 +214,27 @@ class LLM:
         requests not yet finished."""
         requests = [_parse_prompt(p) for p in _as_list(prompts)]
         params = self._params_for(len(requests), sampling_params)
-        if self._streaming:
-            raise RuntimeError("this LLM is already streaming; finish that loop first")
-        self._streaming = True
-        try:
-            added = self._add_requests(requests, params)
-            while self._engine.has_unfinished_requests():
-                for native in self._engine.step():
-                    prompt, request_params = added[native.request_id]
-                    yield request_output(native, prompt, request_params, delta)
-        finally:
-            self._engine.abort_all()
-            self._streaming = False
+        with self._exclusive():
+            try:
+                added = self._add_requests(requests, params)
+                while self._engine.has_unfinished_requests():
+                    for native in self._engine.step():
+                        prompt, request_params = added[native.request_id]
+                        yield request_output(native, prompt, request_params, delta)
+            finally:
+                self._engine.abort_all()
 
     # --- the rest --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _exclusive(self):
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError("this LLM is busy with another generate, chat or stream call; "
+                               "finish it first (or use one LLM per thread)")
+        try:
+            yield
+        finally:
+            self._busy.release()
 
     def _params_for(self, num_requests: int, sampling_params) -> List[SamplingParams]:
         if sampling_params is None:
@@ -259,10 +270,9 @@ class LLM:
         return added
 
     def _run(self, requests, params: List[SamplingParams]) -> List[RequestOutput]:
-        if self._streaming:
-            raise RuntimeError("this LLM is streaming; finish that loop before generate()")
-        added = self._add_requests(requests, params)
-        finished = {out.request_id: out for out in self._engine.run_to_completion()}
+        with self._exclusive():
+            added = self._add_requests(requests, params)
+            finished = {out.request_id: out for out in self._engine.run_to_completion()}
         return [request_output(finished[request_id], prompt, p)
                 for request_id, (prompt, p) in added.items()]
 

@@ -113,6 +113,14 @@ class LLMTest(unittest.TestCase):
             break
         self.assertEqual(len(self.llm.generate("after the stream", GREEDY)), 1)
 
+    def test_one_call_at_a_time(self):
+        stream = self.llm.stream("first", GREEDY)
+        next(stream)
+        with self.assertRaisesRegex(RuntimeError, "busy"):
+            self.llm.generate("second", GREEDY)
+        stream.close()  # aborts the first
+        self.assertEqual(len(self.llm.generate("second", GREEDY)), 1)
+
     def test_tokenizer(self):
         tokenizer = self.llm.get_tokenizer()
         text = "Hello, world"
