@@ -55,6 +55,13 @@ struct EngineArgs {
   int32_t max_num_batched_tokens = 2048;
   int32_t block_size = 16;
   uint64_t kv_cache_space_bytes = 0;  // 0: a quarter of available memory, capped by need
+  // Offline runs (generate, chat, bench latency, Python): reserve no pool at start; size it,
+  // whenever requests wait and none runs, to what those requests can use (prompt + max_tokens
+  // of each sample, whole blocks; at least double the previous pool), never above the pool
+  // the rule above would reserve. A one-prompt run then reserves megabytes, not a quarter of
+  // the machine. A pool that grows is reallocated, which empties the prefix cache. `serve`
+  // keeps a pool reserved at start: memory it cannot get should fail the start, not a request.
+  bool kv_cache_by_need = false;
   // Element type of the KV cache: "auto" (fp16, llama.cpp's default), "fp32", "fp16" or
   // "bf16". The 16-bit types halve the cache's memory and the bytes attention streams per
   // step, at the cost of rounding each cached k/v value once.

@@ -8,6 +8,13 @@
 
 namespace pagoda {
 
+// What each RequestOutput of a request holds (vLLM's RequestOutputKind): everything so far
+// (text, token_ids and logprobs cumulative, plus what the step added in delta_text and
+// delta_token_ids); only what is new since the previous output (prompt_token_ids and
+// prompt_logprobs in the first output only: a stream costs O(length), not O(length^2)); or
+// one output when the request finishes.
+enum class RequestOutputKind { kCumulative, kDelta, kFinalOnly };
+
 struct SamplingParams {
   int n = 1;                        // samples of one prompt; they share the prompt's KV blocks
   float temperature = 1.0f;         // 0 means greedy
@@ -30,7 +37,10 @@ struct SamplingParams {
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
 
+  RequestOutputKind output_kind = RequestOutputKind::kCumulative;
+
   bool greedy() const { return temperature <= 0.0f; }
+  friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 
 }  // namespace pagoda

@@ -64,14 +64,13 @@ StepSummary summarize_step(const SchedulerOutput& scheduled, int64_t step) {
   for (const ScheduledRequest& r : scheduled.requests) {
     // One new token past the prompt is a decode; anything else computes prompt (or, after a
     // preemption, recomputes prompt and output) and counts as prefill.
-    const bool decode = r.num_new_tokens() == 1 && r.request != nullptr &&
-                        r.start_position >= r.request->num_prompt_tokens();
+    const bool decode = r.num_new_tokens == 1 && r.start_position >= r.num_prompt_tokens;
     if (decode) {
       ++s.num_decode_requests;
-      s.num_decode_tokens += r.num_new_tokens();
+      s.num_decode_tokens += r.num_new_tokens;
     } else {
       ++s.num_prefill_requests;
-      s.num_prefill_tokens += r.num_new_tokens();
+      s.num_prefill_tokens += r.num_new_tokens;
     }
   }
   s.num_preempted = static_cast<int32_t>(scheduled.preempted_request_ids.size());

@@ -1,40 +1,73 @@
 #include "engine/model_runner.h"
 
+#include "sampling/logits_ops.h"
+#include "util/error.h"
+
 namespace pagoda {
 
 ModelRunner::ModelRunner(Model& model, KvCache& cache) : model_(model), cache_(cache) {}
 
-void ModelRunner::execute(const SchedulerOutput& out) {
-  for (const BlockCopy& copy : out.block_copies)
-    cache_.copy_block(copy.src_block_id, copy.dst_block_id);
+void ModelRunner::update_states(const SchedulerOutput& out) {
+  for (const std::string& id : out.finished_request_ids) requests_.erase(id);
+  for (const NewRequestData& data : out.new_requests) {
+    RunnerRequest r;
+    r.token_ids = data.prompt_token_ids;
+    r.num_prompt_tokens = static_cast<int32_t>(data.prompt_token_ids.size());
+    r.block_ids = data.block_ids;
+    r.num_computed_tokens = data.num_computed_tokens;
+    r.sampler = std::make_unique<RequestSampler>(data.sampling_params, data.prompt_token_ids,
+                                                 data.eos_token_ids, data.sampling_seed);
+    r.wants_logprobs = data.sampling_params.logprobs.has_value();
+    r.num_top_prompt_logprobs = data.sampling_params.prompt_logprobs.value_or(0);
+    requests_.insert_or_assign(data.request_id, std::move(r));
+  }
+  for (const CachedRequestData& data : out.cached_requests) {
+    auto it = requests_.find(data.request_id);
+    if (it == requests_.end()) fail("model runner: unknown request '{}'", data.request_id);
+    RunnerRequest& r = it->second;
+    if (data.resumed_from_preemption) r.block_ids.clear();
+    r.block_ids.insert(r.block_ids.end(), data.new_block_ids.begin(), data.new_block_ids.end());
+    r.num_computed_tokens = data.num_computed_tokens;
+  }
+}
 
+void ModelRunner::prepare_inputs(const SchedulerOutput& out) {
   const int32_t block_size = cache_.block_size();
   batch_.clear();
+  scheduled_.clear();
   logits_index_.assign(out.requests.size(), -1);
-  logits_first_position_.assign(out.requests.size(), 0);
   int64_t num_rows = 0;
   for (size_t i = 0; i < out.requests.size(); ++i) {
-    const ScheduledRequest& r = out.requests[i];
-    ForwardSequence s;
-    s.token_begin = static_cast<int32_t>(batch_.token_ids.size());
-    s.num_tokens = r.num_new_tokens();
-    s.context_len = r.start_position + r.num_new_tokens();
-    s.block_table = r.block_ids.data();
-    s.needs_logits = r.sample;
-    s.all_logits = r.all_logits;
-    for (int32_t j = 0; j < r.num_new_tokens(); ++j) {
-      const int32_t position = r.start_position + j;
-      batch_.token_ids.push_back(r.token_ids[static_cast<size_t>(j)]);
+    const ScheduledRequest& s = out.requests[i];
+    auto it = requests_.find(s.request_id);
+    if (it == requests_.end()) fail("model runner: unknown request '{}'", s.request_id);
+    RunnerRequest& r = it->second;
+    if (r.num_computed_tokens != s.start_position ||
+        s.start_position + s.num_new_tokens > static_cast<int32_t>(r.token_ids.size())) {
+      fail("model runner: request '{}' scheduled at {} for {} tokens, but holds {} computed of {}",
+           s.request_id, s.start_position, s.num_new_tokens, r.num_computed_tokens,
+           r.token_ids.size());
+    }
+    scheduled_.push_back(&r);
+    ForwardSequence seq;
+    seq.token_begin = static_cast<int32_t>(batch_.token_ids.size());
+    seq.num_tokens = s.num_new_tokens;
+    seq.context_len = s.start_position + s.num_new_tokens;
+    seq.block_table = r.block_ids.data();
+    seq.needs_logits = s.sample;
+    seq.all_logits = s.all_logits;
+    for (int32_t position = s.start_position; position < seq.context_len; ++position) {
+      batch_.token_ids.push_back(r.token_ids[static_cast<size_t>(position)]);
       batch_.positions.push_back(position);
       const int64_t block = r.block_ids[static_cast<size_t>(position / block_size)];
       batch_.slot_mapping.push_back(block * block_size + position % block_size);
     }
-    batch_.sequences.push_back(s);
+    r.num_computed_tokens = seq.context_len;
+    batch_.sequences.push_back(seq);
     // The model writes each sequence's rows for its last num_logit_rows() tokens, in order.
-    if (s.num_logit_rows() > 0) {
+    if (seq.num_logit_rows() > 0) {
       logits_index_[i] = num_rows;
-      logits_first_position_[i] = s.context_len - s.num_logit_rows();
-      num_rows += s.num_logit_rows();
+      num_rows += seq.num_logit_rows();
     }
   }
   const auto needed = static_cast<size_t>(num_rows * model_.vocab_size());
@@ -46,24 +79,101 @@ void ModelRunner::execute(const SchedulerOutput& out) {
   } else {
     logits_.resize(needed);
   }
+}
+
+ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
+  update_states(out);
+  for (const BlockCopy& copy : out.block_copies)
+    cache_.copy_block(copy.src_block_id, copy.dst_block_id);
+  prepare_inputs(out);
+  ModelRunnerOutput result;
+  const size_t num = out.requests.size();
+  result.sampled_token_ids.assign(num, -1);
+  result.logprobs.resize(num);
+  result.prompt_logprobs.resize(num);
+  if (num == 0) return result;
   model_.forward(batch_, cache_, logits_.data());
+  compute_prompt_logprobs(out, result);
+
+  // Sample every request whose last row was computed; samplers are independent.
+  const int64_t vocab = model_.vocab_size();
+  samples_.resize(num);
+  const auto count = static_cast<int64_t>(num);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i = 0; i < count; ++i) {
+    const auto k = static_cast<size_t>(i);
+    if (!out.requests[k].sample) continue;
+    const ForwardSequence& seq = batch_.sequences[k];
+    float* row = logits_.data() + (logits_index_[k] + seq.num_logit_rows() - 1) * vocab;
+    samples_[k] = scheduled_[k]->sampler->sample(row, vocab);
+  }
+  for (size_t k = 0; k < num; ++k) {
+    if (!out.requests[k].sample) continue;
+    RunnerRequest& r = *scheduled_[k];
+    const SampleResult& sample = samples_[k];
+    r.token_ids.push_back(sample.token_id);
+    r.sampler->accept(sample.token_id);
+    result.sampled_token_ids[k] = sample.token_id;
+    if (r.wants_logprobs) {
+      PositionLogprobs lp;
+      lp.chosen = {sample.token_id, sample.logprob, 0};
+      for (const TokenLogprob& t : sample.top_logprobs)
+        lp.top.push_back({t.token_id, t.logprob, 0});
+      result.logprobs[k] = std::move(lp);
+    }
+  }
+  return result;
 }
 
-float* ModelRunner::logits_row(size_t scheduled_index) {
-  const LogitsRows rows = logits_rows(scheduled_index);
-  const ForwardSequence& s = batch_.sequences[scheduled_index];
-  if (!s.needs_logits || rows.num_rows == 0) return nullptr;
-  return rows.data + static_cast<int64_t>(rows.num_rows - 1) * model_.vocab_size();
-}
+void ModelRunner::compute_prompt_logprobs(const SchedulerOutput& out, ModelRunnerOutput& result) {
+  prompt_rows_.clear();
+  const int64_t vocab = model_.vocab_size();
+  for (size_t i = 0; i < out.requests.size(); ++i) {
+    const ScheduledRequest& s = out.requests[i];
+    if (!s.all_logits) continue;
+    const RunnerRequest& r = *scheduled_[i];
+    // Row j follows the token at start_position + j, so it predicts the next one; the row after
+    // the last prompt token predicts the first output token and is left to the sampler.
+    PromptLogprobsChunk chunk;
+    chunk.first_position = s.start_position + 1;
+    for (int32_t j = 0; j < s.num_new_tokens; ++j) {
+      const int32_t position = s.start_position + j + 1;
+      if (position >= r.num_prompt_tokens) break;
+      prompt_rows_.push_back({i, logits_.data() + (logits_index_[i] + j) * vocab, position});
+    }
+    chunk.positions.resize(static_cast<size_t>(
+        std::max(0, std::min(s.start_position + s.num_new_tokens, r.num_prompt_tokens - 1) -
+                        s.start_position)));
+    result.prompt_logprobs[i] = std::move(chunk);
+  }
+  if (prompt_rows_.empty()) return;
 
-ModelRunner::LogitsRows ModelRunner::logits_rows(size_t scheduled_index) {
-  const int64_t row = logits_index_[scheduled_index];
-  if (row < 0) return {};
-  LogitsRows rows;
-  rows.data = logits_.data() + row * model_.vocab_size();
-  rows.first_position = logits_first_position_[scheduled_index];
-  rows.num_rows = batch_.sequences[scheduled_index].num_logit_rows();
-  return rows;
+  // Each row writes its own entry of a chunk sized above, so the rows run in parallel.
+  const auto num_rows = static_cast<int64_t>(prompt_rows_.size());
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int64_t k = 0; k < num_rows; ++k) {
+    const PromptRow& pr = prompt_rows_[static_cast<size_t>(k)];
+    const RunnerRequest& r = *scheduled_[pr.scheduled_index];
+    PromptLogprobsChunk& chunk = *result.prompt_logprobs[pr.scheduled_index];
+    const int32_t token_id = r.token_ids[static_cast<size_t>(pr.position)];
+    // Raw logprobs (log_softmax of the logits, no penalties or temperature), as the sampler's.
+    const double log_normalizer = log_sum_exp(pr.logits, vocab);
+    const float target = pr.logits[token_id];
+    int32_t rank = 1;  // vLLM: 1 + the number of tokens strictly more likely
+    for (int64_t v = 0; v < vocab; ++v) rank += pr.logits[v] > target ? 1 : 0;
+    PositionLogprobs& lp = chunk.positions[static_cast<size_t>(pr.position - chunk.first_position)];
+    lp.chosen = {token_id, static_cast<float>(static_cast<double>(target) - log_normalizer), rank};
+    if (r.num_top_prompt_logprobs > 0) {
+      std::vector<int32_t> top_ids;
+      top_n_tokens(pr.logits, vocab, r.num_top_prompt_logprobs, top_ids);
+      for (size_t t = 0; t < top_ids.size(); ++t) {
+        const int32_t id = top_ids[t];
+        lp.top.push_back({id,
+                          static_cast<float>(static_cast<double>(pr.logits[id]) - log_normalizer),
+                          static_cast<int32_t>(t) + 1});
+      }
+    }
+  }
 }
 
 }  // namespace pagoda

@@ -1,16 +1,21 @@
-// Turns a SchedulerOutput into one forward pass: flattens every scheduled token of every
-// request into a ForwardBatch (ids, positions, slot mapping, per-sequence ranges), performs the
-// copy-on-write block copies, and returns the logits of the rows that are sampled (and of every
-// prompt row of a request asking for prompt logprobs).
+// The model runner: holds each running request's tokens, block table and sampler (updated from
+// the SchedulerOutput's new-request data and per-step diffs), flattens a step into one
+// ForwardBatch, runs the model, and samples. What it returns is ids and numbers only
+// (ModelRunnerOutput): it knows nothing of text, stop strings or scheduling policy. After vLLM
+// v1's GPUModelRunner with its persistent per-request state.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/scheduler_output.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 
 namespace pagoda {
 
@@ -18,30 +23,46 @@ class ModelRunner {
  public:
   ModelRunner(Model& model, KvCache& cache);
 
-  // The logits rows of one scheduled request: row j is the prediction after the token at
-  // position first_position + j.
-  struct LogitsRows {
-    float* data = nullptr;  // [num_rows, vocab]
-    int32_t first_position = 0;
-    int32_t num_rows = 0;
-  };
+  // Applies the step's request changes, performs its block copies, runs one forward pass and
+  // samples every request whose last row was computed (and prompt logprobs where asked).
+  ModelRunnerOutput execute_model(const SchedulerOutput& scheduler_output);
 
-  // Runs the step. Afterwards logits_row(i) is the logits of scheduler_output.requests[i]
-  // when that request has sample == true (nullptr otherwise), and logits_rows(i) every row
-  // computed for it: all of its new tokens when all_logits is set, else the sampled row.
-  void execute(const SchedulerOutput& scheduler_output);
-  float* logits_row(size_t scheduled_index);
-  LogitsRows logits_rows(size_t scheduled_index);
-  int64_t vocab_size() const { return model_.vocab_size(); }
+  int64_t num_requests() const { return static_cast<int64_t>(requests_.size()); }
 
  private:
+  // The runner's copy of one request.
+  struct RunnerRequest {
+    std::vector<int32_t> token_ids;  // prompt, then what this runner sampled
+    int32_t num_prompt_tokens = 0;
+    std::vector<int32_t> block_ids;
+    int32_t num_computed_tokens = 0;
+    std::unique_ptr<RequestSampler> sampler;
+    bool wants_logprobs = false;
+    int num_top_prompt_logprobs = 0;  // params.prompt_logprobs
+  };
+
+  void update_states(const SchedulerOutput& scheduler_output);
+  // Fills batch_ and the logits row index of every scheduled request.
+  void prepare_inputs(const SchedulerOutput& scheduler_output);
+  // Prompt positions of the rows this step computed for requests with all_logits.
+  void compute_prompt_logprobs(const SchedulerOutput& scheduler_output, ModelRunnerOutput& out);
+
   Model& model_;
   KvCache& cache_;
+  std::unordered_map<std::string, RunnerRequest> requests_;
+  // This step's requests in batch order, and per request its first logits row (-1: none).
+  std::vector<RunnerRequest*> scheduled_;
+  std::vector<int64_t> logits_index_;
   ForwardBatch batch_;
   std::vector<float> logits_;  // [num logit rows, vocab]
-  // Per scheduled index: its first row in logits_ (-1 if none) and the position of that row.
-  std::vector<int64_t> logits_index_;
-  std::vector<int32_t> logits_first_position_;
+  std::vector<SampleResult> samples_;
+  // One prompt position this step's logits answer: request, row, position.
+  struct PromptRow {
+    size_t scheduled_index = 0;
+    const float* logits = nullptr;
+    int32_t position = 0;
+  };
+  std::vector<PromptRow> prompt_rows_;
 };
 
 }  // namespace pagoda

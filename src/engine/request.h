@@ -63,6 +63,17 @@ class Request {
   // cleared once the whole prompt is done, so a recompute after preemption costs nothing extra.
   bool wants_prompt_logits = false;
 
+  // The RNG seed of the runner's sampler when sampling_params.seed is unset (one per request,
+  // so unseeded requests differ).
+  uint64_t sampling_seed = 0;
+
+  // What the model runner already holds, so each step sends it only the difference: whether it
+  // has seen the request, how many of its blocks it knows, and whether it must take a whole new
+  // table (resumed after preemption, which freed the old one).
+  bool sent_to_runner = false;
+  int32_t num_blocks_sent = 0;
+  bool resumed_from_preemption = false;
+
   std::span<const int32_t> prompt_token_ids() const {
     return std::span<const int32_t>(tokens_).first(static_cast<size_t>(num_prompt_tokens_));
   }

@@ -30,7 +30,7 @@ Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), kv_(cache
   // One sequence of max_model_len tokens must fit alone, or it could be preempted forever.
   const int64_t blocks_per_seq =
       (static_cast<int64_t>(config.max_model_len) + config.block_size - 1) / config.block_size;
-  if (blocks_per_seq > config.num_kv_blocks) {
+  if (!config.kv_pool_sized_by_need && blocks_per_seq > config.num_kv_blocks) {
     fail(
         "scheduler: max_model_len {} needs {} KV blocks of {} tokens but the pool has {}; "
         "lower --max-model-len or raise --kv-cache-space",
@@ -45,6 +45,15 @@ void Scheduler::add_request(Request request) {
   if (request.num_prompt_tokens() >= config_.max_model_len) {
     fail("request {}: prompt of {} tokens leaves no room for output (max_model_len {})", id,
          request.num_prompt_tokens(), config_.max_model_len);
+  }
+  // Alone in the pool it must reach its end, or it would be preempted forever.
+  const int64_t most_tokens =
+      std::min<int64_t>(int64_t{request.num_prompt_tokens()} + request.sampling_params.max_tokens,
+                        config_.max_model_len);
+  const int64_t blocks_needed = (most_tokens + config_.block_size - 1) / config_.block_size;
+  if (blocks_needed > config_.num_kv_blocks) {
+    fail("request {}: {} tokens need {} KV blocks of {} tokens but the pool has {}", id,
+         most_tokens, blocks_needed, config_.block_size, config_.num_kv_blocks);
   }
   if (!config_.enable_chunked_prefill &&
       request.num_prompt_tokens() > config_.max_num_batched_tokens) {
@@ -104,6 +113,7 @@ std::shared_ptr<Request> Scheduler::retire(Request* request, RequestStatus statu
 
 void Scheduler::preempt(Request* request) {
   kv_.free(*request);
+  request->resumed_from_preemption = request->sent_to_runner;
   request->status = RequestStatus::kPreempted;
   request->num_computed_tokens = 0;
   ++request->num_preemptions;
@@ -120,7 +130,6 @@ int32_t Scheduler::cap_chunk(int32_t num_new_tokens) const {
 
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
-  out.block_size = config_.block_size;
   out.finished_request_ids = std::move(finished_since_schedule_);
   finished_since_schedule_.clear();
 
@@ -213,30 +222,54 @@ SchedulerOutput Scheduler::schedule() {
     budget -= num_new;
   }
 
-  // 3. Emit the batch and advance num_computed_tokens (the runner computes these tokens now).
+  // 3. Emit the batch; the runner computes these tokens now.
   out.requests.reserve(picks.size());
-  for (const Pick& pick : picks) {
-    Request* r = pick.request;
-    ScheduledRequest s;
-    s.request_id = r->request_id;
-    s.request = r;
-    s.start_position = r->num_computed_tokens;
-    s.token_ids = std::span<const int32_t>(r->all_token_ids())
-                      .subspan(static_cast<size_t>(r->num_computed_tokens),
-                               static_cast<size_t>(pick.num_new_tokens));
-    const auto table = kv_.block_table(r->request_id);
-    s.block_ids.assign(table.begin(), table.end());
-    r->num_computed_tokens += pick.num_new_tokens;
-    s.sample = r->num_computed_tokens == r->num_tokens();
-    s.all_logits = r->wants_prompt_logits && s.start_position < r->num_prompt_tokens();
-    assert(r->num_computed_tokens <= r->num_tokens());
-    assert(static_cast<int64_t>(s.block_ids.size()) * config_.block_size >= r->num_computed_tokens);
-    out.total_num_scheduled_tokens += pick.num_new_tokens;
-    out.requests.push_back(std::move(s));
-  }
+  for (const Pick& pick : picks) emit(*pick.request, pick.num_new_tokens, out);
   assert(out.total_num_scheduled_tokens <= config_.max_num_batched_tokens);
   assert(static_cast<int32_t>(running_.size()) <= config_.max_num_seqs);
   return out;
+}
+
+void Scheduler::emit(Request& r, int32_t num_new_tokens, SchedulerOutput& out) {
+  const auto table = kv_.block_table(r.request_id);
+  if (!r.sent_to_runner) {
+    NewRequestData data;
+    data.request_id = r.request_id;
+    data.prompt_token_ids.assign(r.prompt_token_ids().begin(), r.prompt_token_ids().end());
+    data.sampling_params = r.sampling_params;
+    data.eos_token_ids = r.eos_token_ids;
+    data.sampling_seed = r.sampling_seed;
+    data.block_ids.assign(table.begin(), table.end());
+    data.num_computed_tokens = r.num_computed_tokens;
+    out.new_requests.push_back(std::move(data));
+    r.sent_to_runner = true;
+  } else {
+    CachedRequestData data;
+    data.request_id = r.request_id;
+    data.resumed_from_preemption = r.resumed_from_preemption;
+    const size_t known = r.resumed_from_preemption ? 0 : static_cast<size_t>(r.num_blocks_sent);
+    data.new_block_ids.assign(table.begin() + static_cast<std::ptrdiff_t>(known), table.end());
+    data.num_computed_tokens = r.num_computed_tokens;
+    out.cached_requests.push_back(std::move(data));
+    r.resumed_from_preemption = false;
+  }
+  r.num_blocks_sent = static_cast<int32_t>(table.size());
+
+  ScheduledRequest s;
+  s.request_id = r.request_id;
+  s.start_position = r.num_computed_tokens;
+  s.num_new_tokens = num_new_tokens;
+  s.num_prompt_tokens = r.num_prompt_tokens();
+  r.num_computed_tokens += num_new_tokens;
+  s.sample = r.num_computed_tokens == r.num_tokens();
+  s.all_logits = r.wants_prompt_logits && s.start_position < r.num_prompt_tokens();
+  // Once the prompt is computed its logprobs are out: a recompute after preemption costs
+  // nothing extra.
+  if (r.num_computed_tokens >= r.num_prompt_tokens()) r.wants_prompt_logits = false;
+  assert(r.num_computed_tokens <= r.num_tokens());
+  assert(static_cast<int64_t>(table.size()) * config_.block_size >= r.num_computed_tokens);
+  out.total_num_scheduled_tokens += num_new_tokens;
+  out.requests.push_back(std::move(s));
 }
 
 RequestStatus Scheduler::check_stop(Request& request) const {
@@ -258,37 +291,40 @@ RequestStatus Scheduler::check_stop(Request& request) const {
   return RequestStatus::kRunning;
 }
 
-std::vector<RequestUpdate> Scheduler::update_from_output(const SchedulerOutput& scheduler_output,
-                                                         const ModelRunnerOutput& runner_output) {
-  if (runner_output.sampled_tokens.size() != scheduler_output.requests.size()) {
+std::vector<EngineCoreOutput> Scheduler::update_from_output(
+    const SchedulerOutput& scheduler_output, const ModelRunnerOutput& runner_output) {
+  const size_t num = scheduler_output.requests.size();
+  if (runner_output.sampled_token_ids.size() != num || runner_output.logprobs.size() != num ||
+      runner_output.prompt_logprobs.size() != num) {
     fail("scheduler: model runner returned {} sampled tokens for a batch of {} requests",
-         runner_output.sampled_tokens.size(), scheduler_output.requests.size());
+         runner_output.sampled_token_ids.size(), num);
   }
-  std::vector<RequestUpdate> updates;
-  for (size_t i = 0; i < scheduler_output.requests.size(); ++i) {
+  std::vector<EngineCoreOutput> outputs;
+  for (size_t i = 0; i < num; ++i) {
     const ScheduledRequest& scheduled = scheduler_output.requests[i];
     Request* request = live(scheduled.request_id);
     // Gone (aborted after schedule()) or preempted and re-queued since: nothing to apply.
-    if (request == nullptr || request != scheduled.request ||
-        request->status != RequestStatus::kRunning) {
-      continue;
-    }
+    if (request == nullptr || request->status != RequestStatus::kRunning) continue;
     kv_.cache_computed_blocks(*request);
-    if (!scheduled.sample) continue;  // a prefill chunk short of the prompt's end
-    const int32_t token_id = runner_output.sampled_tokens[i].token_id;
-    assert(token_id >= 0);
-    request->append_output_token(token_id);
-    RequestUpdate update;
-    update.request_id = request->request_id;
-    update.new_token_ids.push_back(token_id);
-    const RequestStatus status = check_stop(*request);
-    if (is_finished(status)) {
-      update.finished = true;
-      update.finished_request = retire(request, status);
+    EngineCoreOutput output;
+    output.request_id = request->request_id;
+    output.prompt_logprobs = runner_output.prompt_logprobs[i];
+    output.num_cached_tokens = request->num_cached_prompt_tokens;
+    // A prefill chunk short of the prompt's end has nothing sampled.
+    if (scheduled.sample) {
+      const int32_t token_id = runner_output.sampled_token_ids[i];
+      assert(token_id >= 0);
+      request->append_output_token(token_id);
+      output.new_token_ids.push_back(token_id);
+      if (runner_output.logprobs[i]) output.new_logprobs.push_back(*runner_output.logprobs[i]);
+      output.status = check_stop(*request);
+      if (is_finished(output.status)) retire(request, output.status);
     }
-    updates.push_back(std::move(update));
+    if (!output.new_token_ids.empty() || output.prompt_logprobs) {
+      outputs.push_back(std::move(output));
+    }
   }
-  return updates;
+  return outputs;
 }
 
 KvSlotUsage Scheduler::kv_slot_usage() const {

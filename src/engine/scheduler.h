@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/engine_core_output.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/request.h"
 #include "engine/scheduler_output.h"
@@ -37,6 +38,9 @@ struct SchedulerConfig {
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;  // the pool the model runner allocated
   bool enable_prefix_caching = true;
+  // The pool was sized for the requests at hand (EngineArgs::kv_cache_by_need), not for one
+  // max_model_len sequence: each request is checked against it instead when added.
+  bool kv_pool_sized_by_need = false;
 };
 
 class Scheduler {
@@ -46,8 +50,9 @@ class Scheduler {
   explicit Scheduler(const SchedulerConfig& config);
 
   // Queues a request (status waiting). Throws pagoda::Error naming the request if it can never
-  // run: empty prompt, duplicate id, prompt leaving no room for output under max_model_len, or
-  // (chunked prefill off) a prompt over max_num_batched_tokens.
+  // run: empty prompt, duplicate id, prompt leaving no room for output under max_model_len,
+  // prompt + max_tokens needing more blocks than the pool has, or (chunked prefill off) a
+  // prompt over max_num_batched_tokens.
   void add_request(Request request);
 
   // Ends a request wherever it is (waiting, mid-prefill, decoding) and frees its blocks.
@@ -56,12 +61,15 @@ class Scheduler {
   // Same with any finished status, e.g. kFinishedStopped when the engine matched a stop string.
   std::shared_ptr<Request> finish_request(const std::string& request_id, RequestStatus status);
 
+  // Picks this step's requests and their token counts, allocates their blocks, and says what
+  // the runner has not seen yet (new requests whole, running ones as diffs).
   SchedulerOutput schedule();
   // Appends sampled tokens, applies stop checks (max_tokens, EOS unless ignore_eos, stop token
   // ids, max_model_len; EOS and stop ids not before min_tokens), caches newly computed blocks and
-  // retires finished requests. One entry per request that got a token or finished.
-  std::vector<RequestUpdate> update_from_output(const SchedulerOutput& scheduler_output,
-                                                const ModelRunnerOutput& runner_output);
+  // retires finished requests. One entry per request that got a token, prompt logprobs or
+  // finished.
+  std::vector<EngineCoreOutput> update_from_output(const SchedulerOutput& scheduler_output,
+                                                   const ModelRunnerOutput& runner_output);
 
   bool has_unfinished_requests() const { return !requests_.empty(); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
@@ -82,6 +90,9 @@ class Scheduler {
   RequestStatus check_stop(Request& request) const;
   // Cap a prefill chunk per long_prefill_token_threshold and chunked-prefill settings.
   int32_t cap_chunk(int32_t num_new_tokens) const;
+  // Adds `request`'s share of the step to `out` (request, new or cached data) and advances
+  // num_computed_tokens past the tokens the runner computes now.
+  void emit(Request& request, int32_t num_new_tokens, SchedulerOutput& out);
 
   SchedulerConfig config_;
   KvCacheManager kv_;

@@ -1,17 +1,56 @@
-// The plain structs that cross between the scheduler and the model runner each step:
-// SchedulerOutput (which requests, which tokens, which blocks; never a tensor) and
-// ModelRunnerOutput (what was sampled). After vLLM v1's SchedulerOutput / ModelRunnerOutput.
+// The plain data that crosses between the engine core and the model runner each step, after
+// vLLM v1's SchedulerOutput / ModelRunnerOutput / EngineCoreOutput. Nothing here points into
+// scheduler memory: the runner keeps its own copy of each request's tokens and block table and
+// is told only what changed (new requests whole, running ones as diffs), so a SchedulerOutput
+// can be serialized and sent to a runner in another process (engine/serialization.h).
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <span>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "pagoda/sampling_params.h"
+
 namespace pagoda {
 
-class Request;
+// A request the runner has not seen: everything it needs to feed and sample it.
+struct NewRequestData {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  SamplingParams sampling_params;
+  std::vector<int32_t> eos_token_ids;  // for min_tokens (EOS is suppressed until then)
+  uint64_t sampling_seed = 0;          // the RNG seed when sampling_params.seed is unset
+  std::vector<int32_t> block_ids;      // the whole block table after this step's allocation
+  int32_t num_computed_tokens = 0;     // KV already in the cache (prefix hit, fork)
+  friend bool operator==(const NewRequestData&, const NewRequestData&) = default;
+};
+
+// A request the runner already holds: what changed since it last ran. The runner appended the
+// tokens it sampled itself, so no token ids travel here.
+struct CachedRequestData {
+  std::string request_id;
+  // Preempted and now resumed: block_ids is the whole new table, not an append.
+  bool resumed_from_preemption = false;
+  std::vector<int32_t> new_block_ids;
+  int32_t num_computed_tokens = 0;
+  friend bool operator==(const CachedRequestData&, const CachedRequestData&) = default;
+};
+
+// One request's share of the step, in batch order (running requests first, then admitted ones).
+struct ScheduledRequest {
+  std::string request_id;
+  int32_t start_position = 0;  // the step feeds positions [start, start + num_new_tokens)
+  int32_t num_new_tokens = 0;
+  int32_t num_prompt_tokens = 0;  // tells prefill from decode (logs, metrics)
+  // The step reaches the end of the request's known tokens: its last row is sampled. False for
+  // a prefill chunk that stops short of the prompt's end.
+  bool sample = false;
+  // Every row needs logits (prompt logprobs): the request asked for them and this step
+  // computes prompt positions.
+  bool all_logits = false;
+  friend bool operator==(const ScheduledRequest&, const ScheduledRequest&) = default;
+};
 
 // Copy-on-write for n > 1: copy the KV of block src into block dst (every layer) before the
 // forward pass of the step that carries it.
@@ -21,58 +60,50 @@ struct BlockCopy {
   friend bool operator==(const BlockCopy&, const BlockCopy&) = default;
 };
 
-struct ScheduledRequest {
-  std::string request_id;
-  Request* request = nullptr;  // owned by the scheduler; the engine is single-threaded
-  // The tokens to feed: all_token_ids[start_position, start_position + token_ids.size()).
-  // Valid until update_from_output appends new tokens.
-  std::span<const int32_t> token_ids;
-  int32_t start_position = 0;  // positions of token_ids are start_position, start_position + 1, ...
-  // The whole block table after this step's allocation: token at position p has its KV in
-  // block block_ids[p / block_size], slot p % block_size.
-  std::vector<int32_t> block_ids;
-  // True when this step reaches the end of the request's known tokens, so the logits of its last
-  // row must be sampled. False for a prefill chunk that stops short of the prompt's end.
-  bool sample = false;
-  // Every row of this step needs logits (prompt logprobs): the request wants prompt logits and
-  // this step computes prompt positions.
-  bool all_logits = false;
-
-  int32_t num_new_tokens() const { return static_cast<int32_t>(token_ids.size()); }
-};
-
 struct SchedulerOutput {
-  // Running requests first (in running order), then the ones admitted this step.
-  std::vector<ScheduledRequest> requests;
+  std::vector<NewRequestData> new_requests;
+  std::vector<CachedRequestData> cached_requests;
+  std::vector<ScheduledRequest> requests;  // the batch, in order
   int32_t total_num_scheduled_tokens = 0;
-  int32_t block_size = 0;
   std::vector<BlockCopy> block_copies;             // perform before the forward pass
   std::vector<std::string> preempted_request_ids;  // preempted in this schedule() call
-  std::vector<std::string> finished_request_ids;   // finished since the previous step
+  // Finished since the previous step: the runner drops its state for them.
+  std::vector<std::string> finished_request_ids;
 
   bool empty() const { return requests.empty(); }
+  friend bool operator==(const SchedulerOutput&, const SchedulerOutput&) = default;
 };
 
-// One sampled token. The lead's sampler may extend this with an opaque logprobs payload.
-struct SampledToken {
-  int32_t token_id = -1;
+// A token and its log-probability; rank 1 is the most likely token (0: not computed).
+struct LogprobEntry {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+  int32_t rank = 0;
+  friend bool operator==(const LogprobEntry&, const LogprobEntry&) = default;
 };
 
-// sampled_tokens[i] answers scheduler_output.requests[i] (same order: the runner fills the
-// vector while walking the batch, no per-step map). Entries for requests with sample == false
-// are ignored (a partial prefill's logits are not sampled).
+// One position: the token there (sampled, or the prompt's) and the most likely alternatives.
+struct PositionLogprobs {
+  LogprobEntry chosen;
+  std::vector<LogprobEntry> top;  // best first
+  friend bool operator==(const PositionLogprobs&, const PositionLogprobs&) = default;
+};
+
+// The prompt logprobs one step computed for a request: positions first_position, +1, ...
+struct PromptLogprobsChunk {
+  int32_t first_position = 0;
+  std::vector<PositionLogprobs> positions;
+  friend bool operator==(const PromptLogprobsChunk&, const PromptLogprobsChunk&) = default;
+};
+
+// What the runner computed; entry i answers SchedulerOutput::requests[i].
 struct ModelRunnerOutput {
-  std::vector<SampledToken> sampled_tokens;
-};
-
-// What update_from_output reports per request that produced a token or finished.
-struct RequestUpdate {
-  std::string request_id;
-  std::vector<int32_t> new_token_ids;  // usually one; empty for a finish without a new token
-  bool finished = false;
-  // Set when finished: the request leaves the scheduler and is handed to the caller whole
-  // (status says stop/length/abort; outputs, num_cached_prompt_tokens, ... for metrics).
-  std::shared_ptr<Request> finished_request;
+  std::vector<int32_t> sampled_token_ids;  // -1 where the request was not sampled
+  // Set where the request was sampled and asked for logprobs.
+  std::vector<std::optional<PositionLogprobs>> logprobs;
+  // Set where the step computed prompt positions of a request asking for prompt logprobs.
+  std::vector<std::optional<PromptLogprobsChunk>> prompt_logprobs;
+  friend bool operator==(const ModelRunnerOutput&, const ModelRunnerOutput&) = default;
 };
 
 }  // namespace pagoda

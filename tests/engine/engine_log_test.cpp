@@ -35,20 +35,17 @@ TEST(EngineLog, MaximumConcurrencyCountsWholeBlocks) {
 }
 
 TEST(EngineLog, StepSummaryTellsPrefillFromDecode) {
-  Request prefilling("p", {1, 2, 3, 4, 5, 6, 7, 8});
-  Request decoding("d", {1, 2, 3});
-  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
   SchedulerOutput out;
   ScheduledRequest a;
   a.request_id = "p";
-  a.request = &prefilling;
-  a.token_ids = std::span<const int32_t>(tokens).first(5);
   a.start_position = 0;
+  a.num_new_tokens = 5;
+  a.num_prompt_tokens = 8;
   ScheduledRequest b;
   b.request_id = "d";
-  b.request = &decoding;
-  b.token_ids = std::span<const int32_t>(tokens).first(1);
   b.start_position = 4;  // past the 3-token prompt
+  b.num_new_tokens = 1;
+  b.num_prompt_tokens = 3;
   out.requests = {a, b};
   out.preempted_request_ids = {"x"};
   const StepSummary s = summarize_step(out, 7);

@@ -249,6 +249,144 @@ TEST(Engine, PreemptionUnderMemoryPressureKeepsOutputs) {
   EXPECT_EQ(got, want);
 }
 
+// kv_cache_by_need (generate, chat, Python): no pool until the first step, then one that holds
+// what the queued requests can use; the outputs are those of a pool reserved at start.
+TEST(Engine, PoolSizedByNeedHoldsTheQueuedRequestsAndKeepsOutputs) {
+  const auto prompts = make_prompts();
+  Engine reserved(small_engine(true, true));
+  const auto want = run_batch(reserved, prompts);
+
+  EngineArgs args = small_engine(true, true);
+  args.kv_cache_by_need = true;
+  Engine by_need(args);
+  EXPECT_EQ(by_need.cache_info().num_blocks, 0) << "nothing reserved before a request";
+  int32_t blocks_needed = 0;  // prompt + max_tokens of each, in blocks of 4 tokens
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto tokens =
+        static_cast<int32_t>(prompts[i].size()) + params_for(static_cast<int>(i)).max_tokens;
+    blocks_needed += (tokens + 3) / 4;
+  }
+  EXPECT_EQ(run_batch(by_need, prompts), want);
+  EXPECT_EQ(by_need.cache_info().num_blocks, blocks_needed);
+  EXPECT_LT(by_need.cache_info().num_blocks, reserved.cache_info().num_blocks);
+  EXPECT_EQ(by_need.stats().kv_cache_total_bytes, by_need.cache_info().num_bytes);
+  EXPECT_EQ(by_need.cache_info().num_bytes, int64_t{blocks_needed} * 4 * 256)
+      << "fp16: 256 B/token";
+}
+
+// A later request the pool cannot hold waits until none runs, then the pool grows (at least
+// doubling); one the pool holds goes straight in.
+TEST(Engine, PoolSizedByNeedGrowsForALongerRequestAndAbortsPendingOnes) {
+  EngineArgs args = small_engine(true, true);
+  args.kv_cache_by_need = true;
+  Engine engine(args);
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.ignore_eos = true;
+  p.max_tokens = 4;
+  const std::vector<int32_t> short_prompt(12, 7);  // 16 tokens: 4 blocks
+  engine.add_request_tokens("short", short_prompt, p);
+  engine.step();
+  EXPECT_EQ(engine.cache_info().num_blocks, 4);
+  while (engine.has_unfinished_requests()) engine.step();
+
+  engine.add_request_tokens("again", short_prompt, p);  // fits: no new pool
+  engine.add_request_tokens("aborted", std::vector<int32_t>(200, 9), p);
+  engine.abort_request("aborted");
+  std::map<std::string, std::string> finish;
+  while (engine.has_unfinished_requests()) {
+    for (const RequestOutput& out : engine.step()) {
+      if (out.finished) finish[out.request_id] = out.outputs[0].finish_reason;
+    }
+  }
+  EXPECT_EQ(finish["again"], "length");
+  EXPECT_EQ(finish["aborted"], "abort");
+  EXPECT_EQ(engine.cache_info().num_blocks, 4) << "an aborted request never sizes the pool";
+
+  p.max_tokens = 20;
+  const std::vector<int32_t> long_prompt(100, 5);  // 120 tokens: 30 blocks
+  const std::vector<int32_t> want = run_alone(small_engine(false, false), long_prompt, p);
+  engine.add_request_tokens("long", long_prompt, p);
+  std::vector<int32_t> got;
+  while (engine.has_unfinished_requests()) {
+    for (const RequestOutput& out : engine.step()) {
+      if (out.finished) got = out.outputs[0].token_ids;
+    }
+  }
+  EXPECT_EQ(engine.cache_info().num_blocks, 30);
+  EXPECT_EQ(got, want);
+}
+
+// RequestOutputKind: delta outputs add up to the cumulative ones, carry the prompt (and its
+// logprobs) once and each sample's finish once; final-only gives one output, the last.
+TEST(Engine, DeltaAndFinalOnlyOutputsAddUpToTheCumulativeOnes) {
+  Engine engine(small_engine(true, true));
+  SamplingParams p;
+  p.n = 2;
+  p.temperature = 0.8f;
+  p.seed = 11;
+  p.max_tokens = 9;
+  p.ignore_eos = true;
+  p.logprobs = 2;
+  p.prompt_logprobs = 1;
+  const std::vector<int32_t> prompt = make_prompts()[4];
+  auto run = [&](RequestOutputKind kind) {
+    SamplingParams q = p;
+    q.output_kind = kind;
+    engine.add_request_tokens("r", prompt, q);
+    std::vector<RequestOutput> outs;
+    while (engine.has_unfinished_requests()) {
+      for (RequestOutput& out : engine.step()) outs.push_back(std::move(out));
+    }
+    return outs;
+  };
+  const std::vector<RequestOutput> cumulative = run(RequestOutputKind::kCumulative);
+  const std::vector<RequestOutput> delta = run(RequestOutputKind::kDelta);
+  const std::vector<RequestOutput> final_only = run(RequestOutputKind::kFinalOnly);
+  ASSERT_FALSE(cumulative.empty());
+  const RequestOutput& want = cumulative.back();
+  ASSERT_TRUE(want.finished);
+  ASSERT_EQ(want.prompt_logprobs.size(), prompt.size());
+
+  ASSERT_EQ(final_only.size(), 1u);
+  EXPECT_TRUE(final_only[0].finished);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(final_only[0].outputs[i].token_ids, want.outputs[i].token_ids);
+    EXPECT_EQ(final_only[0].outputs[i].text, want.outputs[i].text);
+  }
+
+  ASSERT_EQ(delta.size(), cumulative.size());
+  EXPECT_EQ(delta.front().prompt_token_ids, prompt);
+  ASSERT_EQ(delta.front().prompt_logprobs.size(), prompt.size());
+  for (size_t k = 1; k < prompt.size(); ++k) {
+    EXPECT_EQ(delta.front().prompt_logprobs[k]->chosen.logprob,
+              want.prompt_logprobs[k]->chosen.logprob);
+  }
+  EXPECT_TRUE(delta.back().finished);
+  for (size_t i = 0; i < 2; ++i) {
+    std::string text;
+    std::vector<int32_t> ids;
+    size_t num_logprobs = 0;
+    int num_finishes = 0;
+    for (size_t step = 0; step < delta.size(); ++step) {
+      const CompletionOutput& d = delta[step].outputs[i];
+      if (step > 0) {
+        EXPECT_TRUE(delta[step].prompt_token_ids.empty());
+        EXPECT_TRUE(delta[step].prompt_logprobs.empty());
+      }
+      EXPECT_EQ(d.text, d.delta_text);
+      text += d.text;
+      ids.insert(ids.end(), d.token_ids.begin(), d.token_ids.end());
+      num_logprobs += d.logprobs.size();
+      num_finishes += d.finished() ? 1 : 0;
+    }
+    EXPECT_EQ(text, want.outputs[i].text);
+    EXPECT_EQ(ids, want.outputs[i].token_ids);
+    EXPECT_EQ(num_logprobs, want.outputs[i].logprobs.size());
+    EXPECT_EQ(num_finishes, 1);
+  }
+}
+
 TEST(Engine, NSamplesShareThePromptAndGreedySamplesAgree) {
   Engine engine(small_engine(true, true));
   SamplingParams p;

@@ -58,28 +58,35 @@ RunResult run(Scheduler& scheduler, FakeModel& model, int32_t max_steps = 100000
     SchedulerOutput out = scheduler.schedule();
     int32_t total = 0;
     for (const ScheduledRequest& s : out.requests) {
-      total += s.num_new_tokens();
-      EXPECT_GT(s.num_new_tokens(), 0);
-      EXPECT_EQ(s.start_position + s.num_new_tokens() == s.request->num_tokens(), s.sample);
+      total += s.num_new_tokens;
+      EXPECT_GT(s.num_new_tokens, 0);
+      const Request* live = scheduler.find_request(s.request_id);
+      EXPECT_NE(live, nullptr);
+      if (live == nullptr) continue;
+      EXPECT_EQ(s.start_position + s.num_new_tokens == live->num_tokens(), s.sample);
     }
     EXPECT_EQ(total, out.total_num_scheduled_tokens);
     EXPECT_LE(total, config.max_num_batched_tokens) << "step " << step;
     EXPECT_LE(static_cast<int32_t>(out.requests.size()), config.max_num_seqs);
     EXPECT_LE(scheduler.num_running(), config.max_num_seqs);
     ModelRunnerOutput mro = model.execute(out);
-    for (RequestUpdate& u : scheduler.update_from_output(out, mro)) {
+    for (const ScheduledRequest& s : out.requests) {
+      // The runner's copy, built from new-request data and diffs, is the scheduler's request.
+      const Request* live = scheduler.find_request(s.request_id);
+      const FakeModel::State* state = model.state(s.request_id);
+      EXPECT_NE(state, nullptr);
+      if (state != nullptr && live != nullptr && s.sample) {
+        std::vector<int32_t> expected = live->all_token_ids();
+        expected.push_back(mro.sampled_token_ids[&s - out.requests.data()]);
+        EXPECT_EQ(state->tokens, expected) << s.request_id;
+      }
+    }
+    for (const EngineCoreOutput& u : scheduler.update_from_output(out, mro)) {
       auto& o = result.outputs[u.request_id];
       o.insert(o.end(), u.new_token_ids.begin(), u.new_token_ids.end());
-      if (u.finished) {
-        result.status[u.request_id] = u.finished_request->status;
-        result.cached_prompt_tokens[u.request_id] = u.finished_request->num_cached_prompt_tokens;
-        // The finished request carries all its outputs; `o` may lack those of steps run
-        // before run() was called, so compare the tail.
-        const auto all = u.finished_request->output_token_ids();
-        EXPECT_GE(all.size(), o.size());
-        if (all.size() >= o.size()) {
-          EXPECT_TRUE(std::equal(o.begin(), o.end(), all.end() - static_cast<ptrdiff_t>(o.size())));
-        }
+      if (u.finished()) {
+        result.status[u.request_id] = u.status;
+        result.cached_prompt_tokens[u.request_id] = u.num_cached_tokens;
       }
     }
     result.num_steps = step + 1;
@@ -155,7 +162,7 @@ TEST(Scheduler, ChunkedPrefillSpreadsALongPromptOverSteps) {
     SchedulerOutput out = scheduler.schedule();
     ASSERT_EQ(out.requests.size(), 1u);
     starts.push_back(out.requests[0].start_position);
-    sizes.push_back(out.requests[0].num_new_tokens());
+    sizes.push_back(out.requests[0].num_new_tokens);
     samples.push_back(out.requests[0].sample);
     scheduler.update_from_output(out, model.execute(out));
   }
@@ -191,8 +198,6 @@ TEST(Scheduler, PromptLogitsAreAskedForEveryPromptChunkAndNotTheCachedPrefix) {
     ASSERT_EQ(out.requests.size(), 1u);
     starts.push_back(out.requests[0].start_position);
     all_logits.push_back(out.requests[0].all_logits);
-    if (out.requests[0].start_position + out.requests[0].num_new_tokens() >= 70)
-      out.requests[0].request->wants_prompt_logits = false;  // what the engine does
     scheduler.update_from_output(out, model.execute(out));
   }
   // From position 0 despite the cached prefix; every prompt chunk asks for all rows, the decode
@@ -214,8 +219,8 @@ TEST(Scheduler, LongPrefillThresholdLetsShortPromptsIn) {
   scheduler.add_request(make_request("short", random_tokens(rng, 10), 2));
   SchedulerOutput out = scheduler.schedule();
   ASSERT_EQ(out.requests.size(), 2u);
-  EXPECT_EQ(out.requests[0].num_new_tokens(), 16);
-  EXPECT_EQ(out.requests[1].num_new_tokens(), 10);
+  EXPECT_EQ(out.requests[0].num_new_tokens, 16);
+  EXPECT_EQ(out.requests[1].num_new_tokens, 10);
   EXPECT_TRUE(out.requests[1].sample);
 }
 
@@ -233,11 +238,11 @@ TEST(Scheduler, WithoutChunkedPrefillAPromptWaitsUntilItFitsWhole) {
   scheduler.add_request(b);
   SchedulerOutput first = scheduler.schedule();
   ASSERT_EQ(first.requests.size(), 1u);  // b would need 30 of the 20 left: it waits whole
-  EXPECT_EQ(first.requests[0].num_new_tokens(), 30);
+  EXPECT_EQ(first.requests[0].num_new_tokens, 30);
   scheduler.update_from_output(first, model.execute(first));
   SchedulerOutput second = scheduler.schedule();
   ASSERT_EQ(second.requests.size(), 2u);
-  EXPECT_EQ(second.requests[1].num_new_tokens(), 30);
+  EXPECT_EQ(second.requests[1].num_new_tokens, 30);
   scheduler.update_from_output(second, model.execute(second));
   RunResult rest = run(scheduler, model);
   (void)rest;
@@ -254,6 +259,11 @@ TEST(Scheduler, RejectsRequestsThatCanNeverRun) {
   SchedulerConfig tiny = roomy_config();
   tiny.num_kv_blocks = 10;  // 2048 tokens need 128 blocks
   EXPECT_THROW(Scheduler{tiny}, Error);
+  // A pool sized for the requests at hand checks each request against it instead.
+  tiny.kv_pool_sized_by_need = true;
+  Scheduler by_need(tiny);
+  by_need.add_request(make_request("fits", std::vector<int32_t>(150, 1), 10));  // 10 blocks
+  EXPECT_THROW(by_need.add_request(make_request("over", std::vector<int32_t>(150, 1), 11)), Error);
 }
 
 TEST(Scheduler, MaxModelLenEndsTheRequest) {
@@ -292,7 +302,7 @@ TEST(Scheduler, SecondRequestWithSamePrefixComputesOnlyTheRest) {
   ASSERT_EQ(out.requests.size(), 1u);
   // 1000 shared tokens = 62 full blocks of 16 (992 tokens) + 8 in a block that differs.
   EXPECT_EQ(out.requests[0].start_position, 992);
-  EXPECT_EQ(out.requests[0].num_new_tokens(), 1040 - 992);
+  EXPECT_EQ(out.requests[0].num_new_tokens, 1040 - 992);
   scheduler.update_from_output(out, model.execute(out));
   RunResult r2 = run(scheduler, model);
   EXPECT_EQ(model.num_tokens_computed() - computed_before, (1040 - 992) + 3);
@@ -321,7 +331,7 @@ TEST(Scheduler, IdenticalPromptStillComputesItsLastToken) {
   SchedulerOutput out = scheduler.schedule();
   ASSERT_EQ(out.requests.size(), 1u);
   EXPECT_EQ(out.requests[0].start_position, 48);  // 3 of 4 blocks hit: block 3 recomputed
-  EXPECT_EQ(out.requests[0].num_new_tokens(), 16);
+  EXPECT_EQ(out.requests[0].num_new_tokens, 16);
   EXPECT_TRUE(out.requests[0].sample);
 }
 
@@ -478,7 +488,7 @@ TEST(Scheduler, NoRequestStarvesUnderSustainedPressure) {
     if (!scheduler.has_unfinished_requests() && step >= kArrivalSteps) break;
     SchedulerOutput out = scheduler.schedule();
     for (auto& u : scheduler.update_from_output(out, model.execute(out))) {
-      if (u.finished) latency_steps[u.request_id] = step - arrival_step[u.request_id];
+      if (u.finished()) latency_steps[u.request_id] = step - arrival_step[u.request_id];
     }
   }
   EXPECT_FALSE(scheduler.has_unfinished_requests());
@@ -538,23 +548,29 @@ TEST(Scheduler, SamplesOfOnePromptShareBlocksWithCopyOnWrite) {
     SchedulerOutput first = scheduler.schedule();
     ASSERT_EQ(first.requests.size(), 1u);  // only the leader prefills
     EXPECT_EQ(first.requests[0].request_id, "p#0");
-    EXPECT_EQ(first.requests[0].num_new_tokens(), prompt_len);
+    EXPECT_EQ(first.requests[0].num_new_tokens, prompt_len);
     scheduler.update_from_output(first, model.execute(first));
 
     SchedulerOutput second = scheduler.schedule();
     ASSERT_EQ(second.requests.size(), 4u);
     ASSERT_EQ(second.block_copies.size(), 3u);
-    const std::vector<int32_t> leader_table = second.requests[0].block_ids;
+    const auto leader_span = scheduler.kv_cache_manager().block_table("p#0");
+    const std::vector<int32_t> leader_table(leader_span.begin(), leader_span.end());
+    // The forked samples reach the runner as new requests, with their whole block tables.
+    ASSERT_EQ(second.new_requests.size(), 3u);
     const size_t last_block = static_cast<size_t>((prompt_len - 1) / c.block_size);
     for (size_t i = 1; i < 4; ++i) {
       const ScheduledRequest& s = second.requests[i];
       EXPECT_EQ(s.start_position, prompt_len - 1);
-      EXPECT_EQ(s.num_new_tokens(), 1);
+      EXPECT_EQ(s.num_new_tokens, 1);
       EXPECT_TRUE(s.sample);
-      ASSERT_EQ(s.block_ids.size(), last_block + 1);
-      for (size_t b = 0; b < last_block; ++b) EXPECT_EQ(s.block_ids[b], leader_table[b]);
+      const NewRequestData& data = second.new_requests[i - 1];
+      EXPECT_EQ(data.request_id, s.request_id);
+      EXPECT_EQ(data.num_computed_tokens, prompt_len - 1);
+      ASSERT_EQ(data.block_ids.size(), last_block + 1);
+      for (size_t b = 0; b < last_block; ++b) EXPECT_EQ(data.block_ids[b], leader_table[b]);
       EXPECT_EQ(second.block_copies[i - 1],
-                (BlockCopy{leader_table[last_block], s.block_ids[last_block]}));
+                (BlockCopy{leader_table[last_block], data.block_ids[last_block]}));
     }
     const BlockPool& pool = scheduler.kv_cache_manager().block_pool();
     EXPECT_EQ(pool.ref_count(leader_table[0]), 4);
@@ -595,7 +611,7 @@ TEST(Scheduler, SampleWhoseLeaderIsGoneComputesItsOwnPrompt) {
 TEST(Scheduler, StopChecks) {
   SchedulerConfig c = roomy_config();
   const int32_t kEos = 2;
-  auto scripted = [](const Request& r, std::span<const int32_t>) {
+  auto scripted = [](const FakeModel::State& r, std::span<const int32_t>) {
     static const std::vector<int32_t> script{5, kEos, 7, 9, kEos, 11, 13, 15};
     return script[static_cast<size_t>(r.num_output_tokens()) % script.size()];
   };

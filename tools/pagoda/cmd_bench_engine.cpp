@@ -150,6 +150,7 @@ int run_latency(const LatencyFlags& f) {
   args.max_num_batched_tokens = std::max(args.max_num_batched_tokens, f.batch_size * f.input_len);
   args.max_num_seqs = std::max(args.max_num_seqs, f.batch_size);
   args.enable_prefix_caching = false;  // random prompts would not hit anyway; keep runs independent
+  args.kv_cache_by_need = true;        // sized by the warm-up run
   Engine engine(args);
   std::mt19937_64 rng(0);
   const int32_t vocab = prompt_vocab(engine);

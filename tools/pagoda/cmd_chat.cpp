@@ -150,7 +150,9 @@ std::string stream_answer(Engine& engine, const std::string& request_id,
 
 int run_chat(const ChatFlags& f) {
   init_runtime(f.engine);
-  Engine engine(f.engine.to_engine_args());
+  EngineArgs args = f.engine.to_engine_args();
+  args.kv_cache_by_need = true;  // grows with the conversation
+  Engine engine(args);
   SamplingParams params = f.sampling.apply(engine.default_sampling_params());
   params.n = 1;
   const int64_t max_model_len = engine.max_model_len();

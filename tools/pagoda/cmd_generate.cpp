@@ -135,7 +135,9 @@ int run_generate(const GenerateFlags& f) {
   spdlog::info("pagoda {}", PAGODA_VERSION);
   const int num_sources = (!f.prompts.empty()) + (!f.chat.empty()) + (!f.prompts_file.empty());
   if (num_sources != 1) fail("give exactly one of --prompt, --chat or --prompts-file");
-  Engine engine(f.engine.to_engine_args());
+  EngineArgs args = f.engine.to_engine_args();
+  args.kv_cache_by_need = true;  // the prompts at hand, not a quarter of the machine
+  Engine engine(args);
   const SamplingParams defaults = f.sampling.apply(engine.default_sampling_params());
 
   std::vector<std::string> prompts;

@@ -46,7 +46,9 @@ Tokenizer open_tokenizer(const std::string& model_arg) {
   // stderr, as stdout is the ids.
   if (spdlog::get("pagoda") == nullptr)
     spdlog::set_default_logger(spdlog::stderr_color_mt("pagoda"));
-  const std::string model = hub::resolve_model(model_arg, {.purpose = hub::Purpose::kTokenizer});
+  hub::HubOptions options;
+  options.purpose = hub::Purpose::kTokenizer;
+  const std::string model = hub::resolve_model(model_arg, options);
   if (is_gguf_path(model)) {
     const GgufFile file(model);
     return tokenizer_from_gguf(read_gguf_vocab(file));  // copies what it keeps of the map

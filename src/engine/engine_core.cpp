@@ -1,0 +1,155 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include "util/error.h"
+#include "util/units.h"
+
+namespace pagoda {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+EngineCore::EngineCore(const EngineCoreConfig& config, std::unique_ptr<Executor> executor)
+    : config_(config), executor_(std::move(executor)) {
+  if (!config_.kv_cache_by_need) reserve_kv_pool(config_.scheduler.num_kv_blocks);
+}
+
+void EngineCore::reserve_kv_pool(int32_t num_blocks) {
+  scheduler_.reset();
+  num_kv_blocks_ = 0;
+  kv_reserve_s_ = executor_->initialize_kv_cache(num_blocks);
+  num_kv_blocks_ = num_blocks;
+  SchedulerConfig sc = config_.scheduler;
+  sc.num_kv_blocks = num_blocks;
+  sc.kv_pool_sized_by_need = config_.kv_cache_by_need;
+  scheduler_ = std::make_unique<Scheduler>(sc);
+}
+
+int32_t EngineCore::blocks_for(const Request& request) const {
+  const SchedulerConfig& sc = config_.scheduler;
+  const int64_t tokens = std::min<int64_t>(
+      int64_t{request.num_prompt_tokens()} + request.sampling_params.max_tokens, sc.max_model_len);
+  return static_cast<int32_t>((tokens + sc.block_size - 1) / sc.block_size);
+}
+
+void EngineCore::add_requests(std::vector<Request> samples) {
+  if (config_.kv_cache_by_need) {
+    // Each fits the ceiling, which holds a max_model_len sequence (plan_kv_cache).
+    int64_t needed = 0;
+    for (const Request& r : samples) needed += blocks_for(r);
+    // Straight to the scheduler when the pool in use holds the request and nothing waits ahead
+    // of it; otherwise it waits for the pool to be sized.
+    if (!scheduler_ || !pending_.empty() || needed > num_kv_blocks_) {
+      for (Request& r : samples) pending_.push_back(std::move(r));
+      return;
+    }
+  }
+  std::vector<std::string> added;
+  try {
+    for (Request& r : samples) {
+      std::string id = r.request_id;
+      scheduler_->add_request(std::move(r));
+      added.push_back(std::move(id));
+    }
+  } catch (...) {
+    for (const std::string& id : added) scheduler_->abort_request(id);
+    throw;
+  }
+}
+
+void EngineCore::finish_requests(const std::vector<std::string>& request_ids,
+                                 RequestStatus status) {
+  for (const std::string& id : request_ids) {
+    std::erase_if(pending_, [&](const Request& r) { return r.request_id == id; });
+    if (scheduler_) scheduler_->finish_request(id, status);
+  }
+}
+
+void EngineCore::admit_pending() {
+  if (pending_.empty() || (scheduler_ && scheduler_->has_unfinished_requests())) return;
+  int64_t needed = 0;
+  for (const Request& r : pending_) needed += blocks_for(r);
+  if (needed > num_kv_blocks_) {
+    // Doubling keeps a conversation that grows turn by turn from reallocating every turn.
+    const int64_t grown = std::max<int64_t>(needed, int64_t{num_kv_blocks_} * 2);
+    reserve_kv_pool(
+        static_cast<int32_t>(std::min<int64_t>(grown, config_.scheduler.num_kv_blocks)));
+    const int64_t bytes = executor_->kv_cache_spec().bytes_per_token() *
+                          config_.scheduler.block_size * num_kv_blocks_;
+    spdlog::info("KV cache sized by need: {} blocks of {} tokens, {}, reserved in {:.2f} s",
+                 num_kv_blocks_, config_.scheduler.block_size,
+                 format_bytes(static_cast<uint64_t>(bytes)), kv_reserve_s_);
+  }
+  std::vector<Request> queued = std::move(pending_);
+  pending_.clear();
+  for (Request& r : queued) scheduler_->add_request(std::move(r));
+}
+
+EngineCoreOutputs EngineCore::step() {
+  const double t_start = now_s();
+  EngineCoreOutputs result;
+  admit_pending();
+  if (!scheduler_) return result;
+  const SchedulerOutput scheduled = scheduler_->schedule();
+  result.scheduled_time_s = now_s();
+  const bool log_step = spdlog::should_log(spdlog::level::debug) &&
+                        (!scheduled.empty() || !scheduled.preempted_request_ids.empty());
+  if (!scheduled.empty()) {
+    ++num_steps_;
+    last_step_num_tokens_ = scheduled.total_num_scheduled_tokens;
+    for (const ScheduledRequest& r : scheduled.requests) {
+      if (r.start_position < r.num_prompt_tokens) {
+        prompt_tokens_computed_ +=
+            std::min(r.start_position + r.num_new_tokens, r.num_prompt_tokens) - r.start_position;
+      }
+    }
+    for (const NewRequestData& r : scheduled.new_requests)
+      result.first_scheduled_request_ids.push_back(r.request_id);
+  }
+  // The runner is told of finished requests even in a step with nothing to compute.
+  if (!scheduled.empty() || !scheduled.finished_request_ids.empty()) {
+    const ModelRunnerOutput runner_output = executor_->execute_model(scheduled);
+    result.computed_time_s = now_s();
+    result.outputs = scheduler_->update_from_output(scheduled, runner_output);
+  }
+  if (log_step) {
+    const KvCacheManager& kv = scheduler_->kv_cache_manager();
+    spdlog::debug("{}",
+                  format_step(summarize_step(scheduled, num_steps_), scheduler_->num_waiting(),
+                              kv.num_blocks() - kv.num_free_blocks(), kv.num_blocks(),
+                              (now_s() - t_start) * 1e3));
+  }
+  return result;
+}
+
+bool EngineCore::has_unfinished_requests() const {
+  return !pending_.empty() || (scheduler_ && scheduler_->has_unfinished_requests());
+}
+
+EngineCoreStats EngineCore::stats() const {
+  EngineCoreStats st;
+  st.num_waiting = static_cast<int32_t>(pending_.size());
+  st.num_kv_blocks = num_kv_blocks_;
+  st.prompt_tokens_computed = prompt_tokens_computed_;
+  st.num_steps = num_steps_;
+  st.last_step_num_tokens = last_step_num_tokens_;
+  if (!scheduler_) return st;
+  const Scheduler& s = *scheduler_;
+  st.num_running = s.num_running();
+  st.num_waiting += s.num_waiting();
+  st.kv_cache_usage = s.kv_cache_manager().usage();
+  st.num_preemptions = s.num_preemptions();
+  st.prefix_cache_queries = s.kv_cache_manager().prefix_cache_stats().num_query_tokens;
+  st.prefix_cache_hits = s.kv_cache_manager().prefix_cache_stats().num_hit_tokens;
+  return st;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,52 @@
+#include "engine/in_process_executor.h"
+
+#include <chrono>
+
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace pagoda {
+
+InProcessExecutor::InProcessExecutor(Model& model, const KvCacheSpec& spec, int32_t block_size,
+                                     ThreadPlacement placement)
+    : model_(model), spec_(spec), block_size_(block_size), placement_(std::move(placement)) {
+  place_threads();  // loading quantized in parallel on this thread already; keep it placed
+}
+
+void InProcessExecutor::place_threads() {
+  if (placed_thread_ == std::this_thread::get_id()) return;
+  apply_thread_placement(placement_);
+  placed_thread_ = std::this_thread::get_id();
+}
+
+double InProcessExecutor::initialize_kv_cache(int32_t num_blocks) {
+  // The pool is faulted in now, as vLLM and llama.cpp reserve theirs at startup: a machine
+  // short of memory fails here, not mid-request, and no request pays for zeroing fresh pages
+  // (a block handed out for the first time would otherwise fault in a 2 MiB huge page under a
+  // running decode step).
+  runner_.reset();
+  kv_cache_.reset();
+  kv_memory_ = HugeBuffer();
+  const int64_t num_bytes = KvCache::bytes_needed(spec_, num_blocks, block_size_);
+  HugeBufferOptions options;
+  options.prefault = true;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    Progress reserving("reserving KV cache", static_cast<uint64_t>(num_bytes));
+    options.progress = &reserving;
+    kv_memory_ = HugeBuffer::allocate(static_cast<size_t>(num_bytes), options);
+  } catch (const Error& e) {
+    fail("KV cache pool: {}; lower --kv-cache-space", e.what());
+  }
+  kv_cache_ = std::make_unique<KvCache>(spec_, num_blocks, block_size_, kv_memory_.data());
+  runner_ = std::make_unique<ModelRunner>(model_, *kv_cache_);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+ModelRunnerOutput InProcessExecutor::execute_model(const SchedulerOutput& scheduler_output) {
+  if (!runner_) fail("executor: execute_model before initialize_kv_cache");
+  place_threads();
+  return runner_->execute_model(scheduler_output);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,43 @@
+// The executor that runs the model in the engine's own process: the KV pool (faulted in at
+// reservation), the model runner over it, and the kernel threads placed as --threads and
+// --cpu-bind say, on whichever thread drives the steps.
+#pragma once
+
+#include <memory>
+#include <thread>
+
+#include "engine/executor.h"
+#include "engine/model_runner.h"
+#include "kernels/thread_placement.h"
+#include "model/model.h"
+#include "util/huge_buffer.h"
+
+namespace pagoda {
+
+class InProcessExecutor final : public Executor {
+ public:
+  // `model` must outlive the executor.
+  InProcessExecutor(Model& model, const KvCacheSpec& spec, int32_t block_size,
+                    ThreadPlacement placement);
+
+  const KvCacheSpec& kv_cache_spec() const override { return spec_; }
+  double initialize_kv_cache(int32_t num_blocks) override;
+  std::string kv_cache_memory_kind() const override { return std::string(kv_memory_.kind_name()); }
+  ModelRunnerOutput execute_model(const SchedulerOutput& scheduler_output) override;
+
+ private:
+  // OpenMP settings are per thread, and the server's engine thread is not the one that built
+  // the engine: apply the placement on the first step of each new driving thread.
+  void place_threads();
+
+  Model& model_;
+  KvCacheSpec spec_;
+  int32_t block_size_;
+  ThreadPlacement placement_;
+  std::thread::id placed_thread_;
+  HugeBuffer kv_memory_;
+  std::unique_ptr<KvCache> kv_cache_;
+  std::unique_ptr<ModelRunner> runner_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,70 @@
+#include "engine/input_processor.h"
+
+#include <nlohmann/json.hpp>
+
+#include "sampling/validate.h"
+#include "util/error.h"
+
+namespace pagoda {
+
+InputProcessor::InputProcessor(const Tokenizer& tokenizer, InputProcessorConfig config,
+                               std::unique_ptr<ChatTemplate> chat_template,
+                               ContentFormat content_format)
+    : tokenizer_(tokenizer),
+      config_(std::move(config)),
+      chat_template_(std::move(chat_template)),
+      content_format_(content_format) {}
+
+std::vector<int32_t> InputProcessor::tokenize(const std::string& prompt) const {
+  return tokenizer_.encode(prompt, true);
+}
+
+std::string InputProcessor::apply_chat_template(const std::string& messages_json,
+                                                bool add_generation_prompt,
+                                                const std::string& kwargs_json) const {
+  if (!chat_template_)
+    fail("{} has no chat template; pass --chat-template FILE", config_.model_dir);
+  const nlohmann::json messages =
+      format_message_contents(nlohmann::json::parse(messages_json), content_format_);
+  nlohmann::json context = nlohmann::json::parse(kwargs_json);
+  if (!context.is_object()) fail("chat template arguments must be a JSON object");
+  context["bos_token"] = tokenizer_.bos_token();
+  context["eos_token"] = tokenizer_.eos_token();
+  return chat_template_->render(messages, add_generation_prompt, context);
+}
+
+std::vector<Request> InputProcessor::process(const std::string& request_id,
+                                             std::vector<int32_t> prompt_ids,
+                                             const SamplingParams& params) {
+  // --max-logprobs -1: as many as the vocabulary has.
+  const int max_logprobs = config_.max_logprobs < 0 ? config_.vocab_size : config_.max_logprobs;
+  if (std::optional<std::string> problem = validate(params, max_logprobs)) fail("{}", *problem);
+  if (params.prompt_logprobs &&
+      (*params.prompt_logprobs < 0 || *params.prompt_logprobs > max_logprobs)) {
+    fail("prompt_logprobs must be in [0, {}], got {}", max_logprobs, *params.prompt_logprobs);
+  }
+  if (prompt_ids.empty()) fail("the prompt is empty");
+  for (int32_t id : prompt_ids) {
+    if (id < 0 || id >= config_.vocab_size) {
+      fail("prompt token id {} is outside the vocabulary [0, {})", id, config_.vocab_size);
+    }
+  }
+  const int64_t total = static_cast<int64_t>(prompt_ids.size()) + params.max_tokens;
+  if (total > config_.max_model_len) {
+    fail("the prompt ({} tokens) plus max_tokens ({}) is {} tokens over the context length of {}",
+         prompt_ids.size(), params.max_tokens, total - config_.max_model_len,
+         config_.max_model_len);
+  }
+
+  const uint64_t base_seed = config_.seed * 0x9E3779B97F4A7C15ull + (++num_requests_);
+  std::vector<Request> samples =
+      split_samples(Request(request_id, std::move(prompt_ids), params, config_.eos_token_ids));
+  for (size_t i = 0; i < samples.size(); ++i) samples[i].sampling_seed = base_seed + i;
+  // Sample 0 computes the prompt (the others fork its blocks), so it alone produces the prompt
+  // logits. A one-token prompt has none to report: its only entry is the empty first one.
+  samples.front().wants_prompt_logits =
+      params.prompt_logprobs.has_value() && samples.front().num_prompt_tokens() > 1;
+  return samples;
+}
+
+}  // namespace pagoda
