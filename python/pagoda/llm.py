@@ -56,15 +56,21 @@ def _parse_bytes(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
-def _kv_cache_space_bytes(kv_cache_space: Union[None, int, float, str]) -> int:
-    """The size of the offline LLM's KV pool: the one place that decides it.
+def _kv_cache_args(kv_cache_space: Union[None, int, float, str]) -> Dict[str, Any]:
+    """How the offline LLM sizes its KV pool: the one place that decides it.
 
-    A number is GiB (as vLLM's VLLM_CPU_KVCACHE_SPACE), a string carries its unit ("8GiB").
-    Unset, VLLM_CPU_KVCACHE_SPACE counts, and otherwise 0 lets the engine choose: a quarter of
-    the available memory, at most what max_num_seqs full-length sequences need. EngineArgs has no
-    setting yet to size the pool by what the submitted requests need; when it gains one, this is
-    where the offline LLM should set it.
+    The pool is sized by need (EngineArgs.kv_cache_by_need, as `pagoda generate` does): nothing
+    is reserved at load, and the pool grows to what the submitted requests can use, so a few
+    prompts take megabytes rather than a quarter of the machine. kv_cache_space caps it: a
+    number is GiB (as vLLM's VLLM_CPU_KVCACHE_SPACE, which counts when it is not given), a
+    string carries its unit ("8GiB"); unset, the cap is the engine's serving rule (a quarter of
+    the available memory, at most what max_num_seqs full-length sequences need).
     """
+    return {"kv_cache_by_need": True,
+            "kv_cache_space_bytes": _kv_cache_space_bytes(kv_cache_space)}
+
+
+def _kv_cache_space_bytes(kv_cache_space: Union[None, int, float, str]) -> int:
     if kv_cache_space is None:
         gib = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "")
         if not gib or float(gib) == 0:
@@ -123,7 +129,7 @@ class LLM:
             args["max_model_len"] = max_model_len
         if max_num_seqs is not None:
             args["max_num_seqs"] = max_num_seqs
-        args["kv_cache_space_bytes"] = _kv_cache_space_bytes(kv_cache_space)
+        args.update(_kv_cache_args(kv_cache_space))
         if seed is not None:
             args["seed"] = seed
         for name, value in kwargs.items():
@@ -216,7 +222,7 @@ class LLM:
         params = self._params_for(len(requests), sampling_params)
         with self._exclusive():
             try:
-                added = self._add_requests(requests, params)
+                added = self._add_requests(requests, params, "cumulative")
                 while self._engine.has_unfinished_requests():
                     for native in self._engine.step():
                         prompt, request_params = added[native.request_id]
@@ -249,7 +255,7 @@ class LLM:
 
     def _add_requests(
         self, requests: List[Tuple[Optional[str], Union[str, List[int]]]],
-        params: List[SamplingParams]
+        params: List[SamplingParams], output_kind: str
     ) -> Dict[str, Tuple[Optional[str], SamplingParams]]:
         """Adds every request to the engine, all or none."""
         added: Dict[str, Tuple[Optional[str], SamplingParams]] = {}
@@ -262,7 +268,7 @@ class LLM:
                     p = p.clone()
                     p.max_tokens = max(1, self._engine.max_model_len() - len(engine_prompt))
                 request_id = str(next(self._request_counter))
-                self._engine.add_request(request_id, engine_prompt, p)
+                self._engine.add_request(request_id, engine_prompt, p, output_kind)
                 added[request_id] = (prompt, p)
         except BaseException:
             self._engine.abort_all()
@@ -271,7 +277,8 @@ class LLM:
 
     def _run(self, requests, params: List[SamplingParams]) -> List[RequestOutput]:
         with self._exclusive():
-            added = self._add_requests(requests, params)
+            # One output per request, when it finishes: no per-step copies of the text so far.
+            added = self._add_requests(requests, params, "final_only")
             finished = {out.request_id: out for out in self._engine.run_to_completion()}
         return [request_output(finished[request_id], prompt, p)
                 for request_id, (prompt, p) in added.items()]

@@ -46,6 +46,8 @@ const std::map<std::string, FieldSetter>& engine_arg_setters() {
       {"block_size", [](EngineArgs& a, const py::handle& v) { set_from(a.block_size, v); }},
       {"kv_cache_space_bytes",
        [](EngineArgs& a, const py::handle& v) { set_from(a.kv_cache_space_bytes, v); }},
+      {"kv_cache_by_need",
+       [](EngineArgs& a, const py::handle& v) { set_from(a.kv_cache_by_need, v); }},
       {"kv_cache_dtype", [](EngineArgs& a, const py::handle& v) { set_from(a.kv_cache_dtype, v); }},
       {"enable_prefix_caching",
        [](EngineArgs& a, const py::handle& v) { set_from(a.enable_prefix_caching, v); }},
@@ -115,8 +117,18 @@ EngineHandle::EngineHandle(const py::dict& args) {
 }
 
 void EngineHandle::add_request(const std::string& request_id, const py::object& prompt,
-                               const py::object& params) {
-  const SamplingParams native = sampling_params_from_object(params);
+                               const py::object& params, const std::string& output_kind) {
+  SamplingParams native = sampling_params_from_object(params);
+  if (output_kind == "cumulative") {
+    native.output_kind = RequestOutputKind::kCumulative;
+  } else if (output_kind == "delta") {
+    native.output_kind = RequestOutputKind::kDelta;
+  } else if (output_kind == "final_only") {
+    native.output_kind = RequestOutputKind::kFinalOnly;
+  } else {
+    throw py::value_error("output_kind must be cumulative, delta or final_only, got " +
+                          output_kind);
+  }
   if (py::isinstance<py::str>(prompt)) {
     const std::string text = prompt.cast<std::string>();
     py::gil_scoped_release release;  // tokenizing a long prompt takes a while

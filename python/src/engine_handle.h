@@ -29,8 +29,9 @@ class EngineHandle {
   explicit EngineHandle(const py::dict& args);
 
   // prompt: a str (tokenized with BOS as the model's config says) or a list of token ids.
+  // output_kind: "cumulative", "delta" or "final_only" (RequestOutputKind).
   void add_request(const std::string& request_id, const py::object& prompt,
-                   const py::object& params);
+                   const py::object& params, const std::string& output_kind);
   void abort_request(const std::string& request_id);
   // Aborts every request not yet finished (a generator closed early, Ctrl-C).
   void abort_all();

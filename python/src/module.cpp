@@ -84,7 +84,7 @@ void bind_engine(py::module_& m) {
   py::class_<EngineHandle>(m, "Engine")
       .def(py::init<const py::dict&>(), py::arg("args"))
       .def("add_request", &EngineHandle::add_request, py::arg("request_id"), py::arg("prompt"),
-           py::arg("params"))
+           py::arg("params"), py::arg("output_kind"))
       .def("abort_request", &EngineHandle::abort_request, py::arg("request_id"))
       .def("abort_all", &EngineHandle::abort_all)
       .def("has_unfinished_requests", &EngineHandle::has_unfinished_requests)
