@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "pagoda/error.h"
+#include "pagoda/export.h"
 #include "pagoda/sampling_params.h"
 
 namespace pagoda {
@@ -160,7 +162,7 @@ struct CacheInfo {
   bool enable_prefix_caching = false;
 };
 
-class Engine {
+class PAGODA_API Engine {
  public:
   explicit Engine(const EngineArgs& args);
   ~Engine();

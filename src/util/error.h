@@ -1,19 +1,14 @@
-// The one exception type Pagoda throws at its edges (loader, tokenizer, config, CLI).
-// Messages name the file, the key and the cause, so they can be printed as one line.
+// Pagoda's exception type (public: include/pagoda/error.h) and `fail`, the way the rooms throw
+// it with a formatted message.
 #pragma once
 
-#include <stdexcept>
-#include <string>
 #include <utility>
 
 #include <fmt/format.h>
 
-namespace pagoda {
+#include "pagoda/error.h"
 
-class Error : public std::runtime_error {
- public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
-};
+namespace pagoda {
 
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
