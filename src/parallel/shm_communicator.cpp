@@ -254,6 +254,9 @@ void ShmCommunicator::wait_until(Done done, const char* what,
     for (int r = 0; r < world_size_; ++r) {
       const int32_t pid = atomic(header_->pids[r]).load(std::memory_order_acquire);
       if (r != rank_ && pid > 0 && process_is_dead(pid)) {
+        // A rank that finished its last collective and exited released us on its way out:
+        // look again now that its exit (and so its last store) is visible.
+        if (done()) return;
         abort_group(fmt::format("rank {}: rank {} (pid {}) exited during {}", rank_, r, pid, what));
       }
     }
