@@ -57,15 +57,33 @@ bool process_is_dead(int pid) {
          (line[close + 2] == 'Z' || line[close + 2] == 'X');
 }
 
-float load_f32(const char* p, DType dtype, size_t i) {
-  switch (dtype) {
-    case DType::kBF16:
-      return bf16_to_f32(reinterpret_cast<const bf16_t*>(p)[i]);
-    case DType::kF16:
-      return f16_to_f32(reinterpret_cast<const f16_t*>(p)[i]);
-    default:
-      return reinterpret_cast<const float*>(p)[i];
+float identity(float v) {
+  return v;
+}
+
+// out[i] := sources[0][i] + sources[1][i] + ... in that order, summed in fp32 and narrowed once.
+// out may be one of the sources: each tile is read in full before it is written.
+template <typename Element, float (*widen)(Element), Element (*narrow)(float)>
+void sum_in_rank_order(const Element* const* sources, int num_sources, Element* out, size_t n) {
+  float acc[kTileElements];
+  for (size_t tile = 0; tile < n; tile += kTileElements) {
+    const size_t m = std::min(kTileElements, n - tile);
+    for (size_t i = 0; i < m; ++i) acc[i] = widen(sources[0][tile + i]);
+    for (int r = 1; r < num_sources; ++r) {
+      const Element* src = sources[r] + tile;
+      for (size_t i = 0; i < m; ++i) acc[i] += widen(src[i]);
+    }
+    for (size_t i = 0; i < m; ++i) out[tile + i] = narrow(acc[i]);
   }
+}
+
+template <typename Element, float (*widen)(Element), Element (*narrow)(float)>
+void sum_slots(char* const* slots, int num_slots, int own, size_t begin, size_t end) {
+  const Element* sources[ShmCommunicator::kMaxRanks];
+  for (int r = 0; r < num_slots; ++r)
+    sources[r] = reinterpret_cast<const Element*>(slots[r]) + begin;
+  Element* out = reinterpret_cast<Element*>(slots[own]) + begin;
+  sum_in_rank_order<Element, widen, narrow>(sources, num_slots, out, end - begin);
 }
 
 }  // namespace
@@ -288,32 +306,18 @@ void ShmCommunicator::barrier() {
 
 // Sums elements [begin, end) of every rank's slot half, in rank order, into this rank's slot.
 void ShmCommunicator::reduce_chunk(int half, size_t begin, size_t end, DType dtype) {
-  const size_t element_bytes = static_cast<size_t>(dtype_size(dtype));
-  float acc[kTileElements];
-  for (size_t tile = begin; tile < end; tile += kTileElements) {
-    const size_t n = std::min(kTileElements, end - tile);
-    const char* first = slot(0, half) + tile * element_bytes;
-    for (size_t i = 0; i < n; ++i) acc[i] = load_f32(first, dtype, i);
-    for (int r = 1; r < world_size_; ++r) {
-      const char* src = slot(r, half) + tile * element_bytes;
-      if (dtype == DType::kF32) {
-        const float* values = reinterpret_cast<const float*>(src);
-        for (size_t i = 0; i < n; ++i) acc[i] += values[i];
-      } else {
-        for (size_t i = 0; i < n; ++i) acc[i] += load_f32(src, dtype, i);
-      }
-    }
-    char* out = slot(rank_, half) + tile * element_bytes;
-    switch (dtype) {
-      case DType::kBF16:
-        for (size_t i = 0; i < n; ++i) reinterpret_cast<bf16_t*>(out)[i] = f32_to_bf16(acc[i]);
-        break;
-      case DType::kF16:
-        for (size_t i = 0; i < n; ++i) reinterpret_cast<f16_t*>(out)[i] = f32_to_f16(acc[i]);
-        break;
-      default:
-        std::memcpy(out, acc, n * sizeof(float));
-    }
+  if (end <= begin) return;
+  char* slots[kMaxRanks];
+  for (int r = 0; r < world_size_; ++r) slots[r] = slot(r, half);
+  switch (dtype) {
+    case DType::kBF16:
+      sum_slots<bf16_t, bf16_to_f32, f32_to_bf16>(slots, world_size_, rank_, begin, end);
+      break;
+    case DType::kF16:
+      sum_slots<f16_t, f16_to_f32, f32_to_f16>(slots, world_size_, rank_, begin, end);
+      break;
+    default:
+      sum_slots<float, identity, identity>(slots, world_size_, rank_, begin, end);
   }
 }
 
