@@ -4,6 +4,7 @@
 // (barrier and slot-half reuse), the segment's cleanup, and a rank dying mid-run.
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -238,6 +239,29 @@ TEST(ShmCommunicator, RankDyingMidRunStopsTheOthersWithAnError) {
     return std::string("barrier returned with rank 1 gone");
   });
   EXPECT_EQ(complaints, "");
+}
+
+// Ranks as separate programs, started one after another: they find each other by the job id alone.
+TEST(ShmCommunicator, SeparatelyLaunchedRanksFormAGroup) {
+  const std::string job_id = unique_job_id();
+  constexpr int kWorldSize = 3;
+  std::vector<pid_t> pids;
+  for (int r = kWorldSize - 1; r >= 0; --r) {  // rank 0 last: the others wait for its segment
+    const std::string rank = std::to_string(r), world = std::to_string(kWorldSize);
+    const char* argv[] = {PAGODA_SHM_RANK_BIN, job_id.c_str(), rank.c_str(),
+                          world.c_str(),       "10007",        nullptr};
+    pid_t pid = 0;
+    ASSERT_EQ(posix_spawn(&pid, PAGODA_SHM_RANK_BIN, nullptr, nullptr,
+                          const_cast<char* const*>(argv), environ),
+              0);
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  EXPECT_NE(access(("/dev/shm" + ShmCommunicator::segment_name(job_id)).c_str(), F_OK), 0);
 }
 
 TEST(ShmCommunicator, TakenNameIsRefused) {
