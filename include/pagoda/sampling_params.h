@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,18 @@ struct SamplingParams {
   // top-N logprobs per prompt token (0 = just the prompt token). The prompt is then computed
   // whole, without prefix-cache reuse: a cached prefix has no logits.
   std::optional<int> prompt_logprobs;
+  // OpenAI's logit_bias: token id -> bias in [-100, 100], added to the token's logit before
+  // penalties and sampling (-100/100 in effect ban/force the token).
+  std::map<int32_t, float> logit_bias;
+  // vLLM's allowed_token_ids: when set (and not empty), every other token is masked out.
+  std::optional<std::vector<int32_t>> allowed_token_ids;
+  // vLLM's bad_words: never generated. A word that tokenizes to one token bans that token; a
+  // longer one bans its last token whenever the output so far ends with the others.
+  std::vector<std::string> bad_words;
+  // bad_words as token sequences (each word without and, where it tokenizes differently, with
+  // a leading space, as vLLM's update_from_tokenizer does). The engine fills it from bad_words
+  // when a request is added; whatever a caller puts here is replaced.
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
 

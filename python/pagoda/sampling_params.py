@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Union
+from typing import Dict, List, Optional, Union
 
 
 class SamplingParams:
@@ -32,6 +32,9 @@ class SamplingParams:
         prompt_logprobs: Optional[int] = None,
         skip_special_tokens: bool = True,
         include_stop_str_in_output: bool = False,
+        logit_bias: Optional[Dict[int, float]] = None,
+        allowed_token_ids: Optional[List[int]] = None,
+        bad_words: Optional[List[str]] = None,
     ) -> None:
         self.n = n
         self.presence_penalty = presence_penalty
@@ -57,6 +60,12 @@ class SamplingParams:
         self.prompt_logprobs = prompt_logprobs
         self.skip_special_tokens = skip_special_tokens
         self.include_stop_str_in_output = include_stop_str_in_output
+        # Keys may come as strings (JSON objects), as vLLM accepts them; the engine checks the
+        # ids against the vocabulary and the biases against [-100, 100].
+        self.logit_bias = (None if logit_bias is None
+                           else {int(k): float(v) for k, v in logit_bias.items()})
+        self.allowed_token_ids = None if allowed_token_ids is None else list(allowed_token_ids)
+        self.bad_words = None if bad_words is None else list(bad_words)
 
     @classmethod
     def from_optional(cls, **kwargs) -> "SamplingParams":
@@ -65,7 +74,8 @@ class SamplingParams:
 
     def clone(self) -> "SamplingParams":
         copy = SamplingParams()
-        copy.__dict__.update({k: (list(v) if isinstance(v, list) else v)
+        copy.__dict__.update({k: (list(v) if isinstance(v, list)
+                                  else dict(v) if isinstance(v, dict) else v)
                               for k, v in self.__dict__.items()})
         return copy
 

@@ -106,6 +106,11 @@ SamplingParams sampling_params_from_object(const py::handle& params) {
   p.prompt_logprobs = optional_attr<int>(params, "prompt_logprobs");
   p.skip_special_tokens = params.attr("skip_special_tokens").cast<bool>();
   p.include_stop_str_in_output = params.attr("include_stop_str_in_output").cast<bool>();
+  p.logit_bias = optional_attr<std::map<int32_t, float>>(params, "logit_bias")
+                     .value_or(std::map<int32_t, float>{});
+  p.allowed_token_ids = optional_attr<std::vector<int32_t>>(params, "allowed_token_ids");
+  p.bad_words = optional_attr<std::vector<std::string>>(params, "bad_words")
+                    .value_or(std::vector<std::string>{});
   return p;
 }
 

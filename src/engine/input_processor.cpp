@@ -6,6 +6,29 @@
 #include "util/error.h"
 
 namespace pagoda {
+namespace {
+
+// vLLM's SamplingParams.update_from_tokenizer: each word is encoded as written (leading
+// whitespace dropped) and again after one space, so that it is banned both where it starts the
+// text and where it follows a word; the spaced form is kept only when it is a different word
+// token of the same length (otherwise it bans nothing the first form does not).
+std::vector<std::vector<int32_t>> tokenize_bad_words(const Tokenizer& tokenizer,
+                                                     const std::vector<std::string>& words) {
+  std::vector<std::vector<int32_t>> sequences;
+  for (const std::string& word : words) {
+    const size_t start = word.find_first_not_of(" \t\n\r\f\v");
+    const std::string stripped = start == std::string::npos ? std::string() : word.substr(start);
+    std::vector<int32_t> plain = tokenizer.encode(stripped, false);
+    std::vector<int32_t> spaced = tokenizer.encode(" " + stripped, false);
+    const bool spaced_differs =
+        !plain.empty() && !spaced.empty() && spaced[0] != plain[0] && spaced.size() == plain.size();
+    if (!plain.empty()) sequences.push_back(std::move(plain));
+    if (spaced_differs) sequences.push_back(std::move(spaced));
+  }
+  return sequences;
+}
+
+}  // namespace
 
 InputProcessor::InputProcessor(const Tokenizer& tokenizer, InputProcessorConfig config,
                                std::unique_ptr<ChatTemplate> chat_template,
@@ -43,6 +66,29 @@ std::vector<Request> InputProcessor::process(const std::string& request_id,
       (*params.prompt_logprobs < 0 || *params.prompt_logprobs > max_logprobs)) {
     fail("prompt_logprobs must be in [0, {}], got {}", max_logprobs, *params.prompt_logprobs);
   }
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (id >= config_.vocab_size) {
+      fail("logit_bias token id {} is outside the vocabulary [0, {})", id, config_.vocab_size);
+    }
+  }
+  if (params.allowed_token_ids) {
+    for (int32_t id : *params.allowed_token_ids) {
+      if (id >= config_.vocab_size) {
+        fail("allowed_token_ids contains token id {}, outside the vocabulary [0, {})", id,
+             config_.vocab_size);
+      }
+    }
+  }
+  SamplingParams resolved = params;
+  resolved.bad_words_token_ids = tokenize_bad_words(tokenizer_, params.bad_words);
+  for (const std::vector<int32_t>& word : resolved.bad_words_token_ids) {
+    for (int32_t id : word) {
+      if (id < 0 || id >= config_.vocab_size) {
+        fail("bad_words tokenize to token id {}, outside the vocabulary [0, {})", id,
+             config_.vocab_size);
+      }
+    }
+  }
   if (prompt_ids.empty()) fail("the prompt is empty");
   for (int32_t id : prompt_ids) {
     if (id < 0 || id >= config_.vocab_size) {
@@ -57,8 +103,8 @@ std::vector<Request> InputProcessor::process(const std::string& request_id,
   }
 
   const uint64_t base_seed = config_.seed * 0x9E3779B97F4A7C15ull + (++num_requests_);
-  std::vector<Request> samples =
-      split_samples(Request(request_id, std::move(prompt_ids), params, config_.eos_token_ids));
+  std::vector<Request> samples = split_samples(
+      Request(request_id, std::move(prompt_ids), std::move(resolved), config_.eos_token_ids));
   for (size_t i = 0; i < samples.size(); ++i) samples[i].sampling_seed = base_seed + i;
   // Sample 0 computes the prompt (the others fork its blocks), so it alone produces the prompt
   // logits. A one-token prompt has none to report: its only entry is the empty first one.

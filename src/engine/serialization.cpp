@@ -26,6 +26,10 @@ void to_json(json& j, const SamplingParams& p) {
            {"min_tokens", p.min_tokens},
            {"logprobs", p.logprobs ? json(*p.logprobs) : json(nullptr)},
            {"prompt_logprobs", p.prompt_logprobs ? json(*p.prompt_logprobs) : json(nullptr)},
+           {"logit_bias", p.logit_bias},
+           {"allowed_token_ids", p.allowed_token_ids ? json(*p.allowed_token_ids) : json(nullptr)},
+           {"bad_words", p.bad_words},
+           {"bad_words_token_ids", p.bad_words_token_ids},
            {"skip_special_tokens", p.skip_special_tokens},
            {"include_stop_str_in_output", p.include_stop_str_in_output},
            {"output_kind", static_cast<int>(p.output_kind)}};
@@ -52,6 +56,13 @@ void from_json(const json& j, SamplingParams& p) {
   p.prompt_logprobs = j.at("prompt_logprobs").is_null()
                           ? std::nullopt
                           : std::optional<int>(j.at("prompt_logprobs").get<int>());
+  j.at("logit_bias").get_to(p.logit_bias);
+  p.allowed_token_ids = j.at("allowed_token_ids").is_null()
+                            ? std::nullopt
+                            : std::optional<std::vector<int32_t>>(
+                                  j.at("allowed_token_ids").get<std::vector<int32_t>>());
+  j.at("bad_words").get_to(p.bad_words);
+  j.at("bad_words_token_ids").get_to(p.bad_words_token_ids);
   j.at("skip_special_tokens").get_to(p.skip_special_tokens);
   j.at("include_stop_str_in_output").get_to(p.include_stop_str_in_output);
   const int kind = j.at("output_kind").get<int>();

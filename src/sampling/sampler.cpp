@@ -30,6 +30,7 @@ RequestSampler::RequestSampler(const SamplingParams& params,
       truncation_{params.top_k, params.top_p, params.min_p},
       num_logprobs_(params.logprobs.has_value() ? std::max(*params.logprobs, 0) : -1),
       min_tokens_(params.min_tokens),
+      constraints_(params),
       penalties_(PenaltyParams{params.repetition_penalty, params.frequency_penalty,
                                params.presence_penalty},
                  prompt_token_ids, params.max_tokens),
@@ -78,7 +79,8 @@ SampleResult RequestSampler::sample(float* logits, int64_t vocab_size) {
     }
   }
 
-  // 3. Penalties.
+  // 3. Token constraints and bias, then penalties.
+  constraints_.apply(logits, vocab_size);
   penalties_.apply(logits, vocab_size);
 
   // 4./5. Greedy, or temperature + truncation + one draw.
@@ -105,6 +107,7 @@ SampleResult RequestSampler::sample(float* logits, int64_t vocab_size) {
 
 void RequestSampler::accept(int32_t token_id) {
   ++num_generated_;
+  constraints_.accept(token_id);
   penalties_.accept(token_id);
 }
 

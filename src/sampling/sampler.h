@@ -7,7 +7,8 @@
 //      (vLLM v1's default logprobs_mode "raw_logprobs");
 //   2. min_tokens: EOS ids and stop_token_ids get -inf until min_tokens tokens were accepted
 //      (whether or not ignore_eos is set; stopping itself is the scheduler's job);
-//   3. penalties: repetition (prompt + output), then frequency and presence (output only);
+//   3. allowed_token_ids, bad_words, logit_bias (token_constraints.h), then penalties:
+//      repetition (prompt + output), then frequency and presence (output only);
 //   4. temperature == 0: argmax (ties to the lowest id), no random draw;
 //   5. otherwise: divide by temperature, then min-p, top-k, top-p (vLLM v1 applies min-p before
 //      top-k/top-p), then one draw from the remaining distribution.
@@ -21,6 +22,7 @@
 #include "sampling/logits_ops.h"
 #include "sampling/penalties.h"
 #include "sampling/rng.h"
+#include "sampling/token_constraints.h"
 
 namespace pagoda {
 
@@ -69,6 +71,7 @@ class RequestSampler {
   int num_logprobs_;  // -1: none requested
   int min_tokens_;
   std::vector<int32_t> min_tokens_blocked_ids_;  // EOS ids and stop_token_ids
+  TokenConstraints constraints_;
   PenaltyState penalties_;
   uint64_t seed_;
   SamplingRng rng_;

@@ -48,6 +48,26 @@ std::optional<std::string> validate(const SamplingParams& params, int max_logpro
   for (int32_t id : params.stop_token_ids) {
     if (id < 0) return fmt::format("stop_token_ids must be non-negative, got {}", id);
   }
+  // OpenAI's range for logit_bias (vLLM clamps to it instead; out of range is more likely a
+  // mistake than an intent).
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (id < 0) return fmt::format("logit_bias token ids must be non-negative, got {}", id);
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return fmt::format("logit_bias values must be in [-100, 100], got {} for token {}", bias, id);
+    }
+  }
+  if (params.allowed_token_ids) {
+    if (params.allowed_token_ids->empty())
+      return std::string("allowed_token_ids must not be empty");
+    for (int32_t id : *params.allowed_token_ids) {
+      if (id < 0) return fmt::format("allowed_token_ids must be non-negative, got {}", id);
+    }
+  }
+  for (const std::string& word : params.bad_words) {
+    if (word.find_first_not_of(" \t\n\r\f\v") == std::string::npos) {
+      return std::string("bad_words must not contain empty or whitespace-only words");
+    }
+  }
   return std::nullopt;
 }
 

@@ -6,9 +6,11 @@
 #include "server/openai_protocol.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 
@@ -292,6 +294,52 @@ std::optional<int> get_num_logprobs(FieldReader& r, const std::string& key,
   return v ? std::optional<int>(static_cast<int>(*v)) : std::nullopt;
 }
 
+// OpenAI's logit_bias: {"token id": bias}, biases in [-100, 100]. Whether an id is inside the
+// vocabulary is the engine's check (the protocol does not know the model).
+std::map<int32_t, float> parse_logit_bias(const json& v) {
+  if (!v.is_object()) {
+    throw_invalid("'logit_bias' must be an object of token ids to biases", "logit_bias");
+  }
+  std::map<int32_t, float> bias;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string& key = it.key();
+    int32_t id = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0) {
+      throw_invalid(fmt::format("'logit_bias' keys must be token ids, got '{}'", key),
+                    "logit_bias");
+    }
+    const json& value = it.value();
+    if (!value.is_number()) {
+      throw_invalid(fmt::format("'logit_bias' values must be numbers, got {} for token {}",
+                                value.dump(), key),
+                    "logit_bias");
+    }
+    const double x = value.get<double>();
+    if (!(x >= -100.0 && x <= 100.0)) {
+      throw_invalid(
+          fmt::format("'logit_bias' values must be in [-100, 100], got {} for token {}", x, key),
+          "logit_bias");
+    }
+    bias[id] = static_cast<float>(x);
+  }
+  return bias;
+}
+
+// vLLM's bad_words: a list of words, none empty.
+std::vector<std::string> parse_bad_words(const json& v) {
+  if (!v.is_array()) throw_invalid("'bad_words' must be a list of strings", "bad_words");
+  std::vector<std::string> words;
+  for (const json& w : v) {
+    if (!w.is_string()) throw_invalid("'bad_words' must be a list of strings", "bad_words");
+    words.push_back(w.get<std::string>());
+    if (words.back().find_first_not_of(" \t\n\r\f\v") == std::string::npos) {
+      throw_invalid("'bad_words' must not contain empty or whitespace-only words", "bad_words");
+    }
+  }
+  return words;
+}
+
 // The sampling fields both endpoints share, OpenAI names plus vLLM's extras.
 void parse_sampling_fields(FieldReader& r, SamplingParams& p) {
   constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
@@ -319,10 +367,14 @@ void parse_sampling_fields(FieldReader& r, SamplingParams& p) {
   if (auto best_of = r.get_int("best_of", 1, kMaxSamplesPerRequest); best_of && *best_of != p.n) {
     throw_invalid("'best_of' is not supported unless equal to 'n'", "best_of");
   }
-  if (const json* bias = r.get("logit_bias")) {
-    if (!bias->is_object()) throw_invalid("'logit_bias' must be an object", "logit_bias");
-    if (!bias->empty()) throw_invalid("'logit_bias' is not supported", "logit_bias");
+  if (const json* bias = r.get("logit_bias")) p.logit_bias = parse_logit_bias(*bias);
+  if (const json* ids = r.get("allowed_token_ids")) {
+    p.allowed_token_ids = parse_token_ids(*ids, "allowed_token_ids");
+    if (p.allowed_token_ids->empty()) {
+      throw_invalid("'allowed_token_ids' must not be empty", "allowed_token_ids");
+    }
   }
+  if (const json* words = r.get("bad_words")) p.bad_words = parse_bad_words(*words);
   if (const json* beam = r.get("use_beam_search");
       beam && !(beam->is_boolean() && !beam->get<bool>())) {
     throw_invalid("'use_beam_search' is not supported", "use_beam_search");

@@ -104,7 +104,7 @@ struct ChatRequest {
 // What a field that no endpoint knows gets. vLLM ignores it with a warning, so that clients
 // sending newer or vendor fields (`refusal: null` in history, `cache_salt`, `reasoning_effort`)
 // keep working; the server does the same unless --strict-request-fields. A field we know but
-// cannot honour (tools, guided_json, logit_bias, ...) is a 400 either way: ignoring it would
+// cannot honour (tools, guided_json, ...) is a 400 either way: ignoring it would
 // change what the client gets.
 struct UnknownFields {
   bool strict = true;

@@ -432,6 +432,94 @@ TEST(Engine, StopStringEndsTheOutputBeforeIt) {
   EXPECT_EQ(stopped[0].outputs[0].text, text.substr(0, first));
 }
 
+// Whether `sequence` occurs contiguously in `ids`.
+bool contains_run(const std::vector<int32_t>& ids, const std::vector<int32_t>& sequence) {
+  return !sequence.empty() &&
+         std::search(ids.begin(), ids.end(), sequence.begin(), sequence.end()) != ids.end();
+}
+
+TEST(Engine, LogitBiasForcesATokenAndAllowedTokenIdsRestrictTheOutput) {
+  Engine engine(small_engine(true, true));
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = 8;
+  p.ignore_eos = true;
+  const std::vector<int32_t> free_run =
+      engine.generate({"Once upon a time"}, {p})[0].outputs[0].token_ids;
+  // A token the free run never picks, pushed to the top by the largest bias OpenAI allows.
+  int32_t forced = 300;
+  while (std::find(free_run.begin(), free_run.end(), forced) != free_run.end()) ++forced;
+  p.logit_bias = {{forced, 100.0f}};
+  EXPECT_EQ(engine.generate({"Once upon a time"}, {p})[0].outputs[0].token_ids,
+            std::vector<int32_t>(8, forced));
+
+  // Random sampling over the whole vocabulary, restricted to three tokens.
+  p.logit_bias.clear();
+  p.temperature = 1.0f;
+  p.seed = 5;
+  p.max_tokens = 24;
+  p.allowed_token_ids = {{17, 250, 401}};
+  const std::vector<int32_t> ids =
+      engine.generate({"Once upon a time"}, {p})[0].outputs[0].token_ids;
+  ASSERT_EQ(ids.size(), 24u);
+  for (int32_t id : ids) EXPECT_TRUE(id == 17 || id == 250 || id == 401) << id;
+}
+
+TEST(Engine, BadWordsNeverAppearInTheOutput) {
+  Engine engine(small_engine(true, true));
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = 12;
+  p.ignore_eos = true;
+  const std::vector<int32_t> free_run =
+      engine.generate({"Once upon a time"}, {p})[0].outputs[0].token_ids;
+  ASSERT_GE(free_run.size(), 2u);
+  // Bad words cut from what the model says freely: its first token as a word, and its second
+  // and third tokens as one word of (usually) two tokens.
+  for (const std::vector<int32_t>& cut :
+       {std::vector<int32_t>(free_run.begin(), free_run.begin() + 1),
+        std::vector<int32_t>(free_run.begin() + 1, free_run.begin() + 3)}) {
+    const std::string word = engine.decode(cut, false);
+    if (word.find_first_not_of(" ") == std::string::npos) continue;
+    p.bad_words = {word};
+    const std::vector<int32_t> ids =
+        engine.generate({"Once upon a time"}, {p})[0].outputs[0].token_ids;
+    EXPECT_EQ(ids.size(), 12u);
+    const size_t start = word.find_first_not_of(" ");
+    const std::string stripped = word.substr(start);
+    for (const std::string& form : {stripped, " " + stripped}) {
+      const std::vector<int32_t> tokens = engine.encode(form, false);
+      EXPECT_FALSE(contains_run(ids, tokens)) << "'" << form << "' in the output";
+    }
+    if (contains_run(free_run, engine.encode(stripped, false)) ||
+        contains_run(free_run, engine.encode(" " + stripped, false))) {
+      EXPECT_NE(ids, free_run);
+    }
+  }
+}
+
+TEST(Engine, OutOfVocabularyLogitBiasAndAllowedIdsAreRejected) {
+  Engine engine(small_engine(true, true));
+  SamplingParams p;
+  p.max_tokens = 4;
+  p.logit_bias = {{1 << 24, 1.0f}};
+  try {
+    engine.add_request_tokens("x", {1, 2, 3}, p);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("logit_bias"), std::string::npos) << e.what();
+  }
+  p.logit_bias.clear();
+  p.allowed_token_ids = {{3, 1 << 24}};
+  try {
+    engine.add_request_tokens("y", {1, 2, 3}, p);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("allowed_token_ids"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(engine.has_unfinished_requests());
+}
+
 TEST(Engine, AbortFreesBlocksImmediately) {
   Engine engine(small_engine(true, true));
   SamplingParams p;

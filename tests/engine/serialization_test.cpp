@@ -32,6 +32,10 @@ SamplingParams unusual_params() {
   p.min_tokens = 4;
   p.logprobs = 5;
   p.prompt_logprobs = 0;
+  p.logit_bias = {{3, -100.0f}, {12, 2.5f}};
+  p.allowed_token_ids = {{3, 12, 40}};
+  p.bad_words = {"bad word"};
+  p.bad_words_token_ids = {{50, 51}, {52}};
   p.skip_special_tokens = false;
   p.include_stop_str_in_output = true;
   p.output_kind = RequestOutputKind::kDelta;

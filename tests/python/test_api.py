@@ -26,6 +26,7 @@ class SamplingParamsTest(unittest.TestCase):
             "min_p": 0.0, "seed": None, "stop": [], "stop_token_ids": [], "ignore_eos": False,
             "max_tokens": 16, "min_tokens": 0, "logprobs": None, "prompt_logprobs": None,
             "skip_special_tokens": True, "include_stop_str_in_output": False,
+            "logit_bias": None, "allowed_token_ids": None, "bad_words": None,
         }
         p = SamplingParams()
         for name, value in expected.items():
@@ -95,6 +96,29 @@ class LLMTest(unittest.TestCase):
             self.llm.generate("x", SamplingParams(max_tokens=0))
         # The engine is left empty and usable.
         self.assertEqual(len(self.llm.generate("still works", GREEDY)), 1)
+
+    def test_logit_bias_allowed_token_ids_and_bad_words(self):
+        [free] = self.llm.generate("Constrained", GREEDY)
+        forced = next(i for i in range(300, 400) if i not in free.outputs[0].token_ids)
+        [out] = self.llm.generate("Constrained", SamplingParams(
+            temperature=0, max_tokens=12, logit_bias={str(forced): 100}))
+        self.assertEqual(out.outputs[0].token_ids, [forced] * 12)
+        [out] = self.llm.generate("Constrained", SamplingParams(
+            seed=1, max_tokens=12, allowed_token_ids=[17, 250]))
+        self.assertTrue(set(out.outputs[0].token_ids) <= {17, 250}, out.outputs[0].token_ids)
+        tokenizer = self.llm.get_tokenizer()
+        first = next(w for w in (tokenizer.decode([t]).strip() for t in free.outputs[0].token_ids)
+                     if w)
+        [out] = self.llm.generate("Constrained", SamplingParams(
+            temperature=0, max_tokens=12, bad_words=[first]))
+        banned = {tuple(tokenizer.encode(w, add_special_tokens=False)) for w in (first, " " + first)}
+        ids = out.outputs[0].token_ids
+        for word in banned:
+            self.assertFalse(any(tuple(ids[i:i + len(word)]) == word for i in range(len(ids))))
+        with self.assertRaisesRegex(pagoda.Error, "logit_bias"):
+            self.llm.generate("x", SamplingParams(logit_bias={5: 150}))
+        with self.assertRaisesRegex(pagoda.Error, "allowed_token_ids"):
+            self.llm.generate("x", SamplingParams(allowed_token_ids=[1 << 30]))
 
     def test_stream_ends_with_what_generate_returns(self):
         [expected] = self.llm.generate("Streaming", GREEDY)

@@ -284,6 +284,45 @@ TEST(Sampler, MinTokensSuppressesEosAndStopIds) {
   EXPECT_EQ(counts[0] + counts[1], 0);
 }
 
+// logit_bias shifts the distribution exactly as softmax(logits + bias); allowed_token_ids and
+// bad words remove tokens from it; the reported logprobs stay those of the raw logits.
+TEST(Sampler, LogitBiasAndMasksShapeTheDistributionNotTheLogprobs) {
+  const std::vector<float> raw = {0.5f, 1.0f, -0.5f, 2.0f, 0.0f, 1.5f};
+  SamplingParams params = random_params();
+  params.logit_bias = {{0, 1.5f}, {3, -2.0f}};
+  params.allowed_token_ids = {{0, 1, 2, 3, 4}};  // bans 5
+  params.bad_words_token_ids = {{2}};            // bans 2
+  params.logprobs = 0;
+  RequestSampler sampler(params, {}, {}, 11);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> shaped = {2.0f, 1.0f, -inf, 0.0f, 0.0f, -inf};
+  const std::vector<double> probs = softmax(shaped, 1.0);
+  const std::vector<int> counts = histogram(sampler, raw, 20000);
+  // 3 degrees of freedom: p = 0.001 at 16.27.
+  EXPECT_LT(chi_square(counts, probs), 16.27);
+  std::vector<float> row = raw;
+  const SampleResult r = sampler.sample(row.data(), 6);
+  const std::vector<double> raw_probs = softmax(raw, 1.0);
+  EXPECT_NEAR(r.logprob, std::log(raw_probs[r.token_id]), 1e-5);
+}
+
+TEST(Sampler, GreedyFollowsAHugeBiasAndAvoidsABadWordAfterItsPrefix) {
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.logit_bias = {{6, 100.0f}};
+  params.bad_words_token_ids = {{6, 6}};
+  RequestSampler sampler(params, {}, {}, 0);
+  const std::vector<float> row = {0.0f, 5.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 4.0f};
+  std::vector<float> logits = row;
+  EXPECT_EQ(sampler.sample(logits.data(), 8).token_id, 6);
+  sampler.accept(6);
+  logits = row;
+  EXPECT_EQ(sampler.sample(logits.data(), 8).token_id, 1);  // 6 after 6 is the bad word
+  sampler.accept(1);
+  logits = row;
+  EXPECT_EQ(sampler.sample(logits.data(), 8).token_id, 6);
+}
+
 TEST(Sampler, EverythingSuppressedStillReturnsAToken) {
   SamplingParams params = random_params();
   params.min_tokens = 5;

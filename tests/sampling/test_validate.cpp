@@ -25,6 +25,9 @@ TEST(Validate, DefaultsAndEdgesOfTheRangesPass) {
   edges.max_tokens = 1;
   edges.min_tokens = 1;
   edges.logprobs = 20;
+  edges.logit_bias = {{0, -100.0f}, {7, 100.0f}};
+  edges.allowed_token_ids = {{0}};
+  edges.bad_words = {" a"};
   EXPECT_EQ(validate(edges), std::nullopt);
   edges.logprobs = 0;
   edges.top_k = 0;
@@ -60,6 +63,32 @@ TEST(Validate, EachOutOfRangeFieldIsNamed) {
        [](SamplingParams& p) {
          p.stop_token_ids = {3, -4};
        }},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{5, 100.5f}};
+       }},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{5, -101.0f}};
+       }},
+      {"logit_bias",
+       [&](SamplingParams& p) {
+         p.logit_bias = {{5, nan}};
+       }},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{-1, 1.0f}};
+       }},
+      {"allowed_token_ids", [](SamplingParams& p) { p.allowed_token_ids.emplace(); }},
+      {"allowed_token_ids",
+       [](SamplingParams& p) {
+         p.allowed_token_ids = {{4, -2}};
+       }},
+      {"bad_words",
+       [](SamplingParams& p) {
+         p.bad_words = {"fine", ""};
+       }},
+      {"bad_words", [](SamplingParams& p) { p.bad_words = {" \n"}; }},
   };
   for (const Case& c : cases) {
     SamplingParams params;

@@ -194,6 +194,58 @@ TEST_F(ServeProcess, EchoWithLogprobsFromTheRealEngine) {
   }
 }
 
+// logit_bias, allowed_token_ids and bad_words through HTTP to the real engine: the largest bias
+// forces a token on both endpoints, and ids outside the vocabulary are a 400 naming the field.
+TEST_F(ServeProcess, LogitBiasAndAllowedTokenIdsReachTheEngine) {
+  auto c = client(port_, kApiKey);
+  const std::string free_text = solo_text("Biased", 6);
+  // A token whose text the free run does not contain, forced by the largest bias.
+  int forced = 300;
+  std::string forced_text;
+  for (;; ++forced) {
+    auto d = c->Post("/detokenize", json{{"tokens", {forced}}}.dump(), "application/json");
+    ASSERT_TRUE(d && d->status == 200);
+    forced_text = json::parse(d->body)["prompt"];
+    if (!forced_text.empty() && free_text.find(forced_text) == std::string::npos) break;
+  }
+  std::string want;
+  for (int i = 0; i < 6; ++i) want += forced_text;
+  const json bias = {{std::to_string(forced), 100}};
+  auto r = c->Post("/v1/completions",
+                   json{{"prompt", "Biased"},
+                        {"max_tokens", 6},
+                        {"temperature", 0},
+                        {"ignore_eos", true},
+                        {"logit_bias", bias},
+                        {"bad_words", {"never"}}}
+                       .dump(),
+                   "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], want);
+  auto chat = c->Post("/v1/chat/completions",
+                      json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                           {"max_tokens", 6},
+                           {"temperature", 0},
+                           {"ignore_eos", true},
+                           {"logit_bias", bias},
+                           {"allowed_token_ids", {forced, forced + 1}}}
+                          .dump(),
+                      "application/json");
+  ASSERT_TRUE(chat && chat->status == 200) << (chat ? chat->body : "no response");
+  EXPECT_EQ(json::parse(chat->body)["choices"][0]["message"]["content"], want);
+
+  for (const char* field : {"logit_bias", "allowed_token_ids"}) {
+    const json value =
+        std::string(field) == "logit_bias" ? json{{"2000000000", 1}} : json::array({1, 2000000000});
+    auto bad =
+        c->Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}, {field, value}}.dump(),
+                "application/json");
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->status, 400) << bad->body;
+    EXPECT_NE(bad->body.find(field), std::string::npos) << bad->body;
+  }
+}
+
 TEST_F(ServeProcess, BrokenCorpusWhileGreedyStreamsRun) {
   const int kStreams = 4;
   std::vector<std::string> want(kStreams);

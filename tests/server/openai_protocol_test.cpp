@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace pagoda::server {
 namespace {
@@ -104,6 +106,33 @@ TEST(ParseCompletion, SamplingFieldsUseOpenAiAndVllmNames) {
             (std::vector<std::string>{"end"}));
 }
 
+// OpenAI's logit_bias and vLLM's allowed_token_ids and bad_words, on both endpoints; null is
+// absent and an empty logit_bias biases nothing.
+TEST(ParseCompletion, LogitBiasAllowedTokenIdsAndBadWords) {
+  const CompletionRequest r = completion(R"({"prompt": "x",
+    "logit_bias": {"5": 100, "17": -100, "3": 0.25}, "allowed_token_ids": [5, 17, 2],
+    "bad_words": ["foo", " bar baz"]})");
+  EXPECT_EQ(r.params.logit_bias,
+            (std::map<int32_t, float>{{3, 0.25f}, {5, 100.0f}, {17, -100.0f}}));
+  ASSERT_TRUE(r.params.allowed_token_ids.has_value());
+  EXPECT_EQ(*r.params.allowed_token_ids, (std::vector<int32_t>{5, 17, 2}));
+  EXPECT_EQ(r.params.bad_words, (std::vector<std::string>{"foo", " bar baz"}));
+  EXPECT_TRUE(r.params.bad_words_token_ids.empty()) << "the engine tokenizes bad words";
+
+  const ChatRequest c = chat(R"({"messages": [{"role": "user", "content": "x"}],
+    "logit_bias": {"0": -1.5}, "allowed_token_ids": [0], "bad_words": ["no"]})");
+  EXPECT_EQ(c.params.logit_bias, (std::map<int32_t, float>{{0, -1.5f}}));
+  EXPECT_EQ(*c.params.allowed_token_ids, (std::vector<int32_t>{0}));
+  EXPECT_EQ(c.params.bad_words, (std::vector<std::string>{"no"}));
+
+  const CompletionRequest none = completion(
+      R"({"prompt": "x", "logit_bias": null, "allowed_token_ids": null, "bad_words": null})");
+  EXPECT_TRUE(none.params.logit_bias.empty());
+  EXPECT_FALSE(none.params.allowed_token_ids.has_value());
+  EXPECT_TRUE(none.params.bad_words.empty());
+  EXPECT_TRUE(completion(R"({"prompt": "x", "logit_bias": {}})").params.logit_bias.empty());
+}
+
 TEST(ParseCompletion, EchoWithLogprobsAsksForPromptLogprobs) {
   // vLLM's to_sampling_params: echo + logprobs N computes N prompt logprobs too.
   const CompletionRequest echo = completion(R"({"prompt": "x", "echo": true, "logprobs": 3})");
@@ -156,7 +185,20 @@ TEST(ParseCompletion, WrongTypesAndUnknownFieldsNameTheParam) {
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
       {R"({"prompt": "x", "stream": true, "stream_options": {"bogus": 1}})",
        "stream_options.bogus"},
-      {R"({"prompt": "x", "logit_bias": {"5": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": [5]})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5": 100.5}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5": -101}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5": "1"}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"five": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"-5": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5x": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"99999999999": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "allowed_token_ids": []})", "allowed_token_ids"},
+      {R"({"prompt": "x", "allowed_token_ids": [3, -1]})", "allowed_token_ids"},
+      {R"({"prompt": "x", "allowed_token_ids": 3})", "allowed_token_ids"},
+      {R"({"prompt": "x", "bad_words": "word"})", "bad_words"},
+      {R"({"prompt": "x", "bad_words": ["ok", 3]})", "bad_words"},
+      {R"({"prompt": "x", "bad_words": ["ok", " "]})", "bad_words"},
       {R"({"prompt": "x", "best_of": 3})", "best_of"},
       {R"({"prompt": "x", "model": 7})", "model"},
       {R"({"prompt": "x", "seed": 1.5})", "seed"},
@@ -200,7 +242,6 @@ TEST(UnknownFields, AreIgnoredAndNamedUnlessStrictButUnsupportedOnesStayErrors) 
 
   for (const char* body : {R"({"prompt": "x", "guided_json": {"type": "object"}})",
                            R"({"prompt": "x", "guided_choice": ["a", "b"]})",
-                           R"({"prompt": "x", "logit_bias": {"5": 1}})",
                            R"({"prompt": "x", "response_format": {"type": "json_object"}})",
                            R"({"prompt": "x", "use_beam_search": true})"}) {
     UnknownFields unknown;
@@ -295,6 +336,9 @@ TEST(CheckSamplingParams, MapsValidateMessageToParam) {
   p.min_tokens = 20;
   p.max_tokens = 10;
   EXPECT_EQ(error_of([&] { check_sampling_params(p); }).param, "min_tokens");
+  p.min_tokens = 0;
+  p.logit_bias = {{4, 150.0f}};
+  EXPECT_EQ(error_of([&] { check_sampling_params(p); }).param, "logit_bias");
 }
 
 TEST(Tokenize, PromptOrMessages) {
