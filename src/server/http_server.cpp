@@ -291,7 +291,8 @@ class HttpServer::Impl {
   HttpResponse metrics(const HttpRequest&) {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = engine_.render_metrics();
+    r.body = options_.metrics ? options_.metrics->render(engine_)
+                              : render_process_metrics(read_process_stats());
     return r;
   }
 

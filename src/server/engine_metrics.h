@@ -1,0 +1,33 @@
+// The server's observer of the streaming client: once the engine has loaded it holds the
+// Prometheus Metrics (model name, max_model_len, cache info are known only then), records what
+// the engine thread reports into its histograms, and renders /metrics in every engine state.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "pagoda/async_engine.h"
+#include "server/metrics.h"
+
+namespace pagoda::server {
+
+class EngineMetrics final : public AsyncEngineObserver {
+ public:
+  // Engine thread.
+  void on_loaded(const EngineBackend& backend) override;
+  void on_step(int64_t num_tokens) override;
+  void on_inter_token_latency(double seconds, int64_t num_tokens) override;
+  void on_finished(const FinishedRequest& request) override;
+
+  // Any thread: everything once `engine` loaded (also after it died, with its last stats); only
+  // the process_* series while loading or after a failed load.
+  std::string render(const AsyncEngine& engine) const;
+
+ private:
+  // Written once, on the engine thread, before the engine's state leaves kLoading; read only
+  // after seeing it left, so the state's atomic orders the two.
+  std::unique_ptr<Metrics> metrics_;
+};
+
+}  // namespace pagoda::server
