@@ -4,26 +4,28 @@
 namespace pagoda::server {
 
 void EngineMetrics::on_loaded(const EngineBackend& backend) {
-  metrics_ = std::make_unique<Metrics>(backend.model_name(), backend.max_model_len(),
-                                       backend.cache_info());
+  owned_ = std::make_unique<Metrics>(backend.model_name(), backend.max_model_len(),
+                                     backend.cache_info());
+  metrics_.store(owned_.get(), std::memory_order_release);
 }
 
+// The engine thread's own calls read owned_ (it set it); only render() needs the atomic.
 void EngineMetrics::on_step(int64_t num_tokens) {
-  if (metrics_) metrics_->record_step(num_tokens);
+  if (owned_) owned_->record_step(num_tokens);
 }
 
 void EngineMetrics::on_inter_token_latency(double seconds, int64_t num_tokens) {
-  if (metrics_) metrics_->record_inter_token_latency(seconds, num_tokens);
+  if (owned_) owned_->record_inter_token_latency(seconds, num_tokens);
 }
 
 void EngineMetrics::on_finished(const FinishedRequest& request) {
-  if (metrics_) metrics_->record_finished(request);
+  if (owned_) owned_->record_finished(request);
 }
 
 std::string EngineMetrics::render(const AsyncEngine& engine) const {
-  if (engine.state() == AsyncEngine::State::kLoading || metrics_ == nullptr)
-    return render_process_metrics(read_process_stats());
-  return metrics_->render(engine.stats(), read_process_stats());
+  Metrics* metrics = metrics_.load(std::memory_order_acquire);
+  if (metrics == nullptr) return render_process_metrics(read_process_stats());
+  return metrics->render(engine.stats(), read_process_stats());
 }
 
 }  // namespace pagoda::server

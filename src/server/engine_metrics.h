@@ -3,6 +3,7 @@
 // the engine thread reports into its histograms, and renders /metrics in every engine state.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,9 +26,10 @@ class EngineMetrics final : public AsyncEngineObserver {
   std::string render(const AsyncEngine& engine) const;
 
  private:
-  // Written once, on the engine thread, before the engine's state leaves kLoading; read only
-  // after seeing it left, so the state's atomic orders the two.
-  std::unique_ptr<Metrics> metrics_;
+  // Set once, on the engine thread, when the engine has loaded; published through the atomic
+  // (not the engine's state, which begin_drain may move on while the model still loads).
+  std::unique_ptr<Metrics> owned_;
+  std::atomic<Metrics*> metrics_{nullptr};
 };
 
 }  // namespace pagoda::server
