@@ -11,17 +11,17 @@
 #
 #   sudo bench/setup_clean_root.sh [--keep]
 #
-# Needs root and debootstrap (apt-get install debootstrap). The bootstrapped base root is kept in
-# $PAGODA_CHROOT_CACHE (default /work/chroot-cache) so a rerun skips debootstrap; each run starts
+# Needs root and debootstrap (apt-get install debootstrap). The bootstrapped base root
+# (scripts/lib/debootstrap_root.sh) is kept in $PAGODA_CHROOT_CACHE (default /work/chroot-cache) so
+# a rerun skips debootstrap; each run starts
 # from a fresh copy of it, with an empty apt cache, so downloads are measured every time. --keep
 # leaves the run's root behind for inspection. Only committed files are measured (a clone of HEAD).
 # The build step runs on whatever else the machine is doing: run it on a quiet machine.
 set -euo pipefail
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "$0: needs root (debootstrap, chroot, mounts)" >&2
-  exit 1
-fi
+repo=$(cd "$(dirname "$0")/.." && pwd)
+source "$repo/scripts/lib/debootstrap_root.sh"
+chroot_require_root
 keep=0
 case "${1:-}" in
   --keep) keep=1 ;;
@@ -29,54 +29,26 @@ case "${1:-}" in
   *) echo "usage: $0 [--keep]" >&2; exit 2 ;;
 esac
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cache=${PAGODA_CHROOT_CACHE:-/work/chroot-cache}
-mirror=${PAGODA_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-base=$cache/bookworm-base
+cache=$chroot_cache
 root=$cache/run-root
-mkdir -p "$cache"
+chroot_ensure_base
 
-# The base root: a minimal Debian 12 (debootstrap's minbase, what container images start from), with
-# the same suites as a normal install (updates and security), created once.
-if [ ! -f "$base/.complete" ]; then
-  rm -rf "$base"
-  echo "== debootstrap bookworm (once, kept in $base) =="
-  debootstrap --variant=minbase bookworm "$base" "$mirror"
-  cat >"$base/etc/apt/sources.list" <<EOF
-deb $mirror bookworm main
-deb $mirror bookworm-updates main
-deb ${mirror%/debian}/debian-security bookworm-security main
-EOF
-  touch "$base/.complete"
-fi
-
-mounted=()
 cleanup() {
-  local i
-  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
-    umount "${mounted[$i]}" 2>/dev/null || umount -l "${mounted[$i]}" || true
-  done
+  chroot_unmount_all
   rm -f "$cache/times.before" "$cache/times.after"
   if [ "$keep" = 0 ]; then rm -rf "$root"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM  # so that the EXIT trap unmounts after Ctrl-C or kill too
 
-echo "== fresh root from the base =="
-rm -rf "$root"
-cp -a "$base" "$root"
+chroot_fresh_root "$root"
 rm -f "$root"/var/cache/apt/archives/*.deb  # debootstrap's own downloads: not the steps'
-cp /etc/resolv.conf "$root/etc/resolv.conf"
 # Certificate authorities this host added itself (a TLS-inspecting proxy's): without them npm
 # cannot reach its registry from behind such a proxy. An ordinary machine has none.
 if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
   mkdir -p "$root/usr/local/share/ca-certificates"
   cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
 fi
-for m in proc sys dev dev/pts; do
-  mount --bind "/$m" "$root/$m"
-  mounted+=("$root/$m")
-done
 
 git clone -q --no-local "$repo" "$root/root/pagoda"
 git -C "$root/root/pagoda" checkout -q "$(git -C "$repo" rev-parse HEAD)"

@@ -16,6 +16,7 @@ build_and_run=(
   libpcre2-dev libutf8proc-dev libnuma-dev
   nettle-dev                                           # SHA-256 for prefix-cache block hashes
   libcurl4-openssl-dev                                 # HTTPS downloads of models by name
+  libopenmpi-dev openmpi-bin                           # ranks on several machines (mpirun)
   python3-dev pybind11-dev                             # the pagoda Python package
 )
 tests=(

@@ -11,55 +11,27 @@
 #   sudo deploy/container/check_runtime_root.sh [PAGODA_BINARY]     (default: build/pagoda)
 #
 # Needs root, debootstrap and the Debian mirror; minutes, not part of the test suite. The base
-# root is shared with bench/setup_clean_root.sh ($PAGODA_CHROOT_CACHE, default
-# /work/chroot-cache), so a second run skips debootstrap.
+# root comes from scripts/lib/debootstrap_root.sh, shared with bench/setup_clean_root.sh
+# ($PAGODA_CHROOT_CACHE, default /work/chroot-cache), so a second run skips debootstrap.
 set -euo pipefail
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "$0: needs root (debootstrap, chroot, mounts)" >&2
-  exit 1
-fi
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+source "$repo/scripts/lib/debootstrap_root.sh"
+chroot_require_root
 binary=$(realpath "${1:-$repo/build/pagoda}")
 [ -x "$binary" ] || { echo "$0: no binary at $binary (build it: cmake --build build --target pagoda)" >&2; exit 1; }
 recipe=$repo/deploy/container/Containerfile
-cache=${PAGODA_CHROOT_CACHE:-/work/chroot-cache}
-mirror=${PAGODA_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-base=$cache/bookworm-base
-root=$cache/runtime-root
-mkdir -p "$cache"
+root=$chroot_cache/runtime-root
+chroot_ensure_base
 
-if [ ! -f "$base/.complete" ]; then
-  rm -rf "$base"
-  echo "== debootstrap bookworm (once, kept in $base) =="
-  debootstrap --variant=minbase bookworm "$base" "$mirror"
-  cat >"$base/etc/apt/sources.list" <<EOF
-deb $mirror bookworm main
-deb $mirror bookworm-updates main
-deb ${mirror%/debian}/debian-security bookworm-security main
-EOF
-  touch "$base/.complete"
-fi
-
-mounted=()
 cleanup() {
-  local i
-  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
-    umount "${mounted[$i]}" 2>/dev/null || umount -l "${mounted[$i]}" || true
-  done
+  chroot_unmount_all
   rm -rf "$root"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "== fresh root from the base =="
-rm -rf "$root"
-cp -a "$base" "$root"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-for m in proc sys dev dev/pts; do
-  mount --bind "/$m" "$root/$m"
-  mounted+=("$root/$m")
-done
+chroot_fresh_root "$root"
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin LANG=C.UTF-8 "$@"; }
 
 # The runtime stage's RUN lines, as the recipe has them: its continuation lines joined, comments

@@ -13,6 +13,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "server/generation_job.h"
+#include "server/http_request_counter.h"
 #include "util/error.h"
 
 namespace pagoda::server {
@@ -213,7 +214,7 @@ class HttpServer::Impl {
       : engine_(engine),
         options_(std::move(options)),
         workers_(static_cast<size_t>(std::max(options_.num_http_threads, 1))),
-        transport_(transport_options(options_),
+        transport_(transport_options(options_, http_requests_),
                    [this](HttpRequest req, ReplyPtr reply) { route(std::move(req), reply); }) {}
 
   ~Impl() {
@@ -228,13 +229,23 @@ class HttpServer::Impl {
   size_t num_connections() const { return transport_.num_connections(); }
 
  private:
-  static TransportOptions transport_options(const ServerOptions& o) {
+  static TransportOptions transport_options(const ServerOptions& o, HttpRequestCounter& counter) {
     TransportOptions t = o.transport;
+    t.on_response = [&counter](const std::string& method, const std::string& path, int status) {
+      counter.record(method, path, status);
+    };
     t.host = o.host;
     t.port = o.port;
     t.api_key = o.api_key;
     t.max_body_bytes = o.max_request_bytes;
     return t;
+  }
+
+  // The routes below, as http_requests_total's handler label names them.
+  static std::vector<std::string> route_names() {
+    return {"/health",    "/version",        "/v1/models",           "/v1/models/{model}",
+            "/metrics",   "/v1/completions", "/v1/chat/completions", "/tokenize",
+            "/detokenize"};
   }
 
   // On the transport's thread: cheap routes answer here, the rest go to the request threads.
@@ -291,8 +302,9 @@ class HttpServer::Impl {
   HttpResponse metrics(const HttpRequest&) {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = options_.metrics ? options_.metrics->render(engine_)
-                              : render_process_metrics(read_process_stats());
+    r.body = (options_.metrics ? options_.metrics->render(engine_)
+                               : render_process_metrics(read_process_stats())) +
+             http_requests_.render();
     return r;
   }
 
@@ -469,6 +481,7 @@ class HttpServer::Impl {
   AsyncEngine& engine_;
   ServerOptions options_;
   std::shared_ptr<Lifeline> lifeline_ = std::make_shared<Lifeline>();
+  HttpRequestCounter http_requests_{route_names()};  // before transport_, which reports to it
   net::thread_pool workers_;
   HttpTransport transport_;
 };

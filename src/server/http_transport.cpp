@@ -248,6 +248,8 @@ class HttpTransport::Impl : public std::enable_shared_from_this<HttpTransport::I
  private:
   void accept();
   void on_accept(tcp::socket socket);
+  void refuse_connection(tcp::socket& socket, int status, const std::string& message,
+                         const std::string& code, const HttpHeaders& headers);
   // At the cap: closes the connection that has waited longest for a request; false if every
   // connection is busy with one.
   bool evict_one();
@@ -616,7 +618,9 @@ class Session final : public SessionBase,
     return headers;
   }
 
-  void log_status(int status, const std::string& error_kind) const {
+  // Every response's status goes to on_response (metrics), and an error's to the log.
+  void report_status(int status, const std::string& error_kind) const {
+    if (options_.on_response) options_.on_response(method_, path_, status);
     if (status < 400) return;
     const auto level = status >= 500 ? spdlog::level::warn : spdlog::level::info;
     log_error_line(owner_->log_budget(), level, "request {}: {} {} from {} -> {} {}", request_id_,
@@ -630,7 +634,7 @@ class Session final : public SessionBase,
     close_callbacks_.clear();
     // The head of an HTTP/1.0 request, and a refused request's unread body, end the connection.
     if (http10_) keep_alive_ = false;
-    log_status(r.status, r.error_kind);
+    report_status(r.status, r.error_kind);
     std::string bytes =
         response_head(r.status, r.content_type, common_headers(std::move(r.headers)), r.body.size(),
                       false, keep_alive_);
@@ -642,7 +646,7 @@ class Session final : public SessionBase,
     replied_ = true;
     streaming_ = true;
     if (http10_) keep_alive_ = false;
-    log_status(status, "stream");
+    report_status(status, "stream");
     queue_bytes(response_head(status, content_type, common_headers(std::move(headers)),
                               std::nullopt, !http10_, keep_alive_));
   }
@@ -877,25 +881,48 @@ bool HttpTransport::Impl::evict_one() {
   return true;
 }
 
+// Answers a connection the server will not serve, without reading it: the response is written
+// straight to the socket (it fits the socket's send buffer) and the connection closed. Over TLS
+// nothing can be said before a handshake, so the connection is only closed.
+void HttpTransport::Impl::refuse_connection(tcp::socket& socket, int status,
+                                            const std::string& message, const std::string& code,
+                                            const HttpHeaders& headers) {
+  beast::error_code ignored;
+  if (!ssl_) {
+    const std::string body = json_error_body(status, message, code);
+    const std::string r =
+        response_head(status, "application/json", headers, body.size(), false, false) + body;
+    ::send(socket.native_handle(), r.data(), r.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    // What the client already sent is discarded first: closing a socket with unread input makes
+    // the kernel answer with a reset, which may destroy the response before the client reads it.
+    socket.shutdown(tcp::socket::shutdown_send, ignored);
+    char discard[4096];
+    while (::recv(socket.native_handle(), discard, sizeof(discard), MSG_DONTWAIT) > 0) {
+    }
+  }
+  socket.close(ignored);
+}
+
 void HttpTransport::Impl::on_accept(tcp::socket socket) {
   if (stop_requested_) return;
   beast::error_code ignored;
+  if (!options_.allowed_clients.allows_everyone()) {
+    const auto remote = socket.remote_endpoint(ignored);
+    if (ignored || !options_.allowed_clients.allows(remote.address())) {
+      log_error_line(log_budget_, spdlog::level::warn,
+                     "connection from {} refused: not in --allowed-clients",
+                     ignored ? std::string("an unknown address") : remote.address().to_string());
+      return refuse_connection(socket, 403, "Client address not allowed", "client_not_allowed", {});
+    }
+  }
   socket.set_option(tcp::no_delay(true), ignored);
   if (num_connections() >= options_.max_connections && !evict_one()) {
     // Every connection is busy with a request: refuse this one at once, without reading it.
-    if (!ssl_) {
-      const std::string body =
-          json_error_body(503, "Too many connections; try again later", "too_many_connections");
-      const std::string r = response_head(503, "application/json", {{"Retry-After", "1"}},
-                                          body.size(), false, false) +
-                            body;
-      ::send(socket.native_handle(), r.data(), r.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    }
     log_error_line(log_budget_, spdlog::level::warn,
                    "connection refused: {} connections open (--max-connections)",
                    options_.max_connections);
-    socket.close(ignored);
-    return;
+    return refuse_connection(socket, 503, "Too many connections; try again later",
+                             "too_many_connections", {{"Retry-After", "1"}});
   }
   if (ssl_) {
     std::make_shared<Session<ssl::stream<tcp::socket>>>(shared_from_this(), std::move(socket),

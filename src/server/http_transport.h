@@ -8,6 +8,9 @@
 //   whether framed by Content-Length or chunked; compressed bodies are refused (415);
 // - strict framing: conflicting lengths, Content-Length with Transfer-Encoding, or a transfer
 //   coding other than chunked get 400 and the connection is closed;
+// - the client's address against --allowed-clients, when the connection is accepted: a client
+//   outside the list gets 403 (OpenAI's error shape; over TLS the connection is just closed) and
+//   not one byte of it is read;
 // - the API key, checked as soon as the headers are in, before the body is read;
 // - CORS and --root-path, answered here so that the routes see only their own requests.
 // Keep-alive and pipelining follow HTTP/1.1: requests on one connection are answered in order.
@@ -15,10 +18,12 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "server/client_allow_list.h"
 #include "server/cors.h"
 #include "server/http_message.h"
 
@@ -36,6 +41,7 @@ struct TransportOptions {
   std::string api_key;       // "": no authentication
   std::vector<std::string> open_paths = {"/health"};  // served without the key
   CorsPolicy cors;
+  ClientAllowList allowed_clients;  // everyone by default
   size_t max_connections = 4096;
   size_t max_header_bytes = 64 << 10;
   size_t max_body_bytes = 8 << 20;
@@ -48,6 +54,10 @@ struct TransportOptions {
       5'000};                                       // a response → the next request's first byte
   std::chrono::milliseconds write_timeout{60'000};  // one write to the client
   int num_io_threads = 1;
+  // Called on a transport thread with every response's method, path (after --root-path) and
+  // status, as its head is queued: the answers of the routes and of the transport's own checks.
+  // Connections refused before a request was read are not requests and are not reported.
+  std::function<void(const std::string& method, const std::string& path, int status)> on_response;
 };
 
 class HttpTransport {

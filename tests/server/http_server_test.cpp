@@ -648,6 +648,24 @@ TEST(HttpServer, MetricsPassPromtool) {
              "vllm:request_success_total{model_name=\"fake-model\",finished_reason=\"length\"}"),
       1);
   EXPECT_EQ(metric(s.port, "vllm:time_to_first_token_seconds_count{model_name=\"fake-model\"}"), 1);
+  // Every answer is counted as vLLM counts it, including the transport's own refusals.
+  ASSERT_EQ(c->Get("/v1/nothing")->status, 404);
+  ASSERT_EQ(c->Post("/v1/completions", "{", "application/json")->status, 400);
+  auto streamed = stream_request(s.port, "/v1/completions",
+                                 json{{"prompt", "a"}, {"max_tokens", 2}, {"stream", true}});
+  ASSERT_EQ(streamed.status, 200);
+  EXPECT_EQ(
+      metric(s.port,
+             "http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"2xx\"}"),
+      2);
+  EXPECT_EQ(
+      metric(s.port,
+             "http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"4xx\"}"),
+      1);
+  EXPECT_EQ(metric(s.port, "http_requests_total{handler=\"none\",method=\"GET\",status=\"4xx\"}"),
+            1);
+  EXPECT_GE(
+      metric(s.port, "http_requests_total{handler=\"/metrics\",method=\"GET\",status=\"2xx\"}"), 3);
 }
 
 }  // namespace

@@ -317,6 +317,42 @@ TEST(HttpTransport, AtTheCapTheLongestIdleGoesAndBusyConnectionsRefuseNewOnes) {
   for (auto& b : busy) EXPECT_NE(b->read_until("released").find("released"), std::string::npos);
 }
 
+// --allowed-clients: a client outside the list is answered 403 before anything it sends is read
+// (/health too), and one inside it is served as usual.
+TEST(HttpTransport, ClientsOutsideTheAllowListGet403BeforeAnythingIsRead) {
+  {
+    TransportOptions o;
+    o.allowed_clients = ClientAllowList::parse({"10.0.0.0/8,::1"});
+    TestTransport t(o);
+    std::ostringstream log;
+    LogCapture capture(log);
+    RawSocket silent(t.port);  // sends nothing: the answer needs no request
+    const std::string response = silent.read_until("}");
+    EXPECT_EQ(status_of(response), 403) << response;
+    const size_t body = response.find("\r\n\r\n");
+    ASSERT_NE(body, std::string::npos) << response;
+    const json error = json::parse(response.substr(body + 4))["error"];
+    EXPECT_EQ(error["code"], "client_not_allowed");
+    EXPECT_EQ(error["type"], "invalid_request_error");
+    EXPECT_TRUE(closed_by_server(silent));
+    RawSocket eager(t.port);  // a request already sent does not change the answer
+    eager.send_all(get("/health"));
+    EXPECT_EQ(status_of(eager.read_until("\r\n\r\n")), 403);
+    auto r = client(t.port)->Get("/health");
+    EXPECT_TRUE(!r || r->status == 403) << r->status;
+    EXPECT_EQ(t.transport->num_connections(), 0u);
+    capture.end();
+    EXPECT_NE(log.str().find("connection from 127.0.0.1 refused"), std::string::npos) << log.str();
+  }
+  TransportOptions o;
+  o.allowed_clients = ClientAllowList::parse({"::1", "127.0.0.0/8"});
+  TestTransport t(o);
+  auto r = client(t.port)->Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "ok");
+}
+
 TEST(HttpTransport, AClientThatHangsUpIsNoticedWhileItsRequestWaits) {
   TestTransport t;
   {

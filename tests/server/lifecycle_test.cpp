@@ -76,6 +76,37 @@ TEST(Lifecycle, ServeLogsVersionSettingsAndCapacity) {
   EXPECT_FALSE(contains(text, "--disable-log-stats has no effect")) << text;
 }
 
+// --allowed-clients: a bad entry stops the start before the model loads, naming the entry; a
+// good list (here from the environment) is said in the log. Who is refused and who is served is
+// server.HttpTransport.ClientsOutsideTheAllowListGet403BeforeAnythingIsRead.
+TEST(Lifecycle, AllowedClientsAreCheckedAtTheStart) {
+  const Scratch scratch("pagoda_lifecycle_acl_test");
+  const fs::path bad = scratch.dir / "bad.txt";
+  pid_t pid = spawn({"serve", "--model", "demo", "--port", "0", "--kv-cache-space", "8MiB",
+                     "--allowed-clients", "127.0.0.1,10.0.0.1/8"},
+                    bad);
+  EXPECT_EQ(wait_exit(pid, std::chrono::seconds(30)), 1) << read_file(bad);
+  EXPECT_TRUE(contains(read_file(bad),
+                       "error: --allowed-clients: '10.0.0.1/8' has host bits set; the network is "
+                       "10.0.0.0/8"))
+      << read_file(bad);
+  EXPECT_FALSE(contains(read_file(bad), "engine ready")) << read_file(bad);
+
+  const fs::path good = scratch.dir / "good.txt";
+  pid = spawn({"serve", "--model", "demo", "--port", "0", "--kv-cache-space", "8MiB"},
+              {"PAGODA_ALLOWED_CLIENTS=10.0.0.0/8,::1"}, good);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  std::string text;
+  while (Clock::now() < deadline && !contains(text, "engine ready")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    text = read_file(good);
+  }
+  kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid, std::chrono::seconds(30)), 0) << read_file(good);
+  EXPECT_TRUE(contains(read_file(good), "serving only clients in: 10.0.0.0/8, ::1/128"))
+      << read_file(good);
+}
+
 TEST(Lifecycle, DebugLogSaysWhatEachStepScheduled) {
   const Scratch scratch("pagoda_lifecycle_test");
   const fs::path out = scratch.dir / "generate.txt";

@@ -48,6 +48,14 @@ void add_http_options(CLI::App* serve, HttpFlags& f, server::ServerOptions& s) {
   serve->add_flag("--allow-credentials", t.cors.allow_credentials,
                   "CORS: let browsers send credentials");
   serve
+      ->add_option("--allowed-clients", f.allowed_clients,
+                   "Serve only clients whose address is in these networks (CIDR or single "
+                   "addresses, IPv4 and IPv6, comma-separated, e.g. 10.0.0.0/8,::1); others get "
+                   "403 before anything is read, /health included (env PAGODA_ALLOWED_CLIENTS; "
+                   "default: everyone)")
+      ->envname("PAGODA_ALLOWED_CLIENTS")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  serve
       ->add_option("--max-connections", t.max_connections,
                    "Open connections at most; at the cap the one idle longest is closed, or the "
                    "new one refused with 503")
@@ -76,6 +84,9 @@ void apply_http_options(const CLI::App& serve, const HttpFlags& f, server::Serve
     t.cors.allowed_methods = server::parse_cors_list(f.allowed_methods);
   if (!f.allowed_headers.empty())
     t.cors.allowed_headers = server::parse_cors_list(f.allowed_headers);
+  t.allowed_clients = server::ClientAllowList::parse(f.allowed_clients);
+  if (!t.allowed_clients.allows_everyone())
+    spdlog::info("serving only clients in: {}", t.allowed_clients.describe());
   t.header_timeout = seconds("--http-header-timeout", f.header_timeout_s);
   double keep_alive = f.keep_alive_timeout_s;
   if (serve.count("--http-keep-alive-timeout") == 0) {

@@ -1,6 +1,7 @@
 // `pagoda serve`'s flags for the HTTP front, with vLLM's names: HTTPS (--ssl-*), CORS
-// (--allowed-origins and friends), --root-path, and Pagoda's own limits (connection cap,
-// header and keep-alive timeouts). They fill ServerOptions::transport.
+// (--allowed-origins and friends), the client address filter (--allowed-clients), --root-path, and
+// Pagoda's own limits (connection cap, header and keep-alive timeouts). They fill
+// ServerOptions::transport.
 #pragma once
 
 #include <string>
@@ -14,6 +15,7 @@ namespace pagoda::cli {
 
 struct HttpFlags {
   std::vector<std::string> allowed_origins, allowed_methods, allowed_headers;
+  std::vector<std::string> allowed_clients;
   double header_timeout_s = 10;
   double keep_alive_timeout_s = 5;
 };

@@ -1,0 +1,96 @@
+#include "parallel/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "util/error.h"
+#include "util/half.h"
+
+namespace pagoda {
+namespace {
+
+// MPI counts are ints: larger buffers go through in pieces of this many elements.
+constexpr size_t kMaxCount = size_t{1} << 30;
+
+void check(int result, const char* call) {
+  if (result == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(result, text, &length);
+  fail("{}: {}", call, std::string(text, static_cast<size_t>(length)));
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator() {
+  int initialized = 0;
+  check(MPI_Initialized(&initialized), "MPI_Initialized");
+  if (!initialized) {
+    // The engine thread alone calls MPI.
+    int provided = 0;
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    finalize_ = true;
+  }
+  // Errors come back as codes (turned into Error), not as an abort of the whole job.
+  check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(MPI_COMM_WORLD, &world_size_), "MPI_Comm_size");
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalize_ && !finalized) MPI_Finalize();
+}
+
+void MpiCommunicator::all_reduce_sum(void* data, size_t count, DType dtype) {
+  check_reduce_dtype(dtype);
+  if (world_size_ == 1 || count == 0) return;
+  if (dtype == DType::kF32) {
+    float* values = static_cast<float*>(data);
+    for (size_t offset = 0; offset < count; offset += kMaxCount) {
+      const int n = static_cast<int>(std::min(kMaxCount, count - offset));
+      check(MPI_Allreduce(MPI_IN_PLACE, values + offset, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+            "MPI_Allreduce");
+    }
+    return;
+  }
+  uint16_t* halves = static_cast<uint16_t*>(data);
+  const bool bf16 = dtype == DType::kBF16;
+  if (widened_.size() < count) widened_.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    widened_[i] = bf16 ? bf16_to_f32(halves[i]) : f16_to_f32(halves[i]);
+  }
+  all_reduce_sum(widened_.data(), count, DType::kF32);
+  for (size_t i = 0; i < count; ++i) {
+    halves[i] = bf16 ? f32_to_bf16(widened_[i]) : f32_to_f16(widened_[i]);
+  }
+}
+
+void MpiCommunicator::all_gather(const void* send, void* recv, size_t bytes_per_rank) {
+  if (bytes_per_rank == 0) return;
+  if (bytes_per_rank > static_cast<size_t>(INT_MAX)) {
+    fail("all_gather: {} bytes per rank is over MPI's int count", bytes_per_rank);
+  }
+  check(MPI_Allgather(send, static_cast<int>(bytes_per_rank), MPI_BYTE, recv,
+                      static_cast<int>(bytes_per_rank), MPI_BYTE, MPI_COMM_WORLD),
+        "MPI_Allgather");
+}
+
+void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
+  check_root(root, world_size_);
+  char* buffer = static_cast<char*>(data);
+  for (size_t offset = 0; offset < bytes; offset += kMaxCount) {
+    const int n = static_cast<int>(std::min(kMaxCount, bytes - offset));
+    check(MPI_Bcast(buffer + offset, n, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+  }
+}
+
+void MpiCommunicator::barrier() {
+  check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+}
+
+}  // namespace pagoda
