@@ -17,7 +17,7 @@ import warnings
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _pagoda
-from .outputs import RequestOutput, request_output
+from .outputs import DeltaStream, RequestOutput, request_output
 from .sampling_params import SamplingParams
 from .tokenizer import Conversation, Tokenizer, render_chat
 
@@ -215,18 +215,24 @@ class LLM:
         delta: bool = False,
     ) -> Iterator[RequestOutput]:
         """Yields a RequestOutput each time a request makes progress (one step of the engine),
-        the last with finished=True. With delta=True its text and token_ids hold only what
-        the step added (vLLM's RequestOutputKind.DELTA). Leaving the loop early aborts the
-        requests not yet finished."""
+        the last with finished=True. With delta=True its text, token_ids and logprobs hold only
+        what the step added (vLLM's RequestOutputKind.DELTA): the engine sends only that, so a
+        stream costs O(length), not O(length^2). Leaving the loop early aborts the requests not
+        yet finished."""
         requests = [_parse_prompt(p) for p in _as_list(prompts)]
         params = self._params_for(len(requests), sampling_params)
         with self._exclusive():
             try:
-                added = self._add_requests(requests, params, "cumulative")
+                added = self._add_requests(requests, params, "delta" if delta else "cumulative")
+                streams = {request_id: DeltaStream(prompt, p)
+                           for request_id, (prompt, p) in added.items()} if delta else {}
                 while self._engine.has_unfinished_requests():
                     for native in self._engine.step():
-                        prompt, request_params = added[native.request_id]
-                        yield request_output(native, prompt, request_params, delta)
+                        if delta:
+                            yield streams[native.request_id].output(native)
+                        else:
+                            prompt, request_params = added[native.request_id]
+                            yield request_output(native, prompt, request_params)
             finally:
                 self._engine.abort_all()
 

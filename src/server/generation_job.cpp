@@ -15,6 +15,28 @@ CompletionOutput without_generation(const CompletionOutput& o) {
     hidden.finish_reason = o.finish_reason == "abort" ? o.finish_reason : "length";
   return hidden;
 }
+
+// An engine event's error as the client sees it: a refused request is the client's (400), an
+// engine that stopped is unavailable (503), one that failed is the server's (500).
+ApiError api_error(const EngineEventError& e) {
+  switch (e.kind) {
+    case EngineEventError::Kind::kUnavailable:
+      return service_unavailable_error(e.message);
+    case EngineEventError::Kind::kFailed: {
+      ApiError err;
+      err.status = 500;
+      err.type = "InternalServerError";
+      err.message = e.message;
+      return err;
+    }
+    case EngineEventError::Kind::kRejected:
+      break;
+  }
+  ApiError err;
+  err.message = e.message;
+  return err;
+}
+
 }  // namespace
 
 GenerationJob::GenerationJob(AsyncEngine& engine, JobSpec spec)
@@ -46,10 +68,10 @@ void GenerationJob::submit(std::vector<std::vector<int32_t>> prompts,
           {tags_[i].request_id, std::move(prompts[i]), params[i], static_cast<int>(i), queue_});
       ++num_submitted;
     }
-  } catch (const RequestError&) {
+  } catch (const EngineUnavailableError& e) {
     for (size_t i = 0; i < num_submitted; ++i) engine_.abort(tags_[i].request_id);
     done_ = true;
-    throw;
+    throw RequestError(service_unavailable_error(e.what()));
   }
 }
 
@@ -74,7 +96,7 @@ GenerationJob::Progress GenerationJob::poll() {
         ++num_answered_tags_;
         tags_[e.tag].finished = true;
         --num_unfinished_tags_;
-        if (!refused) refused = e.error;
+        if (!refused) refused = api_error(e.error);
       } else {
         backlog_.push_back(std::move(e));
       }
@@ -133,7 +155,7 @@ void GenerationJob::apply(const EngineEvent& e, std::string* sse) {
         tag.finished = true;
         --num_unfinished_tags_;
       }
-      if (!failure_) failure_ = e.error;
+      if (!failure_) failure_ = api_error(e.error);
       return;
     case EngineEvent::Kind::kOutput:
       if (tag.finished) return;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "server/async_engine.h"
+#include "pagoda/async_engine.h"
 #include "server/openai_protocol.h"
 #include "server/reasoning_parser.h"
 

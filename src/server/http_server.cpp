@@ -302,7 +302,9 @@ class HttpServer::Impl {
   HttpResponse metrics(const HttpRequest&) {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = engine_.render_metrics() + http_requests_.render();
+    r.body = (options_.metrics ? options_.metrics->render(engine_)
+                               : render_process_metrics(read_process_stats())) +
+             http_requests_.render();
     return r;
   }
 

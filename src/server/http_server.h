@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "server/async_engine.h"
+#include "pagoda/async_engine.h"
+#include "server/engine_metrics.h"
 #include "server/http_transport.h"
+#include "server/openai_protocol.h"
 
 namespace pagoda::server {
 
@@ -33,6 +35,9 @@ struct ServerOptions {
   // max_body_bytes are taken from the fields above.
   TransportOptions transport;
   ProtocolOptions protocol;  // --max-logprobs, --response-role, --return-tokens-as-token-ids
+  // What /metrics renders: the engine's observer (AsyncEngineOptions::observer); null: only the
+  // process_* series.
+  std::shared_ptr<EngineMetrics> metrics;
 };
 
 class HttpServer {

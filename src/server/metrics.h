@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "pagoda/async_engine.h"
 #include "pagoda/engine.h"
 
 namespace pagoda::server {
@@ -51,23 +52,8 @@ ProcessStats read_process_stats();
 // The process_* series alone: what /metrics can still say when the engine failed to load.
 std::string render_process_metrics(const ProcessStats& process);
 
-// What one finished request contributes to the histograms (seconds and token counts). Phase
-// times follow vLLM: queue = scheduled - arrival, prefill = first token - scheduled, decode =
-// last token - first token, inference = last token - scheduled; < 0 where a phase never began.
-struct FinishedRequest {
-  std::string finish_reason;  // "stop", "length", "abort"
-  int64_t num_prompt_tokens = 0;
-  int64_t num_generation_tokens = 0;      // over all n samples
-  int64_t max_num_generation_tokens = 0;  // the longest of the n samples
-  int64_t n = 1;                          // the request's n
-  int64_t max_tokens = 0;                 // the request's max_tokens
-  double queue_time_s = 0;
-  double ttft_s = -1;  // < 0: no token was produced
-  double e2e_s = 0;
-  double prefill_time_s = -1;
-  double decode_time_s = -1;
-  double inference_time_s = -1;
-};
+// What one finished request contributes to the histograms is pagoda::FinishedRequest
+// (include/pagoda/async_engine.h), reported by the engine thread.
 
 class Metrics {
  public:

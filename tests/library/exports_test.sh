@@ -4,7 +4,7 @@
 # symbols, e.g. the standard library's template instantiations, are the toolchain's.)
 set -euo pipefail
 library=$1
-public='^(pagoda::Engine(::|$)|pagoda::Error(::|$)|pagoda::version\(\)|pagoda::log_to_stderr\()'
+public='^(pagoda::(Engine|Error|AsyncEngine|AsyncEngineObserver|EngineBackend|EngineUnavailableError|OutputQueue)(::|$)|pagoda::make_engine_backend\(|pagoda::version\(\)|pagoda::log_to_stderr\()'
 symbols=$(nm -D --defined-only -C "$library" | cut -d' ' -f3- | sed -E 's/^(typeinfo name for|typeinfo for|vtable for) //')
 leaked=$(grep -E '^pagoda::' <<<"$symbols" | grep -vE "$public" || true)
 if [ -n "$leaked" ]; then
@@ -12,7 +12,8 @@ if [ -n "$leaked" ]; then
   echo "$leaked" | head -20 >&2
   exit 1
 fi
-for needed in 'pagoda::Engine::Engine(' 'pagoda::Engine::generate(' 'pagoda::Error'; do
+for needed in 'pagoda::Engine::Engine(' 'pagoda::Engine::generate(' 'pagoda::Error' \
+    'pagoda::AsyncEngine::submit(' 'pagoda::make_engine_backend('; do
   grep -qF "$needed" <<<"$symbols" || { echo "libpagoda.so does not export $needed" >&2; exit 1; }
 done
 echo "exported: $(grep -cE '^pagoda::' <<<"$symbols") public Pagoda symbols, no private ones"

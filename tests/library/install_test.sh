@@ -34,6 +34,7 @@ cmake -S "$source/examples/cpp" -B "$work/cmake-build" -G Ninja -DCMAKE_BUILD_TY
   -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cmake-build" >/dev/null
 check find_package "$work/cmake-build/pagoda_example_generate"
+check find_package-stream "$work/cmake-build/pagoda_example_stream"
 
 # pkg-config and a plain compiler command line.
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig

@@ -132,6 +132,25 @@ class LLMTest(unittest.TestCase):
                          expected.outputs[0].token_ids)
         self.assertEqual("".join(d.outputs[0].text for d in deltas), expected.outputs[0].text)
 
+    def test_delta_stream_concatenates_to_generate_for_every_sample(self):
+        # Sampled (seeded) so that the two samples differ, a stop string so that held-back text
+        # must come out right, logprobs so that cumulative_logprob must stay a running sum.
+        params = SamplingParams(n=2, temperature=0.9, seed=11, max_tokens=14, logprobs=2,
+                                stop=["e"], include_stop_str_in_output=True)
+        [expected] = self.llm.generate("Delta streams", params)
+        deltas = list(self.llm.stream("Delta streams", params, delta=True))
+        self.assertTrue(deltas[-1].finished)
+        for d in deltas:
+            self.assertEqual(d.prompt_token_ids, expected.prompt_token_ids)
+        for want in expected.outputs:
+            got = [o for d in deltas for o in d.outputs if o.index == want.index]
+            self.assertEqual("".join(o.text for o in got), want.text)
+            self.assertEqual(sum((o.token_ids for o in got), []), want.token_ids)
+            self.assertEqual(sum((o.logprobs for o in got), []), want.logprobs)
+            self.assertAlmostEqual(got[-1].cumulative_logprob, want.cumulative_logprob, places=4)
+            self.assertEqual(got[-1].finish_reason, want.finish_reason)
+            self.assertEqual(got[-1].stop_reason, want.stop_reason)
+
     def test_leaving_a_stream_early_aborts_its_requests(self):
         for _ in self.llm.stream(["a", "b"], SamplingParams(max_tokens=50, ignore_eos=True)):
             break

@@ -1,7 +1,7 @@
-// AsyncEngine's metrics duties: each step's token count reaches vllm:iteration_tokens_total, a
-// finished request its phase and parameter histograms, and /metrics has something to say in every
-// state, including after a failed load.
-#include "server/async_engine.h"
+// The streaming client's reports to the server's metrics: each step's token count reaches
+// vllm:iteration_tokens_total, a finished request its phase and parameter histograms, and
+// /metrics has something to say in every state, including after a failed load.
+#include "pagoda/async_engine.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "fake_engine.h"
+#include "server/engine_metrics.h"
 
 namespace pagoda::server::testing {
 namespace {
@@ -73,11 +74,13 @@ void run_one(AsyncEngine& engine, int max_tokens, int n) {
 }
 
 TEST(AsyncEngineMetrics, StepsAndFinishedRequestsReachTheHistograms) {
-  AsyncEngine engine([] { return std::make_unique<FakeEngine>(FakeEngine::Options{}); }, {});
+  auto metrics = std::make_shared<EngineMetrics>();
+  AsyncEngine engine([] { return std::make_unique<FakeEngine>(FakeEngine::Options{}); },
+                     {.observer = metrics});
   engine.start();
   ASSERT_TRUE(engine.wait_ready(10s));
   run_one(engine, 6, 2);
-  const std::string text = engine.render_metrics();
+  const std::string text = metrics->render(engine);
   const std::string l = "{model_name=\"fake-model\"";
   // The fake computes one token per running request per step: six steps of one token.
   EXPECT_EQ(sample(text, "vllm:iteration_tokens_total_count" + l + "}"), 6) << text;
@@ -123,12 +126,13 @@ TEST(AsyncEngineStats, LogsAStatsLineWhileBusyUnlessDisabled) {
 }
 
 TEST(AsyncEngineMetrics, AFailedLoadStillRendersTheProcessSeries) {
+  auto metrics = std::make_shared<EngineMetrics>();
   AsyncEngine engine([]() -> std::unique_ptr<EngineBackend> { throw std::runtime_error("boom"); },
-                     {});
+                     {.observer = metrics});
   engine.start();
   EXPECT_FALSE(engine.wait_ready(10s));
   ASSERT_EQ(engine.state(), AsyncEngine::State::kDead);
-  const std::string text = engine.render_metrics();
+  const std::string text = metrics->render(engine);
   EXPECT_GT(sample(text, "process_resident_memory_bytes"), 0);
   EXPECT_GT(sample(text, "process_start_time_seconds"), 0);
   EXPECT_EQ(text.find("vllm:"), std::string::npos);
@@ -137,19 +141,20 @@ TEST(AsyncEngineMetrics, AFailedLoadStillRendersTheProcessSeries) {
 
 TEST(AsyncEngineMetrics, RendersWhileLoading) {
   std::atomic<bool> release{false};
+  auto metrics = std::make_shared<EngineMetrics>();
   AsyncEngine engine(
       [&] {
         while (!release.load()) std::this_thread::sleep_for(1ms);
         return std::make_unique<FakeEngine>(FakeEngine::Options{});
       },
-      {});
+      {.observer = metrics});
   engine.start();
-  const std::string loading = engine.render_metrics();
+  const std::string loading = metrics->render(engine);
   EXPECT_GT(sample(loading, "process_open_fds"), 0);
   EXPECT_EQ(loading.find("vllm:"), std::string::npos);
   release = true;
   ASSERT_TRUE(engine.wait_ready(10s));
-  EXPECT_NE(engine.render_metrics().find("vllm:num_requests_running"), std::string::npos);
+  EXPECT_NE(metrics->render(engine).find("vllm:num_requests_running"), std::string::npos);
   engine.stop();
 }
 

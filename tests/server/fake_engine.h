@@ -15,8 +15,9 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
-#include "server/async_engine.h"
+#include "pagoda/async_engine.h"
 #include "util/error.h"
 
 namespace pagoda::server::testing {

@@ -24,8 +24,10 @@ struct TestServer {
   explicit TestServer(FakeEngine::Options engine_options = {}, std::string api_key = {},
                       int max_waiting = 1024, bool strict_request_fields = true,
                       std::string reasoning_parser = {})
-      : engine([engine_options] { return std::make_unique<FakeEngine>(engine_options); },
-               AsyncEngineOptions{max_waiting, false}) {
+      : engine(
+            [engine_options] { return std::make_unique<FakeEngine>(engine_options); },
+            AsyncEngineOptions{
+                .max_waiting_requests = max_waiting, .log_requests = false, .observer = metrics}) {
     ServerOptions o;
     o.host = "127.0.0.1";
     o.port = 0;
@@ -35,6 +37,7 @@ struct TestServer {
     o.version = "test";
     o.strict_request_fields = strict_request_fields;
     o.reasoning_parser = std::move(reasoning_parser);
+    o.metrics = metrics;
     http = std::make_unique<HttpServer>(engine, o);
     port = http->bind();
     engine.start();
@@ -46,6 +49,7 @@ struct TestServer {
     thread.join();
     engine.stop();
   }
+  std::shared_ptr<EngineMetrics> metrics = std::make_shared<EngineMetrics>();  // before engine
   AsyncEngine engine;
   std::unique_ptr<HttpServer> http;
   int port = 0;

@@ -16,7 +16,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
-#include "server/async_engine.h"
+#include "pagoda/async_engine.h"
 #include "server/http_server.h"
 #include "server/log_file_sink.h"
 #include "tools/pagoda/commands.h"
@@ -68,7 +68,7 @@ std::string non_default_server_flags(const CLI::App& command) {
 
 // Waits for running requests to end (or the deadline), then aborts the rest and waits briefly
 // for their streams to deliver the final chunk.
-void drain(server::AsyncEngine& engine, double timeout_s) {
+void drain(AsyncEngine& engine, double timeout_s) {
   using Clock = std::chrono::steady_clock;
   engine.begin_drain();
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
@@ -117,11 +117,14 @@ int run_serve(ServeFlags& f) {
   for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, s);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  server::AsyncEngineOptions engine_options;
+  AsyncEngineOptions engine_options;
   engine_options.max_waiting_requests = f.max_waiting_requests;
   engine_options.log_requests = !f.disable_log_requests;
   engine_options.log_stats = !f.disable_log_stats;
-  server::AsyncEngine engine([args] { return server::make_engine_backend(args); }, engine_options);
+  // The engine thread records into the metrics /metrics renders.
+  f.server.metrics = std::make_shared<server::EngineMetrics>();
+  engine_options.observer = f.server.metrics;
+  AsyncEngine engine([args] { return make_engine_backend(args); }, engine_options);
   server::HttpServer http(engine, f.server);
   const int port = http.bind();
   engine.start();
@@ -134,7 +137,7 @@ int run_serve(ServeFlags& f) {
   std::atomic<bool> serving{true};
   std::thread engine_watch([&] {
     while (serving.load()) {
-      if (engine.state() == server::AsyncEngine::State::kDead) {
+      if (engine.state() == AsyncEngine::State::kDead) {
         spdlog::error("stopping the server: {}", engine.failure());
         http.stop();
         return;
@@ -166,7 +169,7 @@ int run_serve(ServeFlags& f) {
   pthread_kill(signal_thread.native_handle(), SIGUSR1);
   signal_thread.join();
   engine.stop();
-  if (engine.state() == server::AsyncEngine::State::kDead) {
+  if (engine.state() == AsyncEngine::State::kDead) {
     // On stderr too: with --log-file the log may not be where the supervisor looks.
     std::fprintf(stderr, "error: %s\n", engine.failure().c_str());
     return 1;

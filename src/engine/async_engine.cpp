@@ -1,12 +1,18 @@
-// The engine thread and its command queue; see async_engine.h.
-#include "server/async_engine.h"
+// The engine thread and its command queue; see include/pagoda/async_engine.h.
+#include "pagoda/async_engine.h"
 
 #include <algorithm>
 #include <exception>
+#include <optional>
+#include <thread>
+#include <unordered_map>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-namespace pagoda::server {
+#include "engine/stats_logger.h"
+
+namespace pagoda {
 
 void OutputQueue::set_listener(std::function<void()> listener) {
   std::lock_guard lock(mutex_);
@@ -42,18 +48,89 @@ double steady_now_s() {
 
 }  // namespace
 
-AsyncEngine::AsyncEngine(Factory factory, AsyncEngineOptions options)
-    : factory_(std::move(factory)), options_(options), stats_logger_(options.stats_interval_s) {}
+// Everything the engine thread owns, and the command queue other threads feed it.
+class AsyncEngine::Impl {
+ public:
+  Impl(Factory factory, AsyncEngineOptions options);
+  ~Impl();
 
-AsyncEngine::~AsyncEngine() {
+  void start();
+  void stop();
+  std::string failure() const;
+  const EngineBackend* backend() const;
+  EngineStats stats() const;
+  bool wait_ready(std::chrono::milliseconds timeout) const;
+  void submit(Submission submission);
+  void abort(const std::string& request_id);
+  void abort_all();
+  void begin_drain();
+
+  std::atomic<State> state_{State::kLoading};
+  std::atomic<int64_t> num_in_flight_{0};
+
+ private:
+  struct Command {
+    enum class Kind { kAdd, kAbort, kAbortAll } kind;
+    Submission submission;
+    std::string request_id;
+  };
+  struct Live {
+    std::shared_ptr<OutputQueue> queue;
+    int tag = 0;
+    int64_t num_prompt_tokens = 0;
+    int64_t n = 1;
+    int64_t max_tokens = 0;
+    int64_t num_tokens_seen = 0;
+    double last_token_time_s = 0;
+    // Outputs arrive as deltas (RequestOutputKind::kDelta: a stream costs O(length)); what an
+    // abort or the finish metrics need of the whole is counted here.
+    std::vector<int32_t> prompt_token_ids;  // until the first output has carried them
+    std::vector<int64_t> sample_num_tokens;
+    std::vector<bool> sample_finished;
+  };
+
+  void run();
+  void apply(Command& command);
+  void dispatch(std::vector<RequestOutput>& outputs);
+  void finish(const std::string& request_id, Live& live, const RequestOutput& output);
+  void fail_all(const std::string& reason);
+  void publish_stats();
+  void record_step();  // the step's token count to the observer
+  void log_stats();    // the periodic stats line, when one is due
+
+  Factory factory_;
+  AsyncEngineOptions options_;
+  AsyncEngineObserver* observer_;  // options_.observer, or null
+  std::unique_ptr<EngineBackend> backend_;
+
+  mutable std::mutex mutex_;  // guards commands_, stop_, failure_, stats_
+  mutable std::condition_variable cv_;
+  std::vector<Command> commands_;
+  bool stop_ = false;
+  std::string failure_;
+  EngineStats stats_;
+
+  std::unordered_map<std::string, Live> live_;  // engine thread only
+  StatsLogger stats_logger_;                    // engine thread only
+  int64_t num_steps_recorded_ = 0;              // engine thread only
+  std::thread thread_;
+};
+
+AsyncEngine::Impl::Impl(Factory factory, AsyncEngineOptions options)
+    : factory_(std::move(factory)),
+      options_(std::move(options)),
+      observer_(options_.observer.get()),
+      stats_logger_(options_.stats_interval_s) {}
+
+AsyncEngine::Impl::~Impl() {
   stop();
 }
 
-void AsyncEngine::start() {
+void AsyncEngine::Impl::start() {
   thread_ = std::thread([this] { run(); });
 }
 
-void AsyncEngine::stop() {
+void AsyncEngine::Impl::stop() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -62,44 +139,36 @@ void AsyncEngine::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::string AsyncEngine::failure() const {
+std::string AsyncEngine::Impl::failure() const {
   std::lock_guard lock(mutex_);
   return failure_;
 }
 
-const EngineBackend* AsyncEngine::backend() const {
+const EngineBackend* AsyncEngine::Impl::backend() const {
   const State s = state_.load();
   return (s == State::kReady || s == State::kDraining) ? backend_.get() : nullptr;
 }
 
-std::string AsyncEngine::render_metrics() const {
-  // metrics_ is written once, on the engine thread, before the state leaves kLoading.
-  const State s = state_.load();
-  if (s == State::kLoading || metrics_ == nullptr)
-    return render_process_metrics(read_process_stats());
-  return metrics_->render(stats(), read_process_stats());
-}
-
-EngineStats AsyncEngine::stats() const {
+EngineStats AsyncEngine::Impl::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
 }
 
-bool AsyncEngine::wait_ready(std::chrono::milliseconds timeout) const {
+bool AsyncEngine::Impl::wait_ready(std::chrono::milliseconds timeout) const {
   std::unique_lock lock(mutex_);
   return cv_.wait_for(lock, timeout, [&] { return state_.load() != State::kLoading; }) &&
          state_.load() == State::kReady;
 }
 
-void AsyncEngine::submit(Submission submission) {
+void AsyncEngine::Impl::submit(Submission submission) {
   switch (state_.load()) {
     case State::kLoading:
-      throw RequestError(service_unavailable_error("The model is still loading"));
+      throw EngineUnavailableError("The model is still loading");
     case State::kDraining:
     case State::kStopped:
-      throw RequestError(service_unavailable_error("The server is shutting down"));
+      throw EngineUnavailableError("The server is shutting down");
     case State::kDead:
-      throw RequestError(service_unavailable_error("The engine has failed: " + failure()));
+      throw EngineUnavailableError("The engine has failed: " + failure());
     case State::kReady:
       break;
   }
@@ -110,9 +179,9 @@ void AsyncEngine::submit(Submission submission) {
     // published stats lag a step behind (num_running only changes while requests run).
     const int64_t waiting = std::max<int64_t>(0, num_in_flight_.load() - stats_.num_running);
     if (waiting >= options_.max_waiting_requests) {
-      throw RequestError(service_unavailable_error(
+      throw EngineUnavailableError(
           fmt::format("Too many requests waiting ({} >= --max-waiting-requests {}); retry later",
-                      waiting, options_.max_waiting_requests)));
+                      waiting, options_.max_waiting_requests));
     }
     ++num_in_flight_;
     Command c{Command::Kind::kAdd, std::move(submission), {}};
@@ -121,7 +190,7 @@ void AsyncEngine::submit(Submission submission) {
   cv_.notify_all();
 }
 
-void AsyncEngine::abort(const std::string& request_id) {
+void AsyncEngine::Impl::abort(const std::string& request_id) {
   {
     std::lock_guard lock(mutex_);
     commands_.push_back(Command{Command::Kind::kAbort, {}, request_id});
@@ -129,7 +198,7 @@ void AsyncEngine::abort(const std::string& request_id) {
   cv_.notify_all();
 }
 
-void AsyncEngine::abort_all() {
+void AsyncEngine::Impl::abort_all() {
   {
     std::lock_guard lock(mutex_);
     commands_.push_back(Command{Command::Kind::kAbortAll, {}, {}});
@@ -137,38 +206,37 @@ void AsyncEngine::abort_all() {
   cv_.notify_all();
 }
 
-void AsyncEngine::begin_drain() {
+void AsyncEngine::Impl::begin_drain() {
   State expected = State::kReady;
   state_.compare_exchange_strong(expected, State::kDraining);
   expected = State::kLoading;
   state_.compare_exchange_strong(expected, State::kDraining);
 }
 
-void AsyncEngine::publish_stats() {
+void AsyncEngine::Impl::publish_stats() {
   EngineStats s = backend_->stats();
   std::lock_guard lock(mutex_);
   stats_ = s;
 }
 
-void AsyncEngine::record_step() {
+void AsyncEngine::Impl::record_step() {
   const EngineStats s = backend_->stats();
   if (s.num_steps == num_steps_recorded_) return;  // the scheduler had nothing to run
   num_steps_recorded_ = s.num_steps;
-  metrics_->record_step(s.last_step_num_tokens);
+  if (observer_) observer_->on_step(s.last_step_num_tokens);
 }
 
-void AsyncEngine::log_stats() {
+void AsyncEngine::Impl::log_stats() {
   if (!options_.log_stats) return;
   // stats_ is written by this thread only, so reading it needs no lock.
   if (std::optional<std::string> line = stats_logger_.update(stats_, steady_now_s()))
     spdlog::info("{}", *line);
 }
 
-void AsyncEngine::run() {
+void AsyncEngine::Impl::run() {
   try {
     backend_ = factory_();
-    metrics_ = std::make_unique<Metrics>(backend_->model_name(), backend_->max_model_len(),
-                                         backend_->cache_info());
+    if (observer_) observer_->on_loaded(*backend_);
     publish_stats();
   } catch (const std::exception& e) {
     spdlog::error("loading the engine failed: {}", e.what());
@@ -230,10 +298,11 @@ void AsyncEngine::run() {
     std::lock_guard lock(mutex_);
     for (Command& c : commands_) {
       if (c.kind == Command::Kind::kAdd) {
-        c.submission.queue->push({EngineEvent::Kind::kError,
-                                  c.submission.tag,
-                                  {},
-                                  service_unavailable_error("The server is shutting down")});
+        c.submission.queue->push(
+            {EngineEvent::Kind::kError,
+             c.submission.tag,
+             {},
+             {EngineEventError::Kind::kUnavailable, "The server is shutting down"}});
         --num_in_flight_;
       }
     }
@@ -245,7 +314,7 @@ void AsyncEngine::run() {
   }
 }
 
-void AsyncEngine::apply(Command& c) {
+void AsyncEngine::Impl::apply(Command& c) {
   switch (c.kind) {
     case Command::Kind::kAdd: {
       Submission& s = c.submission;
@@ -256,9 +325,8 @@ void AsyncEngine::apply(Command& c) {
       } catch (const std::exception& e) {
         // A request the engine refuses (e.g. a token id outside the vocabulary) is the client's;
         // add_request validates before it changes any state, so the engine carries on.
-        ApiError err;
-        err.message = e.what();
-        s.queue->push({EngineEvent::Kind::kError, s.tag, {}, err});
+        s.queue->push(
+            {EngineEvent::Kind::kError, s.tag, {}, {EngineEventError::Kind::kRejected, e.what()}});
         --num_in_flight_;
         return;
       }
@@ -306,7 +374,7 @@ void AsyncEngine::apply(Command& c) {
   }
 }
 
-void AsyncEngine::dispatch(std::vector<RequestOutput>& outputs) {
+void AsyncEngine::Impl::dispatch(std::vector<RequestOutput>& outputs) {
   for (RequestOutput& out : outputs) {
     auto it = live_.find(out.request_id);
     if (it == live_.end()) continue;  // aborted by us a moment ago
@@ -324,8 +392,8 @@ void AsyncEngine::dispatch(std::vector<RequestOutput>& outputs) {
     if (num_new > 0) {
       // Inter-token latency: the gap since the previous token, spread over the tokens this step
       // added; the first token's latency is TTFT instead.
-      if (live.num_tokens_seen > 0 && metrics_) {
-        metrics_->record_inter_token_latency(
+      if (live.num_tokens_seen > 0 && observer_) {
+        observer_->on_inter_token_latency(
             (out.metrics.last_token_time_s - live.last_token_time_s) / static_cast<double>(num_new),
             num_new);
       }
@@ -341,7 +409,8 @@ void AsyncEngine::dispatch(std::vector<RequestOutput>& outputs) {
   }
 }
 
-void AsyncEngine::finish(const std::string& request_id, Live& live, const RequestOutput& output) {
+void AsyncEngine::Impl::finish(const std::string& request_id, Live& live,
+                               const RequestOutput& output) {
   const RequestMetrics& m = output.metrics;
   FinishedRequest f;
   f.finish_reason = output.outputs.empty() ? "abort" : output.outputs.front().finish_reason;
@@ -363,7 +432,7 @@ void AsyncEngine::finish(const std::string& request_id, Live& live, const Reques
     f.decode_time_s = last_token_s - m.first_token_time_s;
     f.inference_time_s = last_token_s - m.first_scheduled_time_s;
   }
-  if (metrics_) metrics_->record_finished(f);
+  if (observer_) observer_->on_finished(f);
   if (options_.log_requests) {
     spdlog::info(
         "request {} finished: prompt_tokens={} output_tokens={} queue_time={:.3f}s ttft={:.3f}s "
@@ -375,11 +444,8 @@ void AsyncEngine::finish(const std::string& request_id, Live& live, const Reques
   --num_in_flight_;
 }
 
-void AsyncEngine::fail_all(const std::string& reason) {
-  ApiError err;
-  err.status = 500;
-  err.type = "InternalServerError";
-  err.message = "The engine failed: " + reason;
+void AsyncEngine::Impl::fail_all(const std::string& reason) {
+  const EngineEventError err{EngineEventError::Kind::kFailed, "The engine failed: " + reason};
   std::lock_guard lock(mutex_);
   failure_ = reason;
   // Dead before anyone hears of it: a client that gets its 500 and asks /health next must see 503.
@@ -399,4 +465,57 @@ void AsyncEngine::fail_all(const std::string& reason) {
   cv_.notify_all();
 }
 
-}  // namespace pagoda::server
+AsyncEngine::AsyncEngine(Factory factory, AsyncEngineOptions options)
+    : impl_(std::make_unique<Impl>(std::move(factory), std::move(options))) {}
+
+AsyncEngine::~AsyncEngine() = default;
+
+void AsyncEngine::start() {
+  impl_->start();
+}
+
+void AsyncEngine::stop() {
+  impl_->stop();
+}
+
+AsyncEngine::State AsyncEngine::state() const {
+  return impl_->state_.load();
+}
+
+std::string AsyncEngine::failure() const {
+  return impl_->failure();
+}
+
+const EngineBackend* AsyncEngine::backend() const {
+  return impl_->backend();
+}
+
+void AsyncEngine::submit(Submission submission) {
+  impl_->submit(std::move(submission));
+}
+
+void AsyncEngine::abort(const std::string& request_id) {
+  impl_->abort(request_id);
+}
+
+void AsyncEngine::abort_all() {
+  impl_->abort_all();
+}
+
+void AsyncEngine::begin_drain() {
+  impl_->begin_drain();
+}
+
+int64_t AsyncEngine::num_in_flight() const {
+  return impl_->num_in_flight_.load();
+}
+
+EngineStats AsyncEngine::stats() const {
+  return impl_->stats();
+}
+
+bool AsyncEngine::wait_ready(std::chrono::milliseconds timeout) const {
+  return impl_->wait_ready(timeout);
+}
+
+}  // namespace pagoda

@@ -1,9 +1,9 @@
 // Interval throughput and the vLLM-style stats line; see stats_logger.h.
-#include "server/stats_logger.h"
+#include "engine/stats_logger.h"
 
 #include <fmt/format.h>
 
-namespace pagoda::server {
+namespace pagoda {
 
 StatsLogger::StatsLogger(double interval_s) : interval_s_(interval_s) {}
 
@@ -41,4 +41,4 @@ std::optional<std::string> StatsLogger::update(const EngineStats& stats, double 
       stats.kv_cache_usage * 100, hit_rate * 100);
 }
 
-}  // namespace pagoda::server
+}  // namespace pagoda

@@ -1,10 +1,10 @@
 // The periodic stats line: throughput over each interval from injected snapshots and times, a
 // line while busy, one more as the work stops, then silence.
-#include "server/stats_logger.h"
+#include "engine/stats_logger.h"
 
 #include <gtest/gtest.h>
 
-namespace pagoda::server {
+namespace pagoda {
 namespace {
 
 EngineStats snapshot(int64_t prompt_tokens, int64_t generation_tokens, int32_t running,
@@ -60,4 +60,4 @@ TEST(StatsLogger, WaitingRequestsCountAsBusy) {
 }
 
 }  // namespace
-}  // namespace pagoda::server
+}  // namespace pagoda

@@ -1,10 +1,10 @@
 // EngineBackend over the real pagoda::Engine: a thin forwarding layer, kept in its own file so
-// that tests of the server machinery can link without the model.
+// that tests of the streaming client and the server can link without the model.
 #include <memory>
 
-#include "server/async_engine.h"
+#include "pagoda/async_engine.h"
 
-namespace pagoda::server {
+namespace pagoda {
 namespace {
 
 class EngineAdapter final : public EngineBackend {
@@ -46,4 +46,4 @@ std::unique_ptr<EngineBackend> make_engine_backend(const EngineArgs& args) {
   return std::make_unique<EngineAdapter>(args);
 }
 
-}  // namespace pagoda::server
+}  // namespace pagoda

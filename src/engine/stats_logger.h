@@ -12,7 +12,7 @@
 
 #include "pagoda/engine.h"
 
-namespace pagoda::server {
+namespace pagoda {
 
 class StatsLogger {
  public:
@@ -30,4 +30,4 @@ class StatsLogger {
   bool last_was_busy_ = false;
 };
 
-}  // namespace pagoda::server
+}  // namespace pagoda
