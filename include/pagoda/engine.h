@@ -89,7 +89,7 @@ struct EngineArgs {
   // What FP8 checkpoints' e4m3 matrices become at load: "int8" (groups of the FP8 block width),
   // "int4" (groups of 32) or "dequant" (exact fp32, the reference). docs/quantization.md.
   std::string fp8_weights = "int8";
-  bool int8_activations = true;         // false: weight-only (fp32 activations)
+  bool int8_activations = true;  // false: weight-only (fp32 activations)
 };
 
 struct TokenLogprobInfo {

@@ -83,8 +83,8 @@ namespace {
 // be quantized or repacked are mapped, since a copy would only cost memory and load time.
 FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_path) {
   if (args.weights_memory != "auto") return parse_file_memory(args.weights_memory);
-  const bool read_once = !args.quantization.empty() || is_gguf_path(model_path) ||
-                         is_fp8_checkpoint(model_path);
+  const bool read_once =
+      !args.quantization.empty() || is_gguf_path(model_path) || is_fp8_checkpoint(model_path);
   return read_once ? FileMemory::kMap : FileMemory::kHugePageCopy;
 }
 

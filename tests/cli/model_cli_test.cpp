@@ -208,9 +208,8 @@ TEST(Fp8Cli, MakeModelFp8LoadsInEveryModeAndQuantizes) {
   const RunResult info = run_pagoda({"info", "--model", dir}, scratch.dir());
   ASSERT_EQ(info.exit_code, 0) << info.err;
   EXPECT_NE(info.out.find("fp8 (as int8, group"), std::string::npos) << info.out;
-  const RunResult quality =
-      run_pagoda({"bench", "quality", "--model", dir, "--fp8-weights", "int8", "--json"},
-                 scratch.dir());
+  const RunResult quality = run_pagoda(
+      {"bench", "quality", "--model", dir, "--fp8-weights", "int8", "--json"}, scratch.dir());
   ASSERT_EQ(quality.exit_code, 0) << quality.err;
   const nlohmann::json q = nlohmann::json::parse(quality.out);
   EXPECT_GT(q["mean_kl"].get<double>(), 0.0) << quality.out;
