@@ -86,7 +86,10 @@ struct EngineArgs {
   // already quantized (pagoda quantize, AWQ/GPTQ, GGUF) load as they are either way.
   std::string quantization;
   int32_t quantization_group_size = 0;  // 0: per output channel for int8, 32 for int4
-  bool int8_activations = true;         // false: weight-only (fp32 activations)
+  // What FP8 checkpoints' e4m3 matrices become at load: "int8" (groups of the FP8 block width),
+  // "int4" (groups of 32) or "dequant" (exact fp32, the reference). docs/quantization.md.
+  std::string fp8_weights = "int8";
+  bool int8_activations = true;  // false: weight-only (fp32 activations)
 };
 
 struct TokenLogprobInfo {

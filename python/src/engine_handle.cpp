@@ -60,6 +60,7 @@ const std::map<std::string, FieldSetter>& engine_arg_setters() {
       {"quantization", [](EngineArgs& a, const py::handle& v) { set_from(a.quantization, v); }},
       {"quantization_group_size",
        [](EngineArgs& a, const py::handle& v) { set_from(a.quantization_group_size, v); }},
+      {"fp8_weights", [](EngineArgs& a, const py::handle& v) { set_from(a.fp8_weights, v); }},
       {"int8_activations",
        [](EngineArgs& a, const py::handle& v) { set_from(a.int8_activations, v); }},
   };

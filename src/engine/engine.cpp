@@ -83,7 +83,8 @@ namespace {
 // be quantized or repacked are mapped, since a copy would only cost memory and load time.
 FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_path) {
   if (args.weights_memory != "auto") return parse_file_memory(args.weights_memory);
-  const bool read_once = !args.quantization.empty() || is_gguf_path(model_path);
+  const bool read_once =
+      !args.quantization.empty() || is_gguf_path(model_path) || is_fp8_checkpoint(model_path);
   return read_once ? FileMemory::kMap : FileMemory::kHugePageCopy;
 }
 
@@ -111,15 +112,17 @@ ModelSource open_model_with_progress(const EngineArgs& args) {
   tokenizer_options.purpose = hub::Purpose::kTokenizer;
   const std::string tokenizer = hub::resolve_model(args.tokenizer, tokenizer_options);
   Progress progress("reading weights", 0);
+  const Fp8Weights fp8 = parse_fp8_weights(args.fp8_weights);
   const crypto::ModelKeySource key_source{
       .file = args.model_key_file,
       .command = args.model_key_command,
       .environment_variable = args.model_key_environment_variable};
   if (key_source.empty()) {
-    return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress);
+    return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress, nullptr,
+                             fp8);
   }
   const crypto::ModelKey key = crypto::load_model_key(key_source);
-  return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress, &key);
+  return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress, &key, fp8);
 }
 
 }  // namespace

@@ -253,7 +253,7 @@ void TensorStore::add_file(const std::string& file_path, Progress* progress) {
 }
 
 TensorStore TensorStore::open(const std::string& path, FileMemory memory, Progress* progress,
-                              const crypto::ModelKey* key) {
+                              const crypto::ModelKey* key, Fp8Weights fp8) {
   TensorStore store;
   store.path_ = path;
   store.memory_ = memory;
@@ -264,6 +264,7 @@ TensorStore TensorStore::open(const std::string& path, FileMemory memory, Progre
   if (!fs::is_directory(status)) {
     store.add_files({path}, progress);
     store.key_ = nullptr;
+    convert_fp8_weights(store, nullptr, fp8);  // a lone file: per-tensor or 128 x 128 scales
     return store;
   }
 
@@ -325,15 +326,18 @@ TensorStore TensorStore::open(const std::string& path, FileMemory memory, Progre
   }
   store.key_ = nullptr;
   store.fold_quantized_tensors();
-  // AWQ/GPTQ layers are announced in config.json, not in the tensors; a config.json that does
-  // not parse is left for ModelConfig to report.
+  // AWQ/GPTQ layers and FP8 block sizes are announced in config.json, not in the tensors; a
+  // config.json that does not parse is left for ModelConfig to report.
+  json quantization_config;
   std::ifstream config_in(dir / "config.json");
   if (config_in) {
     const json config = json::parse(config_in, nullptr, /*allow_exceptions=*/false);
     if (config.is_object() && config.contains("quantization_config")) {
-      repack_awq_gptq(store, config["quantization_config"]);
+      quantization_config = config["quantization_config"];
+      repack_awq_gptq(store, quantization_config);
     }
   }
+  convert_fp8_weights(store, quantization_config, fp8);
   return store;
 }
 
@@ -347,6 +351,13 @@ void TensorStore::add(Tensor tensor, std::shared_ptr<const void> keep_alive) {
   if (tensors_.count(tensor.name) != 0) fail("{}: tensor {} added twice", path_, tensor.name);
   std::string name = tensor.name;
   tensors_.emplace(std::move(name), std::move(tensor));
+  if (keep_alive) keep_alive_.push_back(std::move(keep_alive));
+}
+
+void TensorStore::replace(Tensor tensor, std::shared_ptr<const void> keep_alive) {
+  const auto it = tensors_.find(tensor.name);
+  if (it == tensors_.end()) fail("{}: tensor {} replaced but never added", path_, tensor.name);
+  it->second = std::move(tensor);
   if (keep_alive) keep_alive_.push_back(std::move(keep_alive));
 }
 
@@ -394,8 +405,8 @@ const Tensor& TensorStore::get(const std::string& name) const {
   if (t == nullptr) fail("tensor {} not found in {}", name, path_);
   if (!t->dtype_supported) {
     fail(
-        "{}: tensor {} has dtype {}, which Pagoda does not read (supported: F32, F16, BF16, and "
-        "Pagoda's quantized I8/U8 with _scale)",
+        "{}: tensor {} has dtype {}, which Pagoda does not read (supported: F32, F16, BF16, "
+        "F8_E4M3 matrices with _scale_inv or _scale, and Pagoda's quantized I8/U8 with _scale)",
         t->path, name, t->stored_dtype);
   }
   return *t;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "crypto/model_key.h"
+#include "loader/fp8_checkpoint.h"
 #include "util/dtype.h"
 #include "util/mapped_file.h"
 
@@ -59,8 +60,10 @@ class TensorStore {
   // `key` opens weight files that `pagoda encrypt` wrote (crypto/encrypted_file.h), decrypted
   // into memory whatever `memory` says; an encrypted file without a key, or a key with a plain
   // file, is an error naming the file.
+  // FP8 matrices (loader/fp8_checkpoint.h) are converted as `fp8` says.
   static TensorStore open(const std::string& path, FileMemory memory = FileMemory::kMap,
-                          Progress* progress = nullptr, const crypto::ModelKey* key = nullptr);
+                          Progress* progress = nullptr, const crypto::ModelKey* key = nullptr,
+                          Fp8Weights fp8 = Fp8Weights::kInt8);
 
   // An empty store for a converter (GGUF, AWQ/GPTQ repacking) to fill with `add`.
   static TensorStore empty(std::string path);
@@ -87,6 +90,9 @@ class TensorStore {
   // Adds a tensor whose bytes `keep_alive` owns (or maps); the store holds it as long as the
   // store lives. Throws pagoda::Error if the name is taken.
   void add(Tensor tensor, std::shared_ptr<const void> keep_alive);
+  // Replaces the tensor of the same name (a converter's result for a stored tensor); the old
+  // tensor's bytes stay mapped. Throws pagoda::Error if there is none.
+  void replace(Tensor tensor, std::shared_ptr<const void> keep_alive);
   // Keeps more bytes alive (a second plane of a tensor added with `add`).
   void add_keep_alive(std::shared_ptr<const void> keep_alive) {
     keep_alive_.push_back(std::move(keep_alive));

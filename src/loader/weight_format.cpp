@@ -16,6 +16,12 @@ std::string format_of(const Tensor& t) {
   if (stored == "F32") return "f32";
   if (stored == "F16") return "f16";
   if (stored == "BF16") return "bf16";
+  // FP8 converted at load (loader/fp8_checkpoint.h): what it became.
+  if (stored == "FP8") {
+    return t.dtype == DType::kF32
+               ? "fp8 (as f32)"
+               : fmt::format("fp8 (as {}, group {})", dtype_name(t.dtype), t.group_size);
+  }
   // AWQ / GPTQ repacked to kI4 (loader/awq_gptq.h), Pagoda's own I8 / U8 checkpoints.
   if (stored == "AWQ" || stored == "GPTQ")
     return fmt::format("{} int4 (group {})", stored, t.group_size);

@@ -26,7 +26,8 @@ ModelSource from_gguf(const std::string& path, const std::string& tokenizer_dir,
 }  // namespace
 
 ModelSource open_model_source(const std::string& path, const std::string& tokenizer_dir,
-                              FileMemory memory, Progress* progress, const crypto::ModelKey* key) {
+                              FileMemory memory, Progress* progress, const crypto::ModelKey* key,
+                              Fp8Weights fp8) {
   if (is_gguf_path(path)) {
     if (key != nullptr) fail("{}: a model key was given, but GGUF files are not encrypted", path);
     return from_gguf(path, tokenizer_dir, memory, progress);
@@ -35,7 +36,7 @@ ModelSource open_model_source(const std::string& path, const std::string& tokeni
   ModelSource s{path,
                 ModelConfig::from_dir(path),
                 GenerationConfig::from_dir(path),
-                TensorStore::open(path, memory, progress, key),
+                TensorStore::open(path, memory, progress, key, fp8),
                 Tokenizer::from_directory(tok_dir),
                 {},
                 {}};

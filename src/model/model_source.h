@@ -27,8 +27,10 @@ struct ModelSource {
 // `memory`: how weight files get into memory (util/mapped_file.h); `progress` (optional) follows
 // the bytes of safetensors files copied into memory, or of GGUF tensors repacked. `key` opens a
 // directory that `pagoda encrypt` wrote (loader/safetensors.h); GGUF files are never encrypted.
+// `fp8`: what FP8 matrices become (loader/fp8_checkpoint.h).
 ModelSource open_model_source(const std::string& path, const std::string& tokenizer_dir = "",
                               FileMemory memory = FileMemory::kMap, Progress* progress = nullptr,
-                              const crypto::ModelKey* key = nullptr);
+                              const crypto::ModelKey* key = nullptr,
+                              Fp8Weights fp8 = Fp8Weights::kInt8);
 
 }  // namespace pagoda

@@ -184,6 +184,47 @@ TEST(InfoCli, NamesTheEnginesKvDtypeAndTheStoredWeightFormat) {
   EXPECT_NE(gguf.out.find("weight format:      Q8_0"), std::string::npos) << gguf.out;
 }
 
+// An FP8 checkpoint as DeepSeek publishes them (make-model --dtype fp8, here a shrunk V3):
+// generated with each --fp8-weights mode, shown by info as what it became, and read by
+// quantize.
+TEST(Fp8Cli, MakeModelFp8LoadsInEveryModeAndQuantizes) {
+  const Scratch scratch;
+  const std::string dir = scratch.path("v3-fp8");
+  std::vector<std::string> args = {
+      "make-model",   "--preset", "deepseek-v3",  "--out", dir, "--dtype", "fp8", "--n-group", "1",
+      "--topk-group", "1",        "--mtp-layers", "0"};
+  const std::vector<std::string> tiny = tiny_deepseek_flags();
+  args.insert(args.end(), tiny.begin(), tiny.end());
+  const RunResult made = run_pagoda(args, scratch.dir());
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  for (const char* mode : {"dequant", "int8", "int4"}) {
+    const RunResult generated =
+        run_pagoda({"generate", "--model", dir, "--prompt", "hello world", "--max-tokens", "3",
+                    "--temperature", "0", "--ignore-eos", "--json", "--fp8-weights", mode},
+                   scratch.dir());
+    ASSERT_EQ(generated.exit_code, 0) << mode << ": " << generated.err;
+    EXPECT_EQ(nlohmann::json::parse(generated.out)["token_ids"].size(), 3u) << generated.out;
+  }
+  const RunResult info = run_pagoda({"info", "--model", dir}, scratch.dir());
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("fp8 (as int8, group"), std::string::npos) << info.out;
+  const RunResult quality = run_pagoda(
+      {"bench", "quality", "--model", dir, "--fp8-weights", "int8", "--json"}, scratch.dir());
+  ASSERT_EQ(quality.exit_code, 0) << quality.err;
+  const nlohmann::json q = nlohmann::json::parse(quality.out);
+  EXPECT_GT(q["mean_kl"].get<double>(), 0.0) << quality.out;
+  EXPECT_LT(q["mean_kl"].get<double>(), 0.05) << quality.out;
+
+  const std::string int4_dir = scratch.path("v3-int4");
+  const RunResult quantized =
+      run_pagoda({"quantize", "--model", dir, "--to", "int4", "--out", int4_dir}, scratch.dir());
+  ASSERT_EQ(quantized.exit_code, 0) << quantized.err;
+  const RunResult int4 = run_pagoda({"info", "--model", int4_dir}, scratch.dir());
+  ASSERT_EQ(int4.exit_code, 0) << int4.err;
+  EXPECT_NE(int4.out.find("int4 (group 32)"), std::string::npos) << int4.out;
+  EXPECT_EQ(int4.out.find("fp8"), std::string::npos) << int4.out;
+}
+
 TEST(InfoCli, ADeepseekGgufFileShowsItsLayoutAndItsGgmlTypes) {
   const Scratch scratch;
   const std::string dir = scratch.path("v3"), gguf = scratch.path("v3.q8_0.gguf");

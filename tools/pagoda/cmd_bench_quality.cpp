@@ -45,6 +45,7 @@ struct QualityFlags {
   std::string model;
   std::string candidate;
   std::string quantization;
+  std::string fp8_weights;  // an FP8 --model converted this way, against its exact dequantization
   int64_t group_size = 0;
   bool weight_only = false;
   std::string kv_cache_dtype = "fp32";
@@ -63,14 +64,21 @@ std::string read_text(const std::string& path) {
 
 int run_quality(const QualityFlags& f) {
   const DType kv_dtype = parse_kv_cache_dtype(f.kv_cache_dtype);
-  if (!f.candidate.empty() && !f.quantization.empty()) {
-    fail("give at most one of --quantization (quantize --model at load) or --candidate DIR");
+  if (!f.candidate.empty() + !f.quantization.empty() + !f.fp8_weights.empty() > 1) {
+    fail(
+        "give at most one of --quantization (quantize --model at load), --fp8-weights or "
+        "--candidate DIR");
   }
-  if (f.candidate.empty() && f.quantization.empty() && kv_dtype == DType::kF32) {
-    fail("nothing to compare: give --quantization, --candidate DIR or --kv-cache-dtype fp16|bf16");
+  if (f.candidate.empty() && f.quantization.empty() && f.fp8_weights.empty() &&
+      kv_dtype == DType::kF32) {
+    fail(
+        "nothing to compare: give --quantization, --fp8-weights, --candidate DIR or "
+        "--kv-cache-dtype fp16|bf16");
   }
   const ModelConfig config = ModelConfig::from_dir(f.model);
-  const TensorStore store = TensorStore::open(f.model);
+  // An FP8 reference is its exact dequantization (loader/fp8_checkpoint.h).
+  const TensorStore store =
+      TensorStore::open(f.model, FileMemory::kMap, nullptr, nullptr, Fp8Weights::kDequant);
   const Tokenizer tokenizer = Tokenizer::from_directory(f.model);
   std::vector<int32_t> tokens =
       tokenizer.encode(f.text_file.empty() ? kDefaultText : read_text(f.text_file), true);
@@ -88,6 +96,13 @@ int run_quality(const QualityFlags& f) {
     cand_store = std::make_unique<TensorStore>(TensorStore::open(f.candidate));
     candidate = create_model(ModelConfig::from_dir(f.candidate), *cand_store, cand_options);
     label = f.candidate;
+  } else if (!f.fp8_weights.empty()) {
+    cand_store = std::make_unique<TensorStore>(TensorStore::open(
+        f.model, FileMemory::kMap, nullptr, nullptr, parse_fp8_weights(f.fp8_weights)));
+    cand_options.weights.int8_activations = !f.weight_only;
+    candidate = create_model(config, *cand_store, cand_options);
+    label = fmt::format("fp8 as {}{}", f.fp8_weights,
+                        f.weight_only ? " weight-only" : " (int8 activations)");
   } else if (!f.quantization.empty()) {
     cand_options.weights.quantize_to = parse_quantization(f.quantization);
     cand_options.weights.group_size = f.group_size;
@@ -135,6 +150,9 @@ Command register_bench_quality(CLI::App& app) {
       "quality", "KL divergence of a quantized model's next-token distributions vs the float one");
   sub->add_option("--model", f->model, "Float model directory (the reference)")->required();
   sub->add_option("--quantization", f->quantization, "Quantize --model at load: int8 or int4")
+      ->check(CLI::IsMember({"int8", "int4"}));
+  sub->add_option("--fp8-weights", f->fp8_weights,
+                  "An FP8 --model converted to int8 or int4, against its exact dequantization")
       ->check(CLI::IsMember({"int8", "int4"}));
   sub->add_option("--group-size", f->group_size, "Values per scale (multiple of 32)");
   sub->add_flag("--weight-only", f->weight_only, "Keep fp32 activations (no int8 activations)");

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/fp8_model_writer.h"
 #include "model/model_generator.h"
 #include "tools/pagoda/commands.h"
 #include "util/error.h"
@@ -42,7 +43,7 @@ DType parse_dtype_flag(const std::string& text) {
   if (text == "bf16" || text == "bfloat16") return DType::kBF16;
   if (text == "f16" || text == "float16") return DType::kF16;
   if (text == "f32" || text == "float32") return DType::kF32;
-  fail("make-model: --dtype '{}' is not bf16, f16 or f32", text);
+  fail("make-model: --dtype '{}' is not bf16, f16, f32 or fp8", text);
 }
 
 int run_make_model(const MakeModelOptions& o) {
@@ -66,7 +67,10 @@ int run_make_model(const MakeModelOptions& o) {
   }
   if (o.tie) spec.tie_word_embeddings = true;
   if (o.untie) spec.tie_word_embeddings = false;
-  if (o.dtype) spec.dtype = parse_dtype_flag(*o.dtype);
+  // fp8: DeepSeek-V3's layout, projections in block-scaled e4m3 and the rest in bf16.
+  const bool fp8 = o.dtype && (*o.dtype == "fp8" || *o.dtype == "float8_e4m3fn");
+  if (o.dtype && !fp8) spec.dtype = parse_dtype_flag(*o.dtype);
+  if (fp8) spec.dtype = DType::kBF16;
   DeepseekSpec& d = spec.deepseek;
   const std::pair<const std::optional<int64_t>&, int64_t&> deepseek_sizes[] = {
       {o.q_lora_rank, d.q_lora_rank},
@@ -105,7 +109,8 @@ int run_make_model(const MakeModelOptions& o) {
   spec.tokenizer_from = o.tokenizer_from;
 
   const auto start = std::chrono::steady_clock::now();
-  const GeneratedModel model = generate_model(spec, o.out);
+  GeneratedModel model = generate_model(spec, o.out);
+  if (fp8) model.weight_bytes = write_fp8_model(o.out).weight_bytes;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print(stderr,
@@ -116,8 +121,8 @@ int run_make_model(const MakeModelOptions& o) {
                  ? fmt::format(", +{} MTP layer(s)", spec.deepseek.num_nextn_predict_layers)
                  : "",
              model.num_parameters / 1e9, format_bytes(static_cast<uint64_t>(model.weight_bytes)),
-             dtype_name(spec.dtype), model.weight_files.size(), model.vocab_size,
-             model.tokenizer_vocab_size, seconds);
+             fp8 ? "fp8 (e4m3, 128 x 128 blocks)" : dtype_name(spec.dtype),
+             model.weight_files.size(), model.vocab_size, model.tokenizer_vocab_size, seconds);
   return 0;
 }
 
@@ -146,7 +151,9 @@ Command register_make_model(CLI::App& app) {
                   R"(JSON, e.g. '{"type":"linear","factor":4.0}' or 'null')");
   auto* tie = sub->add_flag("--tie-word-embeddings", o->tie, "Share embedding and lm_head");
   sub->add_flag("--no-tie-word-embeddings", o->untie, "Separate lm_head.weight")->excludes(tie);
-  sub->add_option("--dtype", o->dtype, "bf16, f16 or f32");
+  sub->add_option(
+      "--dtype", o->dtype,
+      "bf16, f16, f32, or fp8 (DeepSeek-V3's block-scaled e4m3 projections, bf16 rest)");
   sub->add_option("--shards", o->shards, "Number of safetensors files (an index when > 1)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Random seed (same seed, same weights)")

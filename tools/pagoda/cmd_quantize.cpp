@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,11 @@ int run_quantize(const QuantizeOptions& o) {
     fail("{}: exists and is not empty; choose a new directory", o.out_dir);
   }
   const ModelConfig config = ModelConfig::from_dir(o.model_dir);
-  const TensorStore store = TensorStore::open(o.model_dir);
+  // FP8 checkpoints (DeepSeek-V3/R1) convert straight into the target panels as they open, a
+  // row at a time (loader/fp8_checkpoint.h); a chosen group size needs the exact fp32 weights
+  // to requantize instead, which holds them all in memory.
+  const Fp8Weights fp8 = o.group_size > 0 ? Fp8Weights::kDequant : parse_fp8_weights(o.to);
+  const TensorStore store = TensorStore::open(o.model_dir, FileMemory::kMap, nullptr, nullptr, fp8);
 
   std::map<std::string, WeightView> quantized;
   ModelOptions options;
@@ -61,6 +66,16 @@ int run_quantize(const QuantizeOptions& o) {
     quantized[name] = w;
   };
   const auto model = create_model(config, store, options);  // quantizes; keeps the copies
+  std::set<std::string> fp8_scales;  // consumed by the conversion, not written
+  for (const auto& [name, t] : store.tensors()) {
+    if (t.stored_dtype != "FP8") continue;
+    fp8_scales.insert(name + "_scale_inv");
+    fp8_scales.insert(name + "_scale");
+    if (is_quantized(t.dtype) && quantized.count(name) == 0) {
+      quantized[name] =
+          WeightView{t.data, t.dtype, t.shape[0], t.shape[1], t.scales, t.mins, t.group_size};
+    }
+  }
   if (quantized.empty()) {
     fail("{}: nothing to quantize (the checkpoint is already quantized?)", o.model_dir);
   }
@@ -86,8 +101,10 @@ int run_quantize(const QuantizeOptions& o) {
     if (int4) add(name + "_min", "F16", {w.rows, groups}, w.mins, w.rows * groups * 2);
   }
   for (const auto& [name, t] : store.tensors()) {
-    if (quantized.count(name) != 0) continue;
-    add(name, t.stored_dtype, t.shape, t.data, t.size_bytes);
+    if (quantized.count(name) != 0 || fp8_scales.count(name) != 0) continue;
+    // An FP8 matrix the model keeps in float (e.g. with a chosen group size that does not
+    // split it) is written as the fp32 it was dequantized to.
+    add(name, t.stored_dtype == "FP8" ? "F32" : t.stored_dtype, t.shape, t.data, t.size_bytes);
   }
 
   fs::create_directories(o.out_dir);

@@ -100,6 +100,11 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
   app->add_option("--quantization,-q", a.quantization,
                   "Quantize float weights at load: int8 (per output channel) or int4 (groups)")
       ->check(CLI::IsMember({"int8", "int4"}));
+  app->add_option("--fp8-weights", a.fp8_weights,
+                  "FP8 checkpoints (DeepSeek-V3/R1): convert e4m3 weights at load to int8, "
+                  "int4, or exact fp32 (dequant)")
+      ->check(CLI::IsMember({"dequant", "int8", "int4"}))
+      ->capture_default_str();
   app->add_option(
       "--quantization-group-size", a.quantization_group_size,
       "Values per scale: a multiple of 32 (default: per channel for int8, 32 for int4)");
