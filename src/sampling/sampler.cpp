@@ -80,6 +80,7 @@ SampleResult RequestSampler::sample(float* logits, int64_t vocab_size) {
 
   // 3. Penalties.
   penalties_.apply(logits, vocab_size);
+  processors_.apply(logits, vocab_size);
 
   // 4./5. Greedy, or temperature + truncation + one draw.
   if (greedy_) {
@@ -106,6 +107,7 @@ SampleResult RequestSampler::sample(float* logits, int64_t vocab_size) {
 void RequestSampler::accept(int32_t token_id) {
   ++num_generated_;
   penalties_.accept(token_id);
+  processors_.accept(token_id);
 }
 
 }  // namespace pagoda
