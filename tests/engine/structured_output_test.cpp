@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/structured_outputs.h"
 #include "grammar/grammar_error.h"
 #include "model/model_generator.h"
 #include "pagoda/engine.h"
@@ -172,6 +173,39 @@ TEST(StructuredOutputTest, GreedyEbnfFollowsTheGrammar) {
       EXPECT_TRUE(std::regex_match(out.text, std::regex("\\(([0-9x])(,[0-9x])*,?"))) << out.text;
     }
   }
+}
+
+// The processor alone, on a vocabulary small enough to list what each step must allow.
+TEST(GrammarLogitsProcessorTest, MasksAdvancesAndRollsBack) {
+  auto vocabulary = std::make_shared<const grammar::Vocabulary>(
+      std::vector<std::string>{"a", "b", "ab", "c", "", "</s>"}, std::vector<int32_t>{5});
+  grammar::GrammarCompiler compiler(vocabulary);
+  GrammarLogitsProcessor processor(compiler.regex("ab?c"));
+  // Ids past the vocabulary (padding rows of the embedding) are never allowed.
+  constexpr int64_t kRows = 8;
+  auto allowed = [&] {
+    std::vector<float> logits(kRows, 0.0f);
+    processor.apply(logits.data(), kRows);
+    std::vector<int32_t> ids;
+    for (int32_t id = 0; id < kRows; ++id) {
+      if (logits[static_cast<size_t>(id)] == 0.0f) ids.push_back(id);
+    }
+    return ids;
+  };
+  using Ids = std::vector<int32_t>;
+  EXPECT_EQ(allowed(), (Ids{0, 2}));  // "a", "ab"
+  processor.accept(0);
+  EXPECT_EQ(allowed(), (Ids{1, 3}));  // "b", "c"
+  processor.accept(1);
+  EXPECT_EQ(allowed(), (Ids{3}));
+  processor.accept(3);
+  EXPECT_EQ(allowed(), (Ids{5})) << "complete: only the stop token";
+  EXPECT_TRUE(processor.rollback(2));
+  EXPECT_EQ(allowed(), (Ids{1, 3}));
+  EXPECT_FALSE(processor.rollback(2)) << "only one token is left to undo";
+  EXPECT_EQ(allowed(), (Ids{1, 3}));
+  EXPECT_TRUE(processor.rollback(1));
+  EXPECT_EQ(allowed(), (Ids{0, 2}));
 }
 
 TEST(StructuredOutputTest, BadSpecsAreRefusedAtAdmission) {
