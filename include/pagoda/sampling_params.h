@@ -16,6 +16,27 @@ namespace pagoda {
 // one output when the request finishes.
 enum class RequestOutputKind { kCumulative, kDelta, kFinalOnly };
 
+// Constrained decoding (vLLM's StructuredOutputsParams): at most one of json, regex, choice,
+// grammar and json_object is set; generation then follows that grammar and may end (EOS) only
+// where the grammar is complete.
+struct StructuredOutputsParams {
+  std::optional<std::string> json;                 // JSON Schema, as text
+  std::optional<std::string> regex;                // the whole output matches it
+  std::optional<std::vector<std::string>> choice;  // exactly one of these strings
+  std::optional<std::string> grammar;              // EBNF / GBNF, start rule "root"
+  bool json_object = false;                        // any JSON object
+  // Free whitespace between JSON tokens; by default it is bounded, so a confused model cannot
+  // emit spaces until max_tokens.
+  bool any_whitespace = false;
+
+  // How many of the constraints are set (valid: exactly one).
+  int num_constraints() const {
+    return int{json.has_value()} + int{regex.has_value()} + int{choice.has_value()} +
+           int{grammar.has_value()} + int{json_object};
+  }
+  friend bool operator==(const StructuredOutputsParams&, const StructuredOutputsParams&) = default;
+};
+
 struct SamplingParams {
   int n = 1;                        // samples of one prompt; they share the prompt's KV blocks
   float temperature = 1.0f;         // 0 means greedy
@@ -51,6 +72,7 @@ struct SamplingParams {
   bool include_stop_str_in_output = false;
 
   RequestOutputKind output_kind = RequestOutputKind::kCumulative;
+  std::optional<StructuredOutputsParams> structured_outputs;
 
   bool greedy() const { return temperature <= 0.0f; }
   friend bool operator==(const SamplingParams&, const SamplingParams&) = default;

@@ -36,7 +36,8 @@ InputProcessor::InputProcessor(const Tokenizer& tokenizer, InputProcessorConfig 
     : tokenizer_(tokenizer),
       config_(std::move(config)),
       chat_template_(std::move(chat_template)),
-      content_format_(content_format) {}
+      content_format_(content_format),
+      structured_outputs_(tokenizer, config_.vocab_size, config_.eos_token_ids) {}
 
 std::vector<int32_t> InputProcessor::tokenize(const std::string& prompt) const {
   return tokenizer_.encode(prompt, true);
@@ -102,10 +103,16 @@ std::vector<Request> InputProcessor::process(const std::string& request_id,
          config_.max_model_len);
   }
 
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  if (params.structured_outputs) grammar = structured_outputs_.compile(*params.structured_outputs);
+
   const uint64_t base_seed = config_.seed * 0x9E3779B97F4A7C15ull + (++num_requests_);
   std::vector<Request> samples = split_samples(
       Request(request_id, std::move(prompt_ids), std::move(resolved), config_.eos_token_ids));
-  for (size_t i = 0; i < samples.size(); ++i) samples[i].sampling_seed = base_seed + i;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    samples[i].sampling_seed = base_seed + i;
+    samples[i].grammar = grammar;
+  }
   // Sample 0 computes the prompt (the others fork its blocks), so it alone produces the prompt
   // logits. A one-token prompt has none to report: its only entry is the empty first one.
   samples.front().wants_prompt_logits =

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/structured_outputs.h"
 #include "pagoda/sampling_params.h"
 #include "template/chat_template.h"
 #include "template/chat_template_options.h"
@@ -38,7 +39,9 @@ class InputProcessor {
                                   const std::string& kwargs_json) const;
 
   // The request as the engine core takes it: one Request per sample (n > 1: "<id>#<i>", the
-  // leader first). Throws pagoda::Error for invalid parameters or a prompt that does not fit.
+  // leader first). Throws pagoda::Error for invalid parameters or a prompt that does not fit,
+  // grammar::GrammarError for structured_outputs that do not compile (the grammar is compiled
+  // here, on the caller's thread, and cached by its spec).
   std::vector<Request> process(const std::string& request_id, std::vector<int32_t> prompt_ids,
                                const SamplingParams& params);
 
@@ -50,6 +53,7 @@ class InputProcessor {
   std::unique_ptr<ChatTemplate> chat_template_;
   ContentFormat content_format_;
   uint64_t num_requests_ = 0;
+  StructuredOutputCompiler structured_outputs_;
 };
 
 }  // namespace pagoda

@@ -1,5 +1,6 @@
 #include "engine/model_runner.h"
 
+#include "engine/structured_outputs.h"
 #include "kernels/host_context.h"
 #include "sampling/logits_ops.h"
 #include "util/error.h"
@@ -19,6 +20,9 @@ void ModelRunner::update_states(const SchedulerOutput& out) {
     r.num_computed_tokens = data.num_computed_tokens;
     r.sampler = std::make_unique<RequestSampler>(data.sampling_params, data.prompt_token_ids,
                                                  data.eos_token_ids, data.sampling_seed);
+    if (data.grammar) {
+      r.sampler->add_logits_processor(std::make_unique<GrammarLogitsProcessor>(data.grammar));
+    }
     r.wants_logprobs = data.sampling_params.logprobs.has_value();
     r.num_top_prompt_logprobs = data.sampling_params.prompt_logprobs.value_or(0);
     requests_.insert_or_assign(data.request_id, std::move(r));

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,6 +15,9 @@
 #include "pagoda/sampling_params.h"
 
 namespace pagoda {
+namespace grammar {
+class CompiledGrammar;
+}
 
 enum class RequestStatus {
   kWaiting,
@@ -66,6 +70,10 @@ class Request {
   // The RNG seed of the runner's sampler when sampling_params.seed is unset (one per request,
   // so unseeded requests differ).
   uint64_t sampling_seed = 0;
+
+  // sampling_params.structured_outputs compiled by the input processor (null when unset); the
+  // runner's sampler masks every step with it.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 
   // What the model runner already holds, so each step sends it only the difference: whether it
   // has seen the request, how many of its blocks it knows, and whether it must take a whole new

@@ -239,6 +239,7 @@ void Scheduler::emit(Request& r, int32_t num_new_tokens, SchedulerOutput& out) {
     data.sampling_params = r.sampling_params;
     data.eos_token_ids = r.eos_token_ids;
     data.sampling_seed = r.sampling_seed;
+    data.grammar = r.grammar;
     data.block_ids.assign(table.begin(), table.end());
     data.num_computed_tokens = r.num_computed_tokens;
     out.new_requests.push_back(std::move(data));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,9 @@
 #include "pagoda/sampling_params.h"
 
 namespace pagoda {
+namespace grammar {
+class CompiledGrammar;
+}
 
 // A request the runner has not seen: everything it needs to feed and sample it.
 struct NewRequestData {
@@ -23,6 +27,9 @@ struct NewRequestData {
   uint64_t sampling_seed = 0;          // the RNG seed when sampling_params.seed is unset
   std::vector<int32_t> block_ids;      // the whole block table after this step's allocation
   int32_t num_computed_tokens = 0;     // KV already in the cache (prefix hit, fork)
+  // The compiled sampling_params.structured_outputs. In process only: serialization leaves it
+  // out (a runner in another process would compile the spec in the params itself).
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
   friend bool operator==(const NewRequestData&, const NewRequestData&) = default;
 };
 

@@ -1,5 +1,7 @@
 #include "engine/serialization.h"
 
+#include <type_traits>
+
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
@@ -9,30 +11,52 @@ namespace pagoda {
 using nlohmann::json;
 
 // nlohmann's ADL hooks: one to_json/from_json pair per struct, fields by name.
+void to_json(json& j, const StructuredOutputsParams& p) {
+  const auto optional = [](const auto& value) { return value ? json(*value) : json(nullptr); };
+  j = json{{"json", optional(p.json)},     {"regex", optional(p.regex)},
+           {"choice", optional(p.choice)}, {"grammar", optional(p.grammar)},
+           {"json_object", p.json_object}, {"any_whitespace", p.any_whitespace}};
+}
+
+void from_json(const json& j, StructuredOutputsParams& p) {
+  const auto optional = [&j](const char* key, auto& value) {
+    using T = typename std::remove_reference_t<decltype(value)>::value_type;
+    value = j.at(key).is_null() ? std::nullopt : std::optional<T>(j.at(key).get<T>());
+  };
+  optional("json", p.json);
+  optional("regex", p.regex);
+  optional("choice", p.choice);
+  optional("grammar", p.grammar);
+  j.at("json_object").get_to(p.json_object);
+  j.at("any_whitespace").get_to(p.any_whitespace);
+}
+
 void to_json(json& j, const SamplingParams& p) {
-  j = json{{"n", p.n},
-           {"temperature", p.temperature},
-           {"top_p", p.top_p},
-           {"top_k", p.top_k},
-           {"min_p", p.min_p},
-           {"presence_penalty", p.presence_penalty},
-           {"frequency_penalty", p.frequency_penalty},
-           {"repetition_penalty", p.repetition_penalty},
-           {"seed", p.seed ? json(*p.seed) : json(nullptr)},
-           {"stop", p.stop},
-           {"stop_token_ids", p.stop_token_ids},
-           {"ignore_eos", p.ignore_eos},
-           {"max_tokens", p.max_tokens},
-           {"min_tokens", p.min_tokens},
-           {"logprobs", p.logprobs ? json(*p.logprobs) : json(nullptr)},
-           {"prompt_logprobs", p.prompt_logprobs ? json(*p.prompt_logprobs) : json(nullptr)},
-           {"logit_bias", p.logit_bias},
-           {"allowed_token_ids", p.allowed_token_ids ? json(*p.allowed_token_ids) : json(nullptr)},
-           {"bad_words", p.bad_words},
-           {"bad_words_token_ids", p.bad_words_token_ids},
-           {"skip_special_tokens", p.skip_special_tokens},
-           {"include_stop_str_in_output", p.include_stop_str_in_output},
-           {"output_kind", static_cast<int>(p.output_kind)}};
+  j = json{
+      {"n", p.n},
+      {"temperature", p.temperature},
+      {"top_p", p.top_p},
+      {"top_k", p.top_k},
+      {"min_p", p.min_p},
+      {"presence_penalty", p.presence_penalty},
+      {"frequency_penalty", p.frequency_penalty},
+      {"repetition_penalty", p.repetition_penalty},
+      {"seed", p.seed ? json(*p.seed) : json(nullptr)},
+      {"stop", p.stop},
+      {"stop_token_ids", p.stop_token_ids},
+      {"ignore_eos", p.ignore_eos},
+      {"max_tokens", p.max_tokens},
+      {"min_tokens", p.min_tokens},
+      {"logprobs", p.logprobs ? json(*p.logprobs) : json(nullptr)},
+      {"prompt_logprobs", p.prompt_logprobs ? json(*p.prompt_logprobs) : json(nullptr)},
+      {"logit_bias", p.logit_bias},
+      {"allowed_token_ids", p.allowed_token_ids ? json(*p.allowed_token_ids) : json(nullptr)},
+      {"bad_words", p.bad_words},
+      {"bad_words_token_ids", p.bad_words_token_ids},
+      {"skip_special_tokens", p.skip_special_tokens},
+      {"include_stop_str_in_output", p.include_stop_str_in_output},
+      {"output_kind", static_cast<int>(p.output_kind)},
+      {"structured_outputs", p.structured_outputs ? json(*p.structured_outputs) : json(nullptr)}};
 }
 
 void from_json(const json& j, SamplingParams& p) {
@@ -70,6 +94,10 @@ void from_json(const json& j, SamplingParams& p) {
     fail("output_kind {} is not a RequestOutputKind", kind);
   }
   p.output_kind = static_cast<RequestOutputKind>(kind);
+  p.structured_outputs = j.at("structured_outputs").is_null()
+                             ? std::nullopt
+                             : std::optional<StructuredOutputsParams>(
+                                   j.at("structured_outputs").get<StructuredOutputsParams>());
 }
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NewRequestData, request_id, prompt_token_ids, sampling_params,

@@ -82,6 +82,7 @@ SampleResult RequestSampler::sample(float* logits, int64_t vocab_size) {
   // 3. Token constraints and bias, then penalties.
   constraints_.apply(logits, vocab_size);
   penalties_.apply(logits, vocab_size);
+  processors_.apply(logits, vocab_size);
 
   // 4./5. Greedy, or temperature + truncation + one draw.
   if (greedy_) {
@@ -109,6 +110,7 @@ void RequestSampler::accept(int32_t token_id) {
   ++num_generated_;
   constraints_.accept(token_id);
   penalties_.accept(token_id);
+  processors_.accept(token_id);
 }
 
 }  // namespace pagoda

@@ -9,6 +9,7 @@
 //      (whether or not ignore_eos is set; stopping itself is the scheduler's job);
 //   3. allowed_token_ids, bad_words, logit_bias (token_constraints.h), then penalties:
 //      repetition (prompt + output), then frequency and presence (output only);
+//   3b. the sequence's logits processors (logits_processor.h), in the order added;
 //   4. temperature == 0: argmax (ties to the lowest id), no random draw;
 //   5. otherwise: divide by temperature, then min-p, top-k, top-p (vLLM v1 applies min-p before
 //      top-k/top-p), then one draw from the remaining distribution.
@@ -20,6 +21,7 @@
 
 #include "pagoda/sampling_params.h"
 #include "sampling/logits_ops.h"
+#include "sampling/logits_processor.h"
 #include "sampling/penalties.h"
 #include "sampling/rng.h"
 #include "sampling/token_constraints.h"
@@ -54,8 +56,13 @@ class RequestSampler {
   // result when params.logprobs > 0.
   SampleResult sample(float* logits, int64_t vocab_size);
 
-  // Records the token actually appended to the sequence (penalties, min_tokens).
+  // Records the token actually appended to the sequence (penalties, min_tokens, processors).
   void accept(int32_t token_id);
+
+  void add_logits_processor(std::unique_ptr<LogitsProcessor> processor) {
+    processors_.add(std::move(processor));
+  }
+  LogitsProcessorChain& logits_processors() { return processors_; }
 
   int num_generated() const { return num_generated_; }
   uint64_t seed() const { return seed_; }
@@ -77,6 +84,7 @@ class RequestSampler {
   SamplingRng rng_;
   int num_generated_ = 0;
   std::vector<int32_t> top_ids_;  // scratch for the top-N logprobs
+  LogitsProcessorChain processors_;
 };
 
 }  // namespace pagoda

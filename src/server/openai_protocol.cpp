@@ -9,6 +9,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <random>
@@ -340,6 +341,128 @@ std::vector<std::string> parse_bad_words(const json& v) {
   return words;
 }
 
+// A JSON schema given as an object or as its text.
+std::string schema_text(const json& v, const std::string& param) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() || v.is_boolean()) return v.dump();
+  throw_invalid(fmt::format("'{}' must be a JSON schema (an object)", param), param);
+}
+
+std::vector<std::string> choice_list(const json& v, const std::string& param) {
+  if (!v.is_array() || v.empty())
+    throw_invalid(fmt::format("'{}' must be a non-empty array of strings", param), param);
+  std::vector<std::string> choices;
+  for (const json& c : v) {
+    if (!c.is_string())
+      throw_invalid(fmt::format("'{}' must be a non-empty array of strings", param), param);
+    choices.push_back(c.get<std::string>());
+  }
+  return choices;
+}
+
+// Adds one constraint; a request may name only one, whichever field it comes from.
+void set_structured(SamplingParams& p, const std::string& param,
+                    const std::function<void(StructuredOutputsParams&)>& set) {
+  StructuredOutputsParams so = p.structured_outputs.value_or(StructuredOutputsParams{});
+  const int before = so.num_constraints();
+  set(so);
+  if (before != 0 || so.num_constraints() != 1) {
+    throw_invalid(fmt::format("'{}': only one structured output constraint (json, regex, choice, "
+                              "grammar, json_object) may be given",
+                              param),
+                  param);
+  }
+  p.structured_outputs = std::move(so);
+}
+
+// vLLM's structured_outputs object and its older guided_* fields.
+void parse_structured_outputs(FieldReader& r, SamplingParams& p) {
+  std::optional<bool> disable_any_whitespace;
+  if (const json* so = r.get("structured_outputs")) {
+    if (!so->is_object())
+      throw_invalid("'structured_outputs' must be an object", "structured_outputs");
+    FieldReader f(*so, "structured_outputs");
+    if (const json* v = f.get("json")) {
+      const std::string text = schema_text(*v, f.name("json"));
+      set_structured(p, f.name("json"), [&](auto& s) { s.json = text; });
+    }
+    if (auto v = f.get_string("regex")) {
+      set_structured(p, f.name("regex"), [&](auto& s) { s.regex = *v; });
+    }
+    if (const json* v = f.get("choice")) {
+      auto choices = choice_list(*v, f.name("choice"));
+      set_structured(p, f.name("choice"), [&](auto& s) { s.choice = choices; });
+    }
+    if (auto v = f.get_string("grammar")) {
+      set_structured(p, f.name("grammar"), [&](auto& s) { s.grammar = *v; });
+    }
+    if (f.get_bool("json_object").value_or(false)) {
+      set_structured(p, f.name("json_object"), [](auto& s) { s.json_object = true; });
+    }
+    disable_any_whitespace = f.get_bool("disable_any_whitespace");
+    f.ignore(
+        {"backend", "disable_fallback", "disable_additional_properties", "whitespace_pattern"});
+    f.reject_unknown();
+  }
+  if (const json* v = r.get("guided_json")) {
+    const std::string text = schema_text(*v, "guided_json");
+    set_structured(p, "guided_json", [&](auto& s) { s.json = text; });
+  }
+  if (auto v = r.get_string("guided_regex")) {
+    set_structured(p, "guided_regex", [&](auto& s) { s.regex = *v; });
+  }
+  if (const json* v = r.get("guided_choice")) {
+    auto choices = choice_list(*v, "guided_choice");
+    set_structured(p, "guided_choice", [&](auto& s) { s.choice = choices; });
+  }
+  if (auto v = r.get_string("guided_grammar")) {
+    set_structured(p, "guided_grammar", [&](auto& s) { s.grammar = *v; });
+  }
+  // One grammar engine: the backend a client names changes nothing.
+  r.ignore({"guided_decoding_backend", "guided_whitespace_pattern"});
+  // JSON whitespace is bounded unless the client asks for vLLM's default, free whitespace, by
+  // setting disable_any_whitespace to false explicitly.
+  if (disable_any_whitespace && p.structured_outputs) {
+    p.structured_outputs->any_whitespace = !*disable_any_whitespace;
+  }
+}
+
+// OpenAI's response_format: text, json_object, or json_schema {name, schema, strict}.
+void parse_response_format(FieldReader& r, SamplingParams& p) {
+  const json* format = r.get("response_format");
+  if (format == nullptr) return;
+  if (!format->is_object()) throw_invalid("'response_format' must be an object", "response_format");
+  FieldReader f(*format, "response_format");
+  const std::string type = f.get_string("type").value_or("");
+  if (type == "text") {
+  } else if (type == "json_object") {
+    set_structured(p, "response_format", [](auto& s) { s.json_object = true; });
+  } else if (type == "json_schema") {
+    const json* spec = f.get("json_schema");
+    if (spec == nullptr || !spec->is_object()) {
+      throw_invalid("'response_format.json_schema' must be an object",
+                    "response_format.json_schema");
+    }
+    FieldReader j(*spec, "response_format.json_schema");
+    j.get_string("name");
+    j.get_string("description");
+    j.get_bool("strict");
+    const json* schema = j.get("schema");
+    // OpenAI makes schema optional; without one any JSON object will do.
+    if (schema == nullptr) {
+      set_structured(p, "response_format", [](auto& s) { s.json_object = true; });
+    } else {
+      const std::string text = schema_text(*schema, j.name("schema"));
+      set_structured(p, "response_format", [&](auto& s) { s.json = text; });
+    }
+    j.reject_unknown();
+  } else {
+    throw_invalid("'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"",
+                  "response_format.type");
+  }
+  f.reject_unknown();
+}
+
 // The sampling fields both endpoints share, OpenAI names plus vLLM's extras.
 void parse_sampling_fields(FieldReader& r, SamplingParams& p) {
   constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
@@ -379,11 +502,7 @@ void parse_sampling_fields(FieldReader& r, SamplingParams& p) {
       beam && !(beam->is_boolean() && !beam->get<bool>())) {
     throw_invalid("'use_beam_search' is not supported", "use_beam_search");
   }
-  // vLLM's structured output: known, not available yet, and never to be ignored.
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
-                          "guided_decoding_backend", "structured_outputs"}) {
-    if (r.get(key) != nullptr) throw_invalid(fmt::format("'{}' is not supported", key), key);
-  }
+  parse_structured_outputs(r, p);
   if (const json* user = r.get("user"); user && !user->is_string())
     throw_invalid("'user' must be a string", "user");
   r.ignore({"spaces_between_special_tokens", "priority", "request_id"});
@@ -484,6 +603,7 @@ CompletionRequest parse_completion_request(const json& body, const SamplingParam
   req.params.stop.clear();
   req.params.logprobs.reset();
   req.params.prompt_logprobs.reset();
+  req.params.structured_outputs.reset();
   FieldReader r(body);
   req.model = r.get_string("model").value_or("");
   req.prompts = parse_prompt(r.get("prompt"));
@@ -509,11 +629,7 @@ CompletionRequest parse_completion_request(const json& body, const SamplingParam
     if (!suffix->is_string()) throw_invalid("'suffix' must be a string", "suffix");
     if (!suffix->get<std::string>().empty()) throw_invalid("'suffix' is not supported", "suffix");
   }
-  if (const json* format = r.get("response_format");
-      format && !(format->is_object() && format->value("type", json()) == "text")) {
-    throw_invalid("'response_format' other than {\"type\": \"text\"} is not supported",
-                  "response_format");
-  }
+  parse_response_format(r, req.params);
   req.add_special_tokens = r.get_bool("add_special_tokens").value_or(true);
   parse_sampling_fields(r, req.params);
   r.reject_unknown();
@@ -529,6 +645,7 @@ ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults,
   req.params.stop.clear();
   req.params.logprobs.reset();
   req.params.prompt_logprobs.reset();
+  req.params.structured_outputs.reset();
   FieldReader r(body);
   req.model = r.get_string("model").value_or("");
   req.messages = parse_messages(r.get("messages"));
@@ -557,12 +674,7 @@ ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults,
       throw_invalid("'chat_template_kwargs' must be an object", "chat_template_kwargs");
     req.chat_template_kwargs = *kwargs;
   }
-  if (const json* fmt_ = r.get("response_format")) {
-    if (!fmt_->is_object() || fmt_->value("type", json()) != "text") {
-      throw_invalid("'response_format' other than {\"type\": \"text\"} is not supported",
-                    "response_format");
-    }
-  }
+  parse_response_format(r, req.params);
   if (const json* tools = r.get("tools")) {
     if (!tools->is_array()) throw_invalid("'tools' must be an array", "tools");
     if (!tools->empty()) throw_invalid("'tools' (function calling) is not supported", "tools");

@@ -39,12 +39,17 @@ SamplingParams unusual_params() {
   p.skip_special_tokens = false;
   p.include_stop_str_in_output = true;
   p.output_kind = RequestOutputKind::kDelta;
+  StructuredOutputsParams so;
+  so.choice = std::vector<std::string>{"yes", "no"};
+  so.any_whitespace = true;
+  p.structured_outputs = so;
   return p;
 }
 
 TEST(Serialization, SchedulerOutputRoundTripsWithEveryFieldSet) {
   SchedulerOutput out;
-  out.new_requests.push_back({"a#1", {1, 2, 3}, unusual_params(), {2, 32000}, 99, {4, 5}, 2});
+  out.new_requests.push_back(
+      {"a#1", {1, 2, 3}, unusual_params(), {2, 32000}, 99, {4, 5}, 2, nullptr});
   out.cached_requests.push_back({"b", true, {8, 9, 10}, 17});
   out.cached_requests.push_back({"c", false, {}, 40});
   out.requests.push_back({"b", 17, 1, 12, true, false});

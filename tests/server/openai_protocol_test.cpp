@@ -240,10 +240,7 @@ TEST(UnknownFields, AreIgnoredAndNamedUnlessStrictButUnsupportedOnesStayErrors) 
             }).param,
             "max_token");
 
-  for (const char* body : {R"({"prompt": "x", "guided_json": {"type": "object"}})",
-                           R"({"prompt": "x", "guided_choice": ["a", "b"]})",
-                           R"({"prompt": "x", "response_format": {"type": "json_object"}})",
-                           R"({"prompt": "x", "use_beam_search": true})"}) {
+  for (const char* body : {R"({"prompt": "x", "use_beam_search": true})"}) {
     UnknownFields unknown;
     unknown.strict = false;
     const ApiError e = error_of(
@@ -540,6 +537,81 @@ TEST(Responses, LogprobTokensAsTokenIds) {
   EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "token_id:6");
   EXPECT_EQ(chat["content"][0]["bytes"].size(), std::string("token_id:5").size());
   EXPECT_EQ(chat_logprobs_json(lps, 0, 1)["content"][0]["token"], "He");
+}
+
+}  // namespace
+}  // namespace pagoda::server
+
+namespace pagoda::server {
+namespace {
+
+TEST(ParseStructuredOutputs, EveryFormTheClientsSend) {
+  auto completion_so = [](const char* body) {
+    return *parse_completion_request(parse_json_body(body), SamplingParams{})
+                .params.structured_outputs;
+  };
+  auto chat_so = [](const char* body) {
+    return *parse_chat_request(parse_json_body(body), SamplingParams{}).params.structured_outputs;
+  };
+  EXPECT_EQ(completion_so(R"({"prompt": "x", "guided_json": {"type": "object"}})").json,
+            R"({"type":"object"})");
+  EXPECT_EQ(completion_so(R"({"prompt": "x", "guided_json": "{\"type\": \"integer\"}"})").json,
+            R"({"type": "integer"})");
+  EXPECT_EQ(completion_so(R"({"prompt": "x", "guided_regex": "a+"})").regex, "a+");
+  EXPECT_EQ(completion_so(R"({"prompt": "x", "guided_choice": ["a", "b"]})").choice,
+            (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(completion_so(R"({"prompt": "x", "guided_grammar": "root ::= \"a\""})").grammar,
+            R"(root ::= "a")");
+  const StructuredOutputsParams so = completion_so(
+      R"({"prompt": "x", "structured_outputs": {"json": {"type": "object"},
+                                                "disable_any_whitespace": false}})");
+  EXPECT_EQ(so.json, R"({"type":"object"})");
+  EXPECT_TRUE(so.any_whitespace) << "vLLM's default, asked for explicitly";
+  EXPECT_FALSE(completion_so(R"({"prompt": "x", "structured_outputs": {"json_object": true}})")
+                   .any_whitespace);
+  EXPECT_TRUE(
+      completion_so(R"({"prompt": "x", "structured_outputs": {"json_object": true}})").json_object);
+
+  const char* kMessages = R"("messages": [{"role": "user", "content": "x"}])";
+  EXPECT_TRUE(
+      chat_so(
+          fmt::format(R"({{{}, "response_format": {{"type": "json_object"}}}})", kMessages).c_str())
+          .json_object);
+  EXPECT_EQ(chat_so(fmt::format(R"({{{}, "response_format": {{"type": "json_schema",
+                "json_schema": {{"name": "p", "strict": true,
+                                 "schema": {{"type": "object"}}}}}}}})",
+                                kMessages)
+                        .c_str())
+                .json,
+            R"({"type":"object"})");
+  EXPECT_FALSE(
+      parse_chat_request(parse_json_body(fmt::format(
+                             R"({{{}, "response_format": {{"type": "text"}}}})", kMessages)),
+                         SamplingParams{})
+          .params.structured_outputs.has_value());
+}
+
+TEST(ParseStructuredOutputs, ConflictsAndMalformedFieldsAre400) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"prompt": "x", "guided_regex": "a", "guided_choice": ["a"]})", "guided_choice"},
+      {R"({"prompt": "x", "structured_outputs": {"regex": "a", "json_object": true}})",
+       "structured_outputs.json_object"},
+      {R"({"prompt": "x", "structured_outputs": {"regx": "a"}})", "structured_outputs.regx"},
+      {R"({"prompt": "x", "guided_choice": []})", "guided_choice"},
+      {R"({"prompt": "x", "guided_json": 5})", "guided_json"},
+      {R"({"prompt": "x", "response_format": {"type": "xml"}})", "response_format.type"},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema"}})",
+       "response_format.json_schema"},
+  };
+  for (const auto& [body, param] : cases) {
+    try {
+      parse_completion_request(parse_json_body(body), SamplingParams{});
+      ADD_FAILURE() << "accepted: " << body;
+    } catch (const RequestError& e) {
+      EXPECT_EQ(e.error().status, 400) << body;
+      EXPECT_EQ(e.error().param, param) << body << ": " << e.error().message;
+    }
+  }
 }
 
 }  // namespace

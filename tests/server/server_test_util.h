@@ -301,8 +301,8 @@ inline std::vector<BrokenRequest> broken_corpus(size_t max_request_bytes) {
   for (const char* extra :
        {R"("top_logprobs": 2)", R"("logprobs": 1)", R"("logprobs": true, "top_logprobs": 50)",
         R"("max_completion_tokens": -5)", R"("tools": [{"type": "function"}])",
-        R"("response_format": {"type": "json_object"})", R"("chat_template_kwargs": 5)",
-        R"("n": "many")", R"("prompt": "x")"}) {
+        R"("response_format": {"type": "xml"})", R"("chat_template_kwargs": 5)", R"("n": "many")",
+        R"("prompt": "x")"}) {
     c.push_back({chat, "{" + user + ", " + extra + "}", 400, std::string("chat ") + extra});
   }
   c.push_back({chat, "{}", 400, "missing messages"});
