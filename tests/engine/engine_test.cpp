@@ -25,32 +25,13 @@
 #include "model/model_generator.h"
 #include "model/model_registry.h"
 #include "pagoda/engine.h"
+#include "tiny_model.h"
 #include "util/error.h"
 
 namespace pagoda {
 namespace {
 
-// The tiny model, generated once per process (CTest runs every case in a process of its own)
-// and removed when the process exits, so test runs leave nothing in /tmp.
-struct TinyModel {
-  std::string dir = (std::filesystem::temp_directory_path() /
-                     ("pagoda_engine_test_" + std::to_string(::getpid())))
-                        .string();
-  TinyModel() {
-    ModelSpec spec = model_preset("tiny");
-    spec.max_position_embeddings = 1024;
-    generate_model(spec, dir);
-  }
-  ~TinyModel() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
-  }
-};
-
-const std::string& tiny_model_dir() {
-  static const TinyModel model;
-  return model.dir;
-}
+using test::tiny_model_dir;
 
 EngineArgs small_engine(bool prefix_caching, bool chunked_prefill, uint64_t kv_bytes = 0) {
   EngineArgs args;

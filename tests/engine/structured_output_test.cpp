@@ -15,30 +15,13 @@
 #include "grammar/grammar_error.h"
 #include "model/model_generator.h"
 #include "pagoda/engine.h"
+#include "tiny_model.h"
 #include "util/error.h"
 
 namespace pagoda {
 namespace {
 
-struct TinyModel {
-  std::string dir = (std::filesystem::temp_directory_path() /
-                     ("pagoda_structured_test_" + std::to_string(::getpid())))
-                        .string();
-  TinyModel() {
-    ModelSpec spec = model_preset("tiny");
-    spec.max_position_embeddings = 1024;
-    generate_model(spec, dir);
-  }
-  ~TinyModel() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
-  }
-};
-
-const std::string& tiny_model_dir() {
-  static const TinyModel model;
-  return model.dir;
-}
+using test::tiny_model_dir;
 
 Engine& engine() {
   static Engine e = [] {
