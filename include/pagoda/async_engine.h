@@ -40,6 +40,9 @@ class PAGODA_API EngineBackend {
   virtual void add_request(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
                            const SamplingParams& params) = 0;
   virtual void abort_request(const std::string& request_id) = 0;
+  // Called on the submitting thread before the request reaches the engine thread: work that would
+  // otherwise stall every running request for one step (a new grammar's compile). Thread-safe.
+  virtual void prepare_request(const SamplingParams& /*params*/) {}
   virtual std::vector<RequestOutput> step() = 0;
   virtual bool has_unfinished_requests() const = 0;
   virtual EngineStats stats() const = 0;

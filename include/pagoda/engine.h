@@ -180,6 +180,11 @@ class PAGODA_API Engine {
   void add_request_tokens(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
                           const SamplingParams& params);
   void abort_request(const std::string& request_id);
+  // Does the slow part of admitting a request with `params` ahead of add_request (compiling its
+  // structured-output grammar), on the calling thread, so that the stepping thread does not stall
+  // on it. Thread-safe, unlike the rest of the streaming core. Throws what add_request would for
+  // a grammar that does not compile.
+  void prepare_request(const SamplingParams& params);
   // Runs one scheduler step and one forward pass; returns the requests that made progress.
   std::vector<RequestOutput> step();
   bool has_unfinished_requests() const;

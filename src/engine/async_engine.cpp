@@ -172,6 +172,13 @@ void AsyncEngine::Impl::submit(Submission submission) {
     case State::kReady:
       break;
   }
+  // A new grammar compiles here, on the submitting thread: on the engine thread it would stall
+  // every running request for a step. A spec that does not compile is left to the engine thread,
+  // which rejects it with the compiler's message as for any other invalid request.
+  try {
+    backend_->prepare_request(submission.params);
+  } catch (const std::exception&) {
+  }
   {
     std::lock_guard lock(mutex_);
     // Everything submitted and unfinished that is not running is waiting, including commands the

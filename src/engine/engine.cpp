@@ -326,6 +326,10 @@ void Engine::add_request_tokens(const std::string& request_id,
   impl_->add(request_id, std::move(prompt_token_ids), params);
 }
 
+void Engine::prepare_request(const SamplingParams& params) {
+  impl_->inputs_->prepare(params);
+}
+
 void Engine::abort_request(const std::string& request_id) {
   impl_->abort(request_id);
 }

@@ -16,6 +16,7 @@ class EngineAdapter final : public EngineBackend {
     engine_.add_request_tokens(request_id, std::move(prompt_token_ids), params);
   }
   void abort_request(const std::string& request_id) override { engine_.abort_request(request_id); }
+  void prepare_request(const SamplingParams& params) override { engine_.prepare_request(params); }
   std::vector<RequestOutput> step() override { return engine_.step(); }
   bool has_unfinished_requests() const override { return engine_.has_unfinished_requests(); }
   EngineStats stats() const override { return engine_.stats(); }

@@ -120,4 +120,8 @@ std::vector<Request> InputProcessor::process(const std::string& request_id,
   return samples;
 }
 
+void InputProcessor::prepare(const SamplingParams& params) {
+  if (params.structured_outputs) structured_outputs_.compile(*params.structured_outputs);
+}
+
 }  // namespace pagoda

@@ -45,6 +45,11 @@ class InputProcessor {
   std::vector<Request> process(const std::string& request_id, std::vector<int32_t> prompt_ids,
                                const SamplingParams& params);
 
+  // Compiles what `params` will need (its structured-output grammar) into the cache, so that
+  // process() on the engine thread finds it ready. Thread-safe; may run on any thread while the
+  // engine steps. Throws as process() does for a spec that does not compile.
+  void prepare(const SamplingParams& params);
+
   const InputProcessorConfig& config() const { return config_; }
 
  private:

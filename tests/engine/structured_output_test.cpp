@@ -6,6 +6,7 @@
 #include <map>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -209,6 +210,21 @@ TEST(StructuredOutputTest, BadSpecsAreRefusedAtAdmission) {
   two.json_object = true;
   EXPECT_THROW(e.add_request("bad", "x", constrained(two)), Error);
   EXPECT_FALSE(e.has_unfinished_requests());
+  // Compiling ahead refuses what admission refuses.
+  EXPECT_THROW(e.prepare_request(constrained(regex)), grammar::GrammarError);
+}
+
+// A grammar compiled ahead on another thread (as the server does while the engine steps) is the
+// one admission then uses: the output still follows it.
+TEST(StructuredOutputTest, PreparedOnAnotherThreadThenAdmitted) {
+  StructuredOutputsParams regex;
+  regex.regex = "(yes|no)-[0-9]{2}";
+  std::thread compile([&] { engine().prepare_request(constrained(regex)); });
+  compile.join();
+  for (const CompletionOutput& out : run(constrained(regex), 4)) {
+    EXPECT_EQ(out.finish_reason, "stop");
+    EXPECT_TRUE(std::regex_match(out.text, std::regex("(yes|no)-[0-9]{2}"))) << out.text;
+  }
 }
 
 }  // namespace
