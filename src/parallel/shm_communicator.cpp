@@ -94,7 +94,7 @@ struct alignas(64) ShmCommunicator::Header {
   uint64_t magic;  // written last by rank 0: the other fields are valid
   uint32_t world_size;
   uint64_t slot_bytes;
-  uint32_t num_attached;
+  uint32_t num_attached;  // world size + 1 once the last rank has unlinked the name
   uint32_t aborted;  // a rank gave up; the others stop at their next wait
   alignas(64) uint32_t barrier_count;
   alignas(64) uint32_t barrier_sense;
@@ -215,13 +215,16 @@ void ShmCommunicator::attach(const ShmCommunicatorOptions& options) {
     std::memset(slot(rank_, 0), 0, slot_bytes);
     atomic(header_->pids[rank_]).store(static_cast<int32_t>(getpid()), std::memory_order_release);
     const uint32_t before = atomic(header_->num_attached).fetch_add(1, std::memory_order_acq_rel);
-    // Everyone has the segment mapped now; the name is no longer needed.
-    if (before + 1 == static_cast<uint32_t>(world_size_)) shm_unlink(name_.c_str());
+    // Everyone has the segment mapped now; the name is no longer needed. The last rank to attach
+    // unlinks it and only then counts once more, so no rank leaves the attach with the name still
+    // in /dev/shm (a rank started next under the same job id would otherwise join a dead group).
+    const auto unlinked = static_cast<uint32_t>(world_size_) + 1;
+    if (before + 1 == static_cast<uint32_t>(world_size_)) {
+      shm_unlink(name_.c_str());
+      atomic(header_->num_attached).fetch_add(1, std::memory_order_acq_rel);
+    }
     wait_until(
-        [&] {
-          return atomic(header_->num_attached).load(std::memory_order_acquire) ==
-                 static_cast<uint32_t>(world_size_);
-        },
+        [&] { return atomic(header_->num_attached).load(std::memory_order_acquire) == unlinked; },
         "attach", deadline);
   } catch (...) {
     if (rank_ == 0) shm_unlink(name_.c_str());  // a no-op if the last rank already did
