@@ -49,6 +49,20 @@ struct Range {
   const std::string* name;
 };
 
+// A checkpoint quantized by a method we do not read would otherwise fail later on a tensor
+// name or dtype, far from the cause; name the key instead.
+void require_known_quant_method(const fs::path& config_path, const json& qc) {
+  if (!qc.is_object() || !qc.contains("quant_method")) return;
+  const json& method = qc["quant_method"];
+  if (method.is_string()) {
+    const std::string name = method.get<std::string>();
+    if (name == "awq" || name == "gptq" || name == "fp8") return;
+  }
+  fail("{}: quantization_config.quant_method {} is not supported (Pagoda reads \"awq\", \"gptq\" "
+       "and \"fp8\" checkpoints; or use an unquantized checkpoint with --quantization)",
+       config_path.string(), method.dump());
+}
+
 }  // namespace
 
 int64_t Tensor::num_elements() const {
@@ -334,6 +348,7 @@ TensorStore TensorStore::open(const std::string& path, FileMemory memory, Progre
     const json config = json::parse(config_in, nullptr, /*allow_exceptions=*/false);
     if (config.is_object() && config.contains("quantization_config")) {
       quantization_config = config["quantization_config"];
+      require_known_quant_method(dir / "config.json", quantization_config);
       repack_awq_gptq(store, quantization_config);
     }
   }

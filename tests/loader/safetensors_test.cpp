@@ -170,6 +170,15 @@ TEST(SafetensorsErrors, DirectoryWithoutWeights) {
   expect_message(error_of([&] { TensorStore::open(dir.str()); }), {dir.str(), "model.safetensors"});
 }
 
+TEST(SafetensorsErrors, UnknownQuantMethodNamesTheKey) {
+  TempDir dir;
+  write_safetensors(dir.file("model.safetensors"), small_tensors());
+  std::ofstream(dir.file("config.json"))
+      << R"({"quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": true}})";
+  expect_message(error_of([&] { TensorStore::open(dir.str()); }),
+                 {dir.file("config.json"), "quantization_config.quant_method", "bitsandbytes"});
+}
+
 TEST(SafetensorsErrors, FileShorterThanEightBytes) {
   TempDir dir;
   std::ofstream(dir.file("model.safetensors"), std::ios::binary) << "abc";
