@@ -56,11 +56,23 @@ void require_known_quant_method(const fs::path& config_path, const json& qc) {
   const json& method = qc["quant_method"];
   if (method.is_string()) {
     const std::string name = method.get<std::string>();
-    if (name == "awq" || name == "gptq" || name == "fp8") return;
+    // "pagoda" is what `pagoda quantize` writes; "compressed-tensors" (float-quantized) and
+    // "fbgemm_fp8" are per-tensor and per-row FP8 exports, which the FP8 converter recognises
+    // by the tensors' dtype and scale shapes.
+    if (name == "awq" || name == "gptq" || name == "fp8" || name == "pagoda" ||
+        name == "fbgemm_fp8") {
+      return;
+    }
+    if (name == "compressed-tensors" &&
+        qc.value("format", "float-quantized") == "float-quantized") {
+      return;
+    }
   }
-  fail("{}: quantization_config.quant_method {} is not supported (Pagoda reads \"awq\", \"gptq\" "
-       "and \"fp8\" checkpoints; or use an unquantized checkpoint with --quantization)",
-       config_path.string(), method.dump());
+  fail(
+      "{}: quantization_config.quant_method {} is not supported (Pagoda reads awq, gptq, fp8, "
+      "fbgemm_fp8, float-quantized compressed-tensors and its own checkpoints; or convert from "
+      "an unquantized checkpoint with --quantization)",
+      config_path.string(), method.dump());
 }
 
 }  // namespace

@@ -199,9 +199,10 @@ TEST(Fp8Checkpoint, PerTensorAndPerRowScales) {
   d.add("r.weight", "F8_E4M3", {64, 96}, codes);
   const auto row_scales = random_scales(64, 8);
   d.add("r.weight_scale", "F32", {64, 1}, row_scales);
-  // Per-tensor checkpoints (e.g. FP8 Llama exports) announce another quant_method or none.
-  const TensorStore store =
-      TensorStore::open(d.write(nullptr), FileMemory::kMap, nullptr, nullptr, Fp8Weights::kDequant);
+  // Per-tensor and per-row FP8 exports announce compressed-tensors (float-quantized).
+  const TensorStore store = TensorStore::open(
+      d.write({{"quant_method", "compressed-tensors"}, {"format", "float-quantized"}}),
+      FileMemory::kMap, nullptr, nullptr, Fp8Weights::kDequant);
   const Tensor& t = store.get("t.weight", {64, 96});
   const Tensor& r = store.get("r.weight", {64, 96});
   for (int64_t i = 0; i < 64 * 96; ++i) {
