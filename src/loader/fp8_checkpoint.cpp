@@ -225,6 +225,7 @@ int convert_fp8_weights(TensorStore& store, const json& qc, Fp8Weights mode) {
   }
   for (const Fp8Matrix& m : matrices) {
     Converted c = convert(m, mode);
+    store.drop_source_pages(*m.weight);  // before replace() retires the tensor it points to
     store.replace(std::move(c.tensor), c.values);
     if (c.scales) store.add_keep_alive(c.scales);
     if (c.mins) store.add_keep_alive(c.mins);

@@ -368,6 +368,12 @@ TensorStore TensorStore::open(const std::string& path, FileMemory memory, Progre
   return store;
 }
 
+size_t TensorStore::drop_source_pages(const Tensor& t) const {
+  size_t dropped = 0;
+  for (const auto& file : files_) dropped += file->drop_pages(t.data, t.data + t.size_bytes);
+  return dropped;
+}
+
 TensorStore TensorStore::empty(std::string path) {
   TensorStore store;
   store.path_ = std::move(path);

@@ -93,6 +93,10 @@ class TensorStore {
   // Replaces the tensor of the same name (a converter's result for a stored tensor); the old
   // tensor's bytes stay mapped. Throws pagoda::Error if there is none.
   void replace(Tensor tensor, std::shared_ptr<const void> keep_alive);
+  // Drops `t`'s pages from resident memory when they come straight from a mapped file (see
+  // MappedFile::drop_pages): for a converter's source, once converted, so that a model loads
+  // in about its final size rather than source plus result. Returns the bytes dropped.
+  size_t drop_source_pages(const Tensor& t) const;
   // Keeps more bytes alive (a second plane of a tensor added with `add`).
   void add_keep_alive(std::shared_ptr<const void> keep_alive) {
     keep_alive_.push_back(std::move(keep_alive));

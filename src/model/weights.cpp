@@ -60,7 +60,11 @@ WeightView WeightLoader::matrix(const std::string& name, int64_t rows, int64_t c
   const WeightView w = view_of(name, rows, cols);
   num_parameters_ += rows * cols;
   const WeightView out = prepare(w, name);
-  if (out.data == w.data) weight_bytes_ += pagoda::weight_bytes(w);  // else prepare counted it
+  if (out.data == w.data) {
+    weight_bytes_ += pagoda::weight_bytes(w);
+  } else {
+    store_.drop_source_pages(store_.get(name));  // prepare counted the copy; the source is done
+  }
   return out;
 }
 

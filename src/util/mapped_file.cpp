@@ -71,6 +71,19 @@ MappedFile::MappedFile(std::string path, HugeBuffer bytes, size_t size)
   data_ = static_cast<const uint8_t*>(copy_.data());
 }
 
+size_t MappedFile::drop_pages(const uint8_t* begin, const uint8_t* end) const {
+  if (!mapped_ || data_ == nullptr) return 0;
+  begin = std::max(begin, data_);
+  end = std::min(end, data_ + size_);
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t last = reinterpret_cast<uintptr_t>(end) / page * page;
+  if (last <= first) return 0;
+  // Advice only: on failure the pages simply stay resident.
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
+  return last - first;
+}
+
 MappedFile::~MappedFile() {
   if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -42,6 +42,12 @@ class MappedFile {
   // "file map", or the kind of pages the copy got (see HugeBuffer::kind_name).
   std::string_view memory_name() const;
 
+  // Drops the whole pages inside [begin, end) from this process's resident memory, for bytes a
+  // converter has read for the last time (an FP8 matrix once it is int8). Only a file map does
+  // it: its pages come back from the file if touched again, where a copy would lose its bytes.
+  // Returns the bytes dropped; bytes outside this file are ignored.
+  size_t drop_pages(const uint8_t* begin, const uint8_t* end) const;
+
  private:
   std::string path_;
   const uint8_t* data_ = nullptr;
