@@ -111,24 +111,26 @@ inline double ops_per_second(void (*loop)(int64_t), double ops_per_iteration, in
 }  // namespace peak_detail
 #endif
 
-// The peaks of the widest instructions this CPU has (run on `threads` threads at once).
-inline ComputePeak measure_compute_peak(int threads) {
+// The peaks of the widest instructions this CPU has (run on `threads` threads at once), or of
+// the 256-bit ones with ymm_only (what the avx2 table runs, also on an AVX-512 CPU).
+inline ComputePeak measure_compute_peak(int threads, bool ymm_only = false) {
   ComputePeak peak;
 #if defined(__x86_64__)
   using namespace peak_detail;
   const CpuFeatures& cpu = cpu_features();
   // 12 instructions x 64 multiply-adds (zmm) x 2 ops; the two-step dot: 4 chains x 64 (zmm).
-  if (cpu.has_avx512_set() && cpu.avx512_vnni) {
+  const bool zmm = cpu.has_avx512_set() && !ymm_only;
+  if (zmm && cpu.avx512_vnni) {
     peak.int8_gops = ops_per_second(vpdpbusd_zmm, 12 * 64 * 2, threads) / 1e9;
     peak.int8_instructions = "vpdpbusd zmm";
-  } else if (cpu.has_avx512_set()) {
+  } else if (zmm) {
     peak.int8_gops = ops_per_second(maddubs_zmm, 4 * 64 * 2, threads) / 1e9;
     peak.int8_instructions = "vpmaddubsw+vpmaddwd+vpaddd zmm";
   } else if (cpu.has_avx2_set()) {
     peak.int8_gops = ops_per_second(maddubs_ymm, 4 * 32 * 2, threads) / 1e9;
     peak.int8_instructions = "vpmaddubsw+vpmaddwd+vpaddd ymm";
   }
-  if (cpu.has_avx512_set()) {
+  if (zmm) {
     peak.fp32_gflops = ops_per_second(fma_zmm, 12 * 16 * 2, threads) / 1e9;
     peak.fp32_instructions = "vfmadd231ps zmm";
   } else if (cpu.has_avx2_set()) {
@@ -137,6 +139,7 @@ inline ComputePeak measure_compute_peak(int threads) {
   }
 #else
   (void)threads;
+  (void)ymm_only;
 #endif
   return peak;
 }
