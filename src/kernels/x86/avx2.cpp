@@ -36,8 +36,10 @@ struct Avx2 {
   // 2 loads per cycle). 3 x 4 measured the same as 2 x 6 and splits a 16-row panel unevenly.
   static constexpr int kSweepRows = 2;
   static constexpr int kSweepTokens = 6;
-  // W8A8 / W4A8 (int8_kernels.h): no VNNI; many tokens take the ymm lane panels
-  // (int8_lane_panels.h), whose tiles are the same on both x86 tables.
+  // W8A8 / W4A8 (int8_kernels.h): no VNNI; many tokens of int8 take the ymm lane panels
+  // (int8_lane_panels.h, the same tiles on both x86 tables); int4 takes tiles of 4 rows x
+  // kIntTileTokens tokens (4 accumulators, 4 rows' weights and their partial sums in 16 ymm).
+  static constexpr int kIntTileTokens = 4;
   static constexpr bool kVnni = false;
   static constexpr bool kZmmBlockTiles = false;  // zmm int8/int4 tiles: see Avx512Vnni
 

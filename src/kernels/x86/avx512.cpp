@@ -28,8 +28,10 @@ struct Avx512 {
   static constexpr int kBf16TileTokens = 4;
   static constexpr int kSweepRows = 4;  // the panel sweep: x fits in a register here
   static constexpr int kSweepTokens = 6;
-  // W8A8 / W4A8 (int8_kernels.h): no VNNI; many tokens take the ymm lane panels
-  // (int8_lane_panels.h), whose tiles are the same on both x86 tables.
+  // W8A8 / W4A8 (int8_kernels.h): no VNNI; many tokens of int8 take the ymm lane panels
+  // (int8_lane_panels.h, the same tiles on both x86 tables); int4 takes tiles of 4 rows x
+  // kIntTileTokens tokens (32 registers).
+  static constexpr int kIntTileTokens = 8;
   static constexpr bool kVnni = false;
   static constexpr bool kZmmBlockTiles = false;  // zmm int8/int4 tiles: see Avx512Vnni
 

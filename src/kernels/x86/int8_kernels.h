@@ -17,8 +17,10 @@
 // token and group Σ_b∈g d_b Σ q_x is computed once at quantization, so a row adds only
 // Σ_g min_g * that. Decode streams 4 rows at a time with one token per tile. Many tokens take
 // panels: on AVX512_VNNI (V::kZmmBlockTiles) those of avx512.cpp, in zmm vectors; otherwise
-// the lane panels of int8_lane_panels.h (rows in the lanes, vpmaddwd), for every int8 group
-// and int4. Every row is computed by the same operations in every path: batch-invariant.
+// int8 (every group size) takes the lane panels of int8_lane_panels.h (rows in the lanes,
+// vpmaddwd) and int4 sweeps panels of 16 rows (in L2) with tiles of 4 rows x
+// V::kIntTileTokens tokens. Every row is computed by the same operations in every path:
+// batch-invariant.
 #pragma once
 
 #include <immintrin.h>
@@ -460,21 +462,38 @@ void matmul_int8_blocks(const float* x, int64_t num_tokens, const WeightView& w,
       return;
     }
   }
-  // Few tokens (many go to the lane panels, see matmul_int8_activations). A tile reads its rows'
-  // scales (and an asymmetric int4's mins) at its start, a second and smaller stream beside the
-  // values that the tiles' own prefetch does not cover: prefetched the same number of 4-row
-  // groups ahead.
   const int64_t row_bytes = quant_row_bytes<kType>(w.cols);
   const auto* data = static_cast<const uint8_t*>(w.data);
-  const int64_t scale_bytes = 4 * qa.num_groups * static_cast<int64_t>(sizeof(uint16_t));
-  const bool stream_mins = kType == DType::kI4 && !w.symmetric_int4;
-  for (int64_t r = row_begin; r < row_end; r += 4) {
-    const int64_t rows = min_i64<V>(4, row_end - r);
-    prefetch_linear<V>(w.scales + r * qa.num_groups, scale_bytes, 0, scale_bytes);
-    if (stream_mins) prefetch_linear<V>(w.mins + r * qa.num_groups, scale_bytes, 0, scale_bytes);
-    for (int64_t t = 0; t < num_tokens; ++t) {
-      int_tile<V, kType, 1>(qa, t, data + r * row_bytes, row_bytes, w, r, rows, y + t * ldy + r,
-                            ldy);
+  if (num_tokens < kIntManyTokens) {
+    // A tile reads its rows' scales (and an asymmetric int4's mins) at its start, a second and
+    // smaller stream beside the values that the tiles' own prefetch does not cover: prefetched
+    // the same number of 4-row groups ahead.
+    const int64_t scale_bytes = 4 * qa.num_groups * static_cast<int64_t>(sizeof(uint16_t));
+    const bool stream_mins = kType == DType::kI4 && !w.symmetric_int4;
+    for (int64_t r = row_begin; r < row_end; r += 4) {
+      const int64_t rows = min_i64<V>(4, row_end - r);
+      prefetch_linear<V>(w.scales + r * qa.num_groups, scale_bytes, 0, scale_bytes);
+      if (stream_mins) prefetch_linear<V>(w.mins + r * qa.num_groups, scale_bytes, 0, scale_bytes);
+      for (int64_t t = 0; t < num_tokens; ++t) {
+        int_tile<V, kType, 1>(qa, t, data + r * row_bytes, row_bytes, w, r, rows, y + t * ldy + r,
+                              ldy);
+      }
+    }
+    return;
+  }
+  // int4 with many tokens (int8 goes to the lane panels, see matmul_int8_activations): panels
+  // of kPanelRows rows (in L2) swept by tiles of 4 rows x V::kIntTileTokens tokens.
+  constexpr int kT = V::kIntTileTokens;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
+    const int64_t panel_rows = min_i64<V>(kPanelRows, row_end - r0);
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += kT) {
+      const int64_t tile_tokens = min_i64<V>(kT, num_tokens - t0);
+      for (int64_t r = r0; r < r0 + panel_rows; r += 4) {
+        with_tile_shape<V, 1, kT>(1, tile_tokens, [&]<int R, int T>() {
+          int_tile<V, kType, T>(qa, t0, data + r * row_bytes, row_bytes, w, r,
+                                min_i64<V>(4, r0 + panel_rows - r), y + t0 * ldy + r, ldy);
+        });
+      }
     }
   }
 }
@@ -618,12 +637,8 @@ template <class V>
 void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightView& w,
                              int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
   if constexpr (!V::kZmmBlockTiles) {
-    if (num_tokens >= x86::kIntManyTokens) {
-      if (w.dtype == DType::kI8) {
-        x86::matmul_lane_panels<V, DType::kI8>(x, num_tokens, w, row_begin, row_end, y, ldy);
-      } else {
-        x86::matmul_lane_panels<V, DType::kI4>(x, num_tokens, w, row_begin, row_end, y, ldy);
-      }
+    if (w.dtype == DType::kI8 && num_tokens >= x86::kIntManyTokens) {
+      x86::matmul_lane_panels<V>(x, num_tokens, w, row_begin, row_end, y, ldy);
       return;
     }
   }
