@@ -481,8 +481,9 @@ void matmul_int8_blocks(const float* x, int64_t num_tokens, const WeightView& w,
     }
     return;
   }
-  // int4 with many tokens (int8 goes to the lane panels, see matmul_int8_activations): panels
-  // of kPanelRows rows (in L2) swept by tiles of 4 rows x V::kIntTileTokens tokens.
+  // int4, and int8 below kLanePanelTokens (from there on it takes the lane panels, see
+  // matmul_int8_activations): panels of kPanelRows rows (in L2) swept by tiles of 4 rows x
+  // V::kIntTileTokens tokens.
   constexpr int kT = V::kIntTileTokens;
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
     const int64_t panel_rows = min_i64<V>(kPanelRows, row_end - r0);
@@ -612,8 +613,8 @@ void matmul_int8_wide(const float* x, int64_t num_tokens, const WeightView& w, i
       return;
     }
   }
-  // Few tokens (many go to the lane panels without VNNI, see matmul_int8_activations): 4 rows
-  // streamed, the tokens pass over them.
+  // Fewer than kLanePanelTokens tokens without VNNI (more go to the lane panels, see
+  // matmul_int8_activations): 4 rows streamed, the tokens pass over them.
   const int64_t cols = w.cols;
   const auto* data = static_cast<const int8_t*>(w.data);
   for (int64_t r = row_begin; r < row_end; r += 4) {
@@ -637,7 +638,7 @@ template <class V>
 void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightView& w,
                              int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
   if constexpr (!V::kZmmBlockTiles) {
-    if (w.dtype == DType::kI8 && num_tokens >= x86::kIntManyTokens) {
+    if (w.dtype == DType::kI8 && num_tokens >= x86::kLanePanelTokens) {
       x86::matmul_lane_panels<V>(x, num_tokens, w, row_begin, row_end, y, ldy);
       return;
     }

@@ -32,7 +32,11 @@
 
 namespace pagoda::x86 {
 
-// Taken from kIntManyTokens tokens on (int8_kernels.h) when V has no zmm tiles.
+// int8 takes the lane panels from this many tokens on when V has no zmm tiles: the repack
+// costs about as much as 3-4 tokens' products. On Zen 4 with the avx2 table (1 thread, GOP/s
+// per CPU-second, the old tiles / lane panels alternated): 8 tokens 72-93 / 61-77 per channel,
+// 12 tokens 76-93 / 84-104, 32 tokens 89-101 / 115-146.
+constexpr int64_t kLanePanelTokens = 10;
 constexpr int kLanePanelTileTokens = 6;
 constexpr int64_t kLanePanelRows = 16;
 
@@ -157,8 +161,11 @@ void matmul_lane_panels(const float* x, int64_t num_tokens, const WeightView& w,
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kLanePanelRows) {
     const int64_t panel_rows = min_i64<V>(kLanePanelRows, row_end - r0);
     repack_lane_panel<V>(w, r0, panel_rows, panel, scales);
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += kT) {
-      const int64_t tokens = min_i64<V>(kT, num_tokens - t0);
+    // Tiles of near-equal size (8 tokens: 4 + 4, not 6 + 2): a narrow tile loads the weights
+    // for few products.
+    const int64_t num_tiles = (num_tokens + kT - 1) / kT;
+    for (int64_t tile = 0, t0 = 0, tokens = 0; tile < num_tiles; ++tile, t0 += tokens) {
+      tokens = (num_tokens - t0) / (num_tiles - tile);  // <= kT: the rest fit in the tiles left
       for (int64_t i = 0; i < acc_floats; ++i) acc[i] = 0.0f;
       with_tile_shape<V, 1, kT>(1, tokens, [&]<int R, int T>() {
         lane_panel_tile<V, T>(panel, scales, qa, t0, w.group_size / 2, acc);
