@@ -4,7 +4,7 @@
 //
 // Why: the 4-row tiles of int8_kernels.h hold one row per vector and fold 4 rows' integer sums
 // with vphaddd before the float work of each 32-block; the folds, the sign trick and the
-// block's float finish cost about as much as the products (Q8_0 prefill at 31-49% of the
+// block's float finish cost about as much as the products (Q8_0 prefill at 44-46% of the
 // vpmaddubsw + vpmaddwd peak on Zen 4 with the avx2 table). Here each 16-row panel is repacked
 // once per call into int16 pairs [pair p][row r] = (w[r][2p], w[r][2p + 1]), so one 32-bit
 // broadcast of a token's activation pair and one vpmaddwd give 16 multiply-adds for 8 rows,
