@@ -6,7 +6,13 @@
 //    of each weight type next to the bf16 matmul.
 //  - the machine's int8 multiply-add and fp32 FMA peaks (bench/compute_peak.h), so that each
 //    prefill figure is also a fraction of the peak of the instructions it runs on.
-// Threads: OMP_NUM_THREADS (default: every core). Usage: bench_quant_kernels [repeats]
+// Threads: OMP_NUM_THREADS (default: every core).
+// Usage: bench_quant_kernels [repeats] [--isa NAME] [--prefill-only [TOKENS]]
+//   --isa NAME       force a kernel table (as --isa / PAGODA_ISA do for the engine); with avx2
+//                    the peaks are those of the 256-bit instructions, also on an AVX-512 CPU.
+//   --prefill-only   skip the 512 MiB decode streams: one call of TOKENS (default 128) tokens
+//                    and one of 1 token (compute-bound decode, matrix in cache) per weight type
+//                    at 2048x2048, 5504x2048 and 2048x5504, each as a share of both peaks.
 // Every figure is also given per CPU-second of this process (see bench_kernels.cpp: on a
 // machine shared with other work that is the ratio to trust; run with OMP_WAIT_POLICY=passive).
 #include <omp.h>
@@ -16,6 +22,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "compute_peak.h"
@@ -149,14 +157,69 @@ Timing best_of(int repeats, Fn&& fn) {
   return best;
 }
 
+// The prefill table of --prefill-only: every weight type at the dense shapes, GOP/s as a share
+// of the fp32 FMA peak and of the int8 multiply-add peak measured in the same process, for a
+// call of `tokens` tokens and for one token (decode with the matrix in cache: the compute side).
+void prefill_only(int repeats, int64_t tokens, const pagoda::bench::ComputePeak& peak) {
+  std::printf(
+      "GOP/s = 2 * tokens * rows * cols / time (best of %d); %%fma / %%int8: of the peaks "
+      "above (/CPU: both per CPU-second, the ratio to trust on a shared machine)\n",
+      repeats);
+  std::printf("  %-22s %-11s %6s %9s %7s %7s %12s %9s %9s\n", "weights", "shape", "tokens", "GOP/s",
+              "%fma", "%int8", "GOP/s/CPU-s", "%fma/CPU", "%int8/CPU");
+  for (const Shape& s : {kShapes[0], kShapes[1], kShapes[2]}) {
+    for (int64_t n : {tokens, int64_t{1}}) {
+      const std::vector<float> x = random_f32(n * s.cols, 5);
+      std::vector<float> y(static_cast<size_t>(n * s.rows));
+      for (const Variant& v : kVariants) {
+        const OwnedWeight w = make_weight(v, s, 3);
+        const Timing t = best_of(n == 1 ? 4 * repeats : repeats,
+                                 [&] { pagoda::ops::matmul(x.data(), n, w.view, y.data()); });
+        const double ops = 2.0 * static_cast<double>(n * s.rows * s.cols);
+        const double gops = ops / t.wall_s / 1e9;
+        const double per_cpu = ops / t.cpu_s / 1e9;
+        std::printf("  %-22s %-11s %6lld %9.1f %6.1f%% %6.1f%% %12.1f %8.1f%% %8.1f%%\n", v.name,
+                    s.name, static_cast<long long>(n), gops, 100.0 * gops / peak.fp32_gflops,
+                    100.0 * gops / peak.int8_gops, per_cpu,
+                    100.0 * per_cpu / peak.fp32_gflops_per_cpu,
+                    100.0 * per_cpu / peak.int8_gops_per_cpu);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int repeats = argc > 1 ? std::atoi(argv[1]) : 5;
+  int repeats = 5;
+  bool prefill = false;
+  int64_t prefill_tokens = 128;
+  std::string isa;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--isa") == 0 && i + 1 < argc) {
+      isa = argv[++i];
+    } else if (std::strcmp(argv[i], "--prefill-only") == 0) {
+      prefill = true;
+      if (i + 1 < argc && argv[i + 1][0] != '-') prefill_tokens = std::atoll(argv[++i]);
+    } else {
+      repeats = std::atoi(argv[i]);
+    }
+  }
+  if (!isa.empty()) pagoda::set_kernel_isa(isa);
   const int threads = omp_get_max_threads();
   const pagoda::KernelTable& table = pagoda::kernels();
-  std::printf("ISA %s, %d thread%s\n", table.isa, threads,
-              threads == 1 ? "" : "s");
+  std::printf("ISA %s, %d thread%s\n", table.isa, threads, threads == 1 ? "" : "s");
+  if (prefill) {
+    const pagoda::bench::ComputePeak peak =
+        pagoda::bench::measure_compute_peak(threads, std::strcmp(table.isa, "avx2") == 0);
+    std::printf(
+        "int8 multiply-add peak (%s): %.1f GOP/s, %.1f per CPU-s; fp32 FMA peak (%s): %.1f "
+        "GFLOP/s, %.1f per CPU-s\n",
+        peak.int8_instructions, peak.int8_gops, peak.int8_gops_per_cpu, peak.fp32_instructions,
+        peak.fp32_gflops, peak.fp32_gflops_per_cpu);
+    prefill_only(repeats, prefill_tokens, peak);
+    return 0;
+  }
 
   pagoda::BandwidthOptions probe;
   probe.num_threads = threads;
@@ -164,7 +227,8 @@ int main(int argc, char** argv) {
   const double probe_gbps = pagoda::measure_read_bandwidth_gbps(probe, &probe_per_cpu);
   std::printf("memory read bandwidth (probe, %d threads): %.2f GB/s, %.2f GB/s per CPU-s\n",
               threads, probe_gbps, probe_per_cpu);
-  const pagoda::bench::ComputePeak peak = pagoda::bench::measure_compute_peak(threads);
+  const pagoda::bench::ComputePeak peak =
+      pagoda::bench::measure_compute_peak(threads, std::strcmp(table.isa, "avx2") == 0);
   std::printf(
       "int8 multiply-add peak (probe, %s): %.1f GOP/s; fp32 FMA peak (%s): %.1f GFLOP/s\n\n",
       peak.int8_instructions, peak.int8_gops, peak.fp32_instructions, peak.fp32_gflops);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,10 @@ namespace pagoda::bench {
 struct ComputePeak {
   double int8_gops = 0.0;    // 2 ops per int8 multiply-add
   double fp32_gflops = 0.0;  // 2 flops per FMA lane
+  // The same per CPU-second of the process: on a shared machine the scheduler's time slices
+  // count in wall time and not here, so kernel and peak per CPU-second compare fairly.
+  double int8_gops_per_cpu = 0.0;
+  double fp32_gflops_per_cpu = 0.0;
   const char* int8_instructions = "not measured";
   const char* fp32_instructions = "not measured";
 };
@@ -92,18 +97,30 @@ inline void fma_ymm(int64_t iterations) {
 #undef PAGODA_PEAK_LOOP
 #undef PAGODA_ZERO_REGISTERS
 
+inline double process_cpu_seconds_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 // Operations per second of `loop` on `threads` threads at once (ops_per_iteration per thread
-// and loop), best of a few runs: other load on the machine only slows a run down.
-inline double ops_per_second(void (*loop)(int64_t), double ops_per_iteration, int threads) {
+// and loop), best of a few runs: other load on the machine only slows a run down. Per wall
+// second, and in *per_cpu_second per CPU-second of the process.
+inline double ops_per_second(void (*loop)(int64_t), double ops_per_iteration, int threads,
+                             double* per_cpu_second) {
   constexpr int64_t kIterations = int64_t{1} << 22;  // ~10-20 ms per run at these rates
+  const double ops = ops_per_iteration * static_cast<double>(kIterations) * threads;
   double best = 0.0;
+  *per_cpu_second = 0.0;
   for (int run = 0; run < 4; ++run) {
+    const double cpu0 = process_cpu_seconds_now();
     const auto start = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(threads)
     loop(kIterations);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = std::max(best, ops_per_iteration * static_cast<double>(kIterations) * threads / seconds);
+    best = std::max(best, ops / seconds);
+    *per_cpu_second = std::max(*per_cpu_second, ops / (process_cpu_seconds_now() - cpu0));
   }
   return best;
 }
@@ -111,32 +128,42 @@ inline double ops_per_second(void (*loop)(int64_t), double ops_per_iteration, in
 }  // namespace peak_detail
 #endif
 
-// The peaks of the widest instructions this CPU has (run on `threads` threads at once).
-inline ComputePeak measure_compute_peak(int threads) {
+// The peaks of the widest instructions this CPU has (run on `threads` threads at once), or of
+// the 256-bit ones with ymm_only (what the avx2 table runs, also on an AVX-512 CPU).
+inline ComputePeak measure_compute_peak(int threads, bool ymm_only = false) {
   ComputePeak peak;
 #if defined(__x86_64__)
   using namespace peak_detail;
   const CpuFeatures& cpu = cpu_features();
   // 12 instructions x 64 multiply-adds (zmm) x 2 ops; the two-step dot: 4 chains x 64 (zmm).
-  if (cpu.has_avx512_set() && cpu.avx512_vnni) {
-    peak.int8_gops = ops_per_second(vpdpbusd_zmm, 12 * 64 * 2, threads) / 1e9;
+  const bool zmm = cpu.has_avx512_set() && !ymm_only;
+  if (zmm && cpu.avx512_vnni) {
+    peak.int8_gops =
+        ops_per_second(vpdpbusd_zmm, 12 * 64 * 2, threads, &peak.int8_gops_per_cpu) / 1e9;
     peak.int8_instructions = "vpdpbusd zmm";
-  } else if (cpu.has_avx512_set()) {
-    peak.int8_gops = ops_per_second(maddubs_zmm, 4 * 64 * 2, threads) / 1e9;
+  } else if (zmm) {
+    peak.int8_gops =
+        ops_per_second(maddubs_zmm, 4 * 64 * 2, threads, &peak.int8_gops_per_cpu) / 1e9;
     peak.int8_instructions = "vpmaddubsw+vpmaddwd+vpaddd zmm";
   } else if (cpu.has_avx2_set()) {
-    peak.int8_gops = ops_per_second(maddubs_ymm, 4 * 32 * 2, threads) / 1e9;
+    peak.int8_gops =
+        ops_per_second(maddubs_ymm, 4 * 32 * 2, threads, &peak.int8_gops_per_cpu) / 1e9;
     peak.int8_instructions = "vpmaddubsw+vpmaddwd+vpaddd ymm";
   }
-  if (cpu.has_avx512_set()) {
-    peak.fp32_gflops = ops_per_second(fma_zmm, 12 * 16 * 2, threads) / 1e9;
+  if (zmm) {
+    peak.fp32_gflops =
+        ops_per_second(fma_zmm, 12 * 16 * 2, threads, &peak.fp32_gflops_per_cpu) / 1e9;
     peak.fp32_instructions = "vfmadd231ps zmm";
   } else if (cpu.has_avx2_set()) {
-    peak.fp32_gflops = ops_per_second(fma_ymm, 12 * 8 * 2, threads) / 1e9;
+    peak.fp32_gflops =
+        ops_per_second(fma_ymm, 12 * 8 * 2, threads, &peak.fp32_gflops_per_cpu) / 1e9;
     peak.fp32_instructions = "vfmadd231ps ymm";
   }
+  peak.int8_gops_per_cpu /= 1e9;
+  peak.fp32_gflops_per_cpu /= 1e9;
 #else
   (void)threads;
+  (void)ymm_only;
 #endif
   return peak;
 }

@@ -4,7 +4,8 @@
 //  - W8A8 / W4A8: scalar within the activation-quantization error of that fp32 result;
 //  - each ISA == scalar up to float summation order, every group size (32, 64, 128, cols),
 //    odd row ranges, 1..40 tokens, raw layouts with extreme values (int8 -128, all nibbles,
-//    all-zero activation blocks); bit-exact batch invariance and thread splits.
+//    all-zero activation blocks), the largest integer sums (no int16 saturation, no int32
+//    wrap); bit-exact batch invariance and thread splits.
 #include <omp.h>
 
 #include <bit>
@@ -275,6 +276,34 @@ TEST_P(QuantKernelTest, Aarch64Int8ActivationsAreTheScalarBits) {
   }
 }
 #endif
+
+TEST_P(QuantKernelTest, ExtremeIntegerSumsDoNotOverflow) {
+  // The largest integer sums the layouts allow, through every path (decode tiles below 4
+  // tokens, 4-row tiles, and the lane panels from 10 tokens on without VNNI): int8 weights all
+  // -128 against activations that quantize to -127 (vpmaddubsw pair sums 2 * 128 * 127 just
+  // under 2^15; long rows summed in int32), and int4 nibbles all 15 (int16 sums of 16 products
+  // 16 * 15 * 127 = 30480 in the 4-row tiles). A saturated int16 sum would be off by >= 0.7%,
+  // a wrapped one by far more; float summation order by ~n_terms * u (tolerance 10^-4).
+  const int64_t kRows = 19, kCols = 4096;
+  for (const WeightKind& kind : kWeightKinds) {
+    for (int64_t group_size : {int64_t{32}, kCols}) {
+      QuantWeights w = random_weights_of_kind(rng_, kind, kRows, kCols, group_size);
+      std::fill(w.values.begin(), w.values.end(), kind.dtype == DType::kI8 ? 0x80 : 0xff);
+      w.view.int8_activations = true;
+      for (int64_t num_tokens : {int64_t{1}, int64_t{5}, int64_t{13}}) {
+        std::vector<float> x(static_cast<size_t>(num_tokens * kCols), -0.5f);
+        std::vector<float> expected(num_tokens * kRows), actual(num_tokens * kRows);
+        scalar().matmul(x.data(), num_tokens, w.view, 0, kRows, expected.data(), kRows);
+        table_->matmul(x.data(), num_tokens, w.view, 0, kRows, actual.data(), kRows);
+        for (size_t i = 0; i < expected.size(); ++i) {
+          ASSERT_NEAR(actual[i], expected[i], 1e-4 * std::fabs(expected[i]) + 1e-6)
+              << GetParam().name << " " << kind.name << " group " << group_size << " tokens "
+              << num_tokens << " i " << i;
+        }
+      }
+    }
+  }
+}
 
 TEST_P(QuantKernelTest, SymmetricInt4NeverReadsTheMins) {
   // Q4_0-style weights flagged symmetric_int4: the W4A8 paths keep the -8 in the integer sums

@@ -36,17 +36,12 @@ struct Avx2 {
   // 2 loads per cycle). 3 x 4 measured the same as 2 x 6 and splits a 16-row panel unevenly.
   static constexpr int kSweepRows = 2;
   static constexpr int kSweepTokens = 6;
-  // W8A8 / W4A8 (int8_kernels.h): tokens per 4-row integer tile (4 accumulators, 4 rows'
-  // weights and their partial sums in 16 ymm), and no VNNI.
+  // W8A8 / W4A8 (int8_kernels.h): no VNNI; many tokens of int8 take the ymm lane panels
+  // (int8_lane_panels.h, the same tiles on both x86 tables); int4 takes tiles of 4 rows x
+  // kIntTileTokens tokens (4 accumulators, 4 rows' weights and their partial sums in 16 ymm).
   static constexpr int kIntTileTokens = 4;
   static constexpr bool kVnni = false;
   static constexpr bool kZmmBlockTiles = false;  // zmm int8/int4 tiles: see Avx512Vnni
-  // W8A8 with long blocks (int8_kernels.h): 2 x 3 int32 accumulators. Measured at 512
-  // tokens, 1 thread (GOP/s, 2048 / 5504 columns): 2 x 3 111 / 110, 2 x 4 94-108 / 104,
-  // 1 x 8 103 / 78, 3 x 3 67, 2 x 6 67: GCC spills the accumulators of larger tiles, and
-  // holding x in a register (the sweep_panel trick) did not help 2 x 3 and hurt the others.
-  static constexpr int kWideTileRows = 2;
-  static constexpr int kWideTileTokens = 3;
 
   static __m256i mask(int n) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask + 8 - n));

@@ -28,14 +28,12 @@ struct Avx512 {
   static constexpr int kBf16TileTokens = 4;
   static constexpr int kSweepRows = 4;  // the panel sweep: x fits in a register here
   static constexpr int kSweepTokens = 6;
-  // W8A8 / W4A8 (int8_kernels.h, 256-bit blocks): tokens per 4-row integer tile (32 registers).
+  // W8A8 / W4A8 (int8_kernels.h): no VNNI; many tokens of int8 take the ymm lane panels
+  // (int8_lane_panels.h, the same tiles on both x86 tables); int4 takes tiles of 4 rows x
+  // kIntTileTokens tokens (32 registers).
   static constexpr int kIntTileTokens = 8;
   static constexpr bool kVnni = false;
   static constexpr bool kZmmBlockTiles = false;  // zmm int8/int4 tiles: see Avx512Vnni
-  // W8A8 with long blocks: 4 x 4 int32 accumulators + 4 weight vectors + 1 activation vector,
-  // half the 32 registers (on AVX2 GCC spilled tiles that filled them; not measured here).
-  static constexpr int kWideTileRows = 4;
-  static constexpr int kWideTileTokens = 4;
 
   // The first n lanes; n may be <= 0 (a padding block past the row: nothing) or >= the lanes.
   static __mmask16 mask(int n) {

@@ -15,11 +15,12 @@
 // load (one mask and one shift split the nibbles; the activations are stored in the matching
 // pair order). The int4 min term Σ_c x_c * min_g does not depend on the weight values: per
 // token and group Σ_b∈g d_b Σ q_x is computed once at quantization, so a row adds only
-// Σ_g min_g * that. Decode streams 4 rows at a time with one token per tile; many tokens
-// sweep panels of 16 rows (in L2) with tiles of 4 rows x V::kIntTileTokens tokens. Every row
-// is computed by the same operations in every tile shape: batch-invariant. On AVX512_VNNI
-// (V::kZmmBlockTiles) the tiles are in avx512.cpp and take zmm vectors: two int8 blocks or
-// four int4 blocks per fold.
+// Σ_g min_g * that. Decode streams 4 rows at a time with one token per tile. Many tokens take
+// panels: on AVX512_VNNI (V::kZmmBlockTiles) those of avx512.cpp, in zmm vectors; otherwise
+// int8 (every group size) takes the lane panels of int8_lane_panels.h (rows in the lanes,
+// vpmaddwd) and int4 sweeps panels of 16 rows (in L2) with tiles of 4 rows x
+// V::kIntTileTokens tokens. Every row is computed by the same operations in every path:
+// batch-invariant.
 #pragma once
 
 #include <immintrin.h>
@@ -288,8 +289,10 @@ inline TileRows tile_rows(const uint8_t* w_rows, int64_t w_ld, const WeightView&
   return rows;
 }
 
-// int8 weights, 4 rows x kTokens tokens, one block at a time. Lane r (r + 4) holds row r's
-// dot over the low (high) 16 values of the block: 4 x 8 int32 lanes folded by three vphaddd.
+// int8 weights, 4 rows x kTokens tokens, one block at a time: 4 x 8 int32 lanes folded by
+// three vphaddd into row r's dot over the low (high) 16 values of the block in lane r (r + 4),
+// whose halves are added in int32, so that a block is finished as one exact sum, as the lane
+// panels (int8_lane_panels.h) finish it: fma(float(Σ q_x q_w), d * scale, acc).
 template <class V, int kTokens>
 void int8_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t* w_rows,
                    int64_t w_ld, const WeightView& w, int64_t row, int64_t num_rows, float* y,
@@ -301,11 +304,11 @@ void int8_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t*
   // Decode passes each 4-row group once, so all its scales are gathered up front; tiles of many
   // tokens are called again per token tile, where converting per group measured faster.
   const float* scales = kTokens == 1 ? scales_of_4_rows<V>(scale_row, num_groups) : nullptr;
-  __m256 acc[kTokens];
-  for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_ps();
+  __m128 acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = _mm_setzero_ps();
   for (int64_t g = 0; g < num_groups; ++g) {
-    const __m128 s4 = kTokens == 1 ? _mm_loadu_ps(scales + g * 4) : scales_4_rows<V>(scale_row, g);
-    const __m256 scale = _mm256_set_m128(s4, s4);
+    const __m128 scale =
+        kTokens == 1 ? _mm_loadu_ps(scales + g * 4) : scales_4_rows<V>(scale_row, g);
     for (int64_t b = g * blocks_per_group; b < (g + 1) * blocks_per_group; ++b) {
       if constexpr (kTokens == 1) {  // decode: see prefetch_linear
         prefetch_stream<V>(w_rows, 4 * w_ld, b * 4 * kQuantBlock, 4 * kQuantBlock);
@@ -323,14 +326,20 @@ void int8_dot_tile(const QuantizedActivations& qa, int64_t token, const uint8_t*
         for (int r = 0; r < 4; ++r) {
           p[r] = V::dot_u8s8(unsigned_w[r], _mm256_sign_epi8(xq, sign_w[r]));  // |w| * x sign(w)
         }
-        const __m256i sums =
+        const __m256i halves =
             _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-        const __m256 d = _mm256_set1_ps(qa.d[(token + t) * qa.num_blocks + b]);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(d, scale), acc[t]);
+        const __m128i sums =
+            _mm_add_epi32(_mm256_castsi256_si128(halves), _mm256_extracti128_si256(halves, 1));
+        const __m128 d = _mm_set1_ps(qa.d[(token + t) * qa.num_blocks + b]);
+        acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(sums), _mm_mul_ps(d, scale), acc[t]);
       }
     }
   }
-  store_4_rows<V, kTokens>(acc, qa, token, w, row, num_rows, y, ldy);
+  for (int t = 0; t < kTokens; ++t) {
+    alignas(16) float rows4[4];
+    _mm_store_ps(rows4, acc[t]);
+    for (int r = 0; r < num_rows; ++r) y[t * ldy + r] = rows4[r];
+  }
 }
 
 // int4 weights, 4 rows x kTokens tokens, two blocks at a time: 32 packed bytes hold blocks b
@@ -434,8 +443,8 @@ void int_tile(const QuantizedActivations& qa, int64_t token, const uint8_t* w_ro
 }
 
 // Below this many tokens rows are streamed 4 at a time with one token per tile (the 4 rows
-// stay in L1 while the tokens pass over them); from it on, panels of kPanelRows rows (in L2)
-// are swept by tiles of V::kIntTileTokens tokens.
+// stay in L1 while the tokens pass over them); from it on, panels of 16 rows (in L2) are
+// repacked once per call and swept by register tiles of several tokens.
 constexpr int64_t kIntManyTokens = 4;
 
 template <class V, DType kType>
@@ -472,6 +481,9 @@ void matmul_int8_blocks(const float* x, int64_t num_tokens, const WeightView& w,
     }
     return;
   }
+  // int4, and int8 below kLanePanelTokens (from there on it takes the lane panels, see
+  // matmul_int8_activations): panels of kPanelRows rows (in L2) swept by tiles of 4 rows x
+  // V::kIntTileTokens tokens.
   constexpr int kT = V::kIntTileTokens;
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
     const int64_t panel_rows = min_i64<V>(kPanelRows, row_end - r0);
@@ -601,34 +613,23 @@ void matmul_int8_wide(const float* x, int64_t num_tokens, const WeightView& w, i
       return;
     }
   }
+  // Fewer than kLanePanelTokens tokens without VNNI (more go to the lane panels, see
+  // matmul_int8_activations): 4 rows streamed, the tokens pass over them.
   const int64_t cols = w.cols;
   const auto* data = static_cast<const int8_t*>(w.data);
-  if (num_tokens < kIntManyTokens) {  // decode: 4 rows streamed, the tokens pass over them
-    for (int64_t r = row_begin; r < row_end; r += 4) {
-      const int64_t rows = min_i64<V>(4, row_end - r);
-      for (int64_t t = 0; t < num_tokens; ++t) {
-        with_tile_shape<V, 4, 1>(rows, 1, [&]<int R, int T>() {
-          int8_wide_tile<V, R, T>(qa, t, data + r * cols, w, r, y + t * ldy + r, ldy);
-        });
-      }
-    }
-    return;
-  }
-  constexpr int kR = V::kWideTileRows, kT = V::kWideTileTokens;
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
-    const int64_t panel_end = min_i64<V>(r0 + kPanelRows, row_end);
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += kT) {
-      const int64_t tokens = min_i64<V>(kT, num_tokens - t0);
-      for (int64_t r = r0; r < panel_end; r += kR) {
-        with_tile_shape<V, kR, kT>(panel_end - r, tokens, [&]<int R, int T>() {
-          int8_wide_tile<V, R, T>(qa, t0, data + r * cols, w, r, y + t0 * ldy + r, ldy);
-        });
-      }
+  for (int64_t r = row_begin; r < row_end; r += 4) {
+    const int64_t rows = min_i64<V>(4, row_end - r);
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      with_tile_shape<V, 4, 1>(rows, 1, [&]<int R, int T>() {
+        int8_wide_tile<V, R, T>(qa, t, data + r * cols, w, r, y + t * ldy + r, ldy);
+      });
     }
   }
 }
 
 }  // namespace pagoda::x86
+
+#include "kernels/x86/int8_lane_panels.h"
 
 namespace pagoda::simd {
 
@@ -636,6 +637,12 @@ namespace pagoda::simd {
 template <class V>
 void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightView& w,
                              int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
+  if constexpr (!V::kZmmBlockTiles) {
+    if (w.dtype == DType::kI8 && num_tokens >= x86::kLanePanelTokens) {
+      x86::matmul_lane_panels<V>(x, num_tokens, w, row_begin, row_end, y, ldy);
+      return;
+    }
+  }
   if (w.dtype == DType::kI8 && w.group_size != kQuantBlock) {
     x86::matmul_int8_wide<V>(x, num_tokens, w, row_begin, row_end, y, ldy);
   } else if (w.dtype == DType::kI8) {

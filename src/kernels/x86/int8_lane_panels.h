@@ -1,0 +1,182 @@
+// W8A8 (int8 weights, every group size) for many tokens without AVX512_VNNI (the avx2 table,
+// and avx512 without VNNI): panels with the rows in the lanes. Included by int8_kernels.h
+// after its quantizers; the templates follow its ODR rules (each a template on the traits V).
+//
+// Why: the 4-row tiles of int8_kernels.h hold one row per vector and fold 4 rows' integer sums
+// with vphaddd before the float work of each 32-block; the folds, the sign trick and the
+// block's float finish cost about as much as the products (Q8_0 prefill at 44-46% of the
+// vpmaddubsw + vpmaddwd peak on Zen 4 with the avx2 table). Here each 16-row panel is repacked
+// once per call into int16 pairs [pair p][row r] = (w[r][2p], w[r][2p + 1]), so one 32-bit
+// broadcast of a token's activation pair and one vpmaddwd give 16 multiply-adds for 8 rows,
+// each in its own int32 lane: no fold, no sign trick (both operands are signed int16), as many
+// multiply-port operations per product as vpmaddubsw + vpmaddwd. The register tile is the
+// panel's 2 row vectors x 6 tokens: 12 int32 sums, 2 weight vectors, 1 broadcast and 1 product
+// register, so a step is 8 loads for 12 vpmaddwd + 12 vpaddd. A group is finished with one
+// conversion, one multiply by d * scale and one FMA per 8 rows and token, into fp32
+// accumulators parked in L1 between groups. Activations are quantized per token and group
+// into int16 once per call (quantize_activations_wide; groups of 32 give the values
+// quantize_activations gives the decode tile).
+//
+// The arithmetic is the decode tiles' (batch invariance): per group fma(float(Σ q_x q_w),
+// d * scale, acc) in group order, as int8_wide_tile and int8_dot_tile finish a group.
+//
+// int4 stays on the 4-row tiles: the same panels with nibbles widened to int16 measured ~10%
+// slower there (vpmaddubsw on unsigned nibbles keeps int16 sums over 8 products, twice the
+// products per instruction of vpmaddwd, which pays for the folds; and a block's float finish
+// per 32 values weighs more than an int8 group's).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace pagoda::x86 {
+
+// int8 takes the lane panels from this many tokens on when V has no zmm tiles: the repack
+// costs about as much as 3-4 tokens' products. On Zen 4 with the avx2 table (1 thread, GOP/s
+// per CPU-second, the old tiles / lane panels alternated): 8 tokens 72-93 / 61-77 per channel,
+// 12 tokens 76-93 / 84-104, 32 tokens 89-101 / 115-146.
+constexpr int64_t kLanePanelTokens = 10;
+constexpr int kLanePanelTileTokens = 6;
+constexpr int64_t kLanePanelRows = 16;
+
+// acc + vpmaddwd(w, x) in assembly: written with intrinsics, GCC gave each product its own
+// register and, short of registers with 12 accumulators, kept half of them on the stack (a
+// load and a store per vpaddd); here one scratch register serves every product.
+inline __m256i madd_add(__m256i acc, __m256i w, __m256i x) {
+  __m256i product;
+  __asm__("vpmaddwd %[x], %[w], %[p]\n\tvpaddd %[p], %[acc], %[acc]"
+          : [acc] "+x"(acc), [p] "=&x"(product)
+          : [w] "x"(w), [x] "x"(x));
+  return acc;
+}
+
+// Lanes of 8 rows x 8 int32 transposed: in[i] holds row i's pairs p0..p7, out[j] pair j of rows
+// 0..7, stored at out + j * out_stride.
+inline void transpose_8x8_store(const __m256i in[8], int32_t* out, int64_t out_stride) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(in[i], in[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(in[i], in[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {  // u[i + k]: pair k | pair k + 4 of 4 rows
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k * out_stride),
+                        _mm256_permute2x128_si256(u[k], u[k + 4], 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k + 4) * out_stride),
+                        _mm256_permute2x128_si256(u[k], u[k + 4], 0x31));
+  }
+}
+
+// Rows [row, row + num_rows) (num_rows <= 16) of int8 weights w as a lane panel
+// [cols / 2][16] int32 at out, rows past num_rows zero (computed, never stored); scales
+// [num_groups][16] fp32.
+template <class V>
+void repack_lane_panel(const WeightView& w, int64_t row, int64_t num_rows, int32_t* out,
+                       float* scales) {
+  const int64_t cols = w.cols, num_groups = cols / w.group_size;
+  const auto* data = static_cast<const int8_t*>(w.data) + row * cols;
+  for (int64_t half = 0; half < 2; ++half) {
+    const int8_t* rows[8];
+    bool valid[8];
+    for (int i = 0; i < 8; ++i) {
+      const int64_t r = half * 8 + i;
+      valid[i] = r < num_rows;
+      rows[i] = data + (valid[i] ? r : 0) * cols;
+    }
+    __m256i v[8];
+    for (int64_t c = 0; c < cols; c += 16) {  // 8 pairs of each row
+      for (int i = 0; i < 8; ++i) {
+        v[i] = valid[i] ? _mm256_cvtepi8_epi16(
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + c)))
+                        : _mm256_setzero_si256();
+      }
+      transpose_8x8_store(v, out + c / 2 * kLanePanelRows + half * 8, kLanePanelRows);
+    }
+  }
+  for (int64_t g = 0; g < num_groups; ++g) {
+    for (int64_t r = 0; r < kLanePanelRows; ++r) {
+      scales[g * kLanePanelRows + r] =
+          r < num_rows ? V::half_to_float(w.scales[(row + r) * num_groups + g]) : 0.0f;
+    }
+  }
+}
+
+// 16 rows x kTokens tokens over every group of the panel, into acc [kTokens][16] fp32
+// (zeroed by the caller; parked in L1 between groups, the registers hold the int32 sums).
+template <class V, int kTokens>
+void lane_panel_tile(const int32_t* panel, const float* scales, const WideActivations& qa,
+                     int64_t token, int64_t group_pairs, float* acc) {
+  const int64_t cols = qa.cols, num_groups = qa.num_groups;
+  const int16_t* xq = qa.q + token * cols;
+  for (int64_t g = 0; g < num_groups; ++g) {
+    __m256i sums[2][kTokens];
+    for (int t = 0; t < kTokens; ++t) sums[0][t] = sums[1][t] = _mm256_setzero_si256();
+    for (int64_t p = g * group_pairs; p < (g + 1) * group_pairs; ++p) {
+      const __m256i w0 =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + p * kLanePanelRows));
+      const __m256i w1 =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + p * kLanePanelRows + 8));
+      for (int t = 0; t < kTokens; ++t) {
+        int32_t pair;
+        __builtin_memcpy(&pair, xq + t * cols + 2 * p, 4);
+        const __m256i x = _mm256_set1_epi32(pair);
+        sums[0][t] = madd_add(sums[0][t], w0, x);
+        sums[1][t] = madd_add(sums[1][t], w1, x);
+      }
+    }
+    const float* sc = scales + g * kLanePanelRows;
+    const __m256 sc0 = _mm256_loadu_ps(sc), sc1 = _mm256_loadu_ps(sc + 8);
+    for (int t = 0; t < kTokens; ++t) {
+      const __m256 d = _mm256_set1_ps(qa.d[(token + t) * num_groups + g]);
+      float* at = acc + t * kLanePanelRows;
+      _mm256_storeu_ps(at, _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[0][t]), _mm256_mul_ps(d, sc0),
+                                           _mm256_loadu_ps(at)));
+      _mm256_storeu_ps(at + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[1][t]),
+                                               _mm256_mul_ps(d, sc1), _mm256_loadu_ps(at + 8)));
+    }
+  }
+}
+
+// Every token of the call against int8 rows [row_begin, row_end), a panel of 16 rows at a time.
+template <class V>
+void matmul_lane_panels(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+                        int64_t row_end, float* y, int64_t ldy) {
+  constexpr int kT = kLanePanelTileTokens;
+  const int64_t cols = w.cols, num_groups = cols / w.group_size;
+  const WideActivations qa = quantize_activations_wide<V>(x, num_tokens, cols, w.group_size);
+  static thread_local Scratch<V> scratch;
+  const int64_t panel_ints = cols / 2 * kLanePanelRows;
+  const int64_t scale_floats = num_groups * kLanePanelRows;
+  const int64_t acc_floats = kT * kLanePanelRows;
+  auto* panel = static_cast<int32_t*>(
+      scratch.get(static_cast<size_t>(panel_ints + scale_floats + acc_floats) * 4));
+  auto* scales = reinterpret_cast<float*>(panel + panel_ints);
+  float* acc = scales + scale_floats;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kLanePanelRows) {
+    const int64_t panel_rows = min_i64<V>(kLanePanelRows, row_end - r0);
+    repack_lane_panel<V>(w, r0, panel_rows, panel, scales);
+    // Tiles of near-equal size (8 tokens: 4 + 4, not 6 + 2): a narrow tile loads the weights
+    // for few products.
+    const int64_t num_tiles = (num_tokens + kT - 1) / kT;
+    for (int64_t tile = 0, t0 = 0, tokens = 0; tile < num_tiles; ++tile, t0 += tokens) {
+      tokens = (num_tokens - t0) / (num_tiles - tile);  // <= kT: the rest fit in the tiles left
+      for (int64_t i = 0; i < acc_floats; ++i) acc[i] = 0.0f;
+      with_tile_shape<V, 1, kT>(1, tokens, [&]<int R, int T>() {
+        lane_panel_tile<V, T>(panel, scales, qa, t0, w.group_size / 2, acc);
+      });
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t r = 0; r < panel_rows; ++r) {
+          y[(t0 + t) * ldy + r0 + r] = acc[t * kLanePanelRows + r];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace pagoda::x86
