@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <span>
@@ -525,7 +526,7 @@ TEST(KernelDispatch, NamesAndForce) {
 #if defined(__x86_64__)
   EXPECT_EQ(names, (std::vector<std::string>{"avx512", "avx2", "scalar"}));
 #elif defined(__aarch64__)
-  EXPECT_EQ(names, (std::vector<std::string>{"neon_dotprod", "neon", "scalar"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"neon_i8mm", "neon_dotprod", "neon", "scalar"}));
 #endif
   EXPECT_EQ(kernels_for("sse9"), nullptr);
   EXPECT_THROW(set_kernel_isa("sse9"), Error);
@@ -548,6 +549,15 @@ TEST(KernelDispatch, NamesAndForce) {
       EXPECT_EQ(kernels_for(name)->isa, name);
     }
   }
+}
+
+// scripts/qemu-kernel-tests.sh names the variant each qemu CPU model must get by default
+// (e.g. neon_dotprod, not neon_i8mm, on neoverse-n1, which has no i8mm): the features are read
+// right and the priorities order them.
+TEST(KernelDispatch, DefaultIsTheVariantTheCpuModelCallsFor) {
+  const char* expected = std::getenv("PAGODA_EXPECTED_ISA");
+  if (expected == nullptr) GTEST_SKIP() << "PAGODA_EXPECTED_ISA is not set";
+  EXPECT_STREQ(kernels().isa, expected) << cpu_features().describe();
 }
 
 #if defined(__x86_64__)
