@@ -80,8 +80,9 @@ float to_f16_scaled(const float* x, int64_t n, int64_t padded, uint16_t* out) {
 // multiple of 8. The last partial vector of a row is copied with zeros (a stored 0 times a
 // padded 0; reading past the row could meet an inf of the next row).
 template <class V, int kRows, int kTokens, bool kPrefetch>
-void f16_dot_tile(const uint16_t* xh, int64_t ldx, const float* up, const uint16_t* w, int64_t ldw,
-                  int64_t n, float* y, int64_t ldy) {
+[[gnu::noinline]] void f16_dot_tile(const uint16_t* xh, int64_t ldx, const float* up,
+                                    const uint16_t* w, int64_t ldw, int64_t n, float* y,
+                                    int64_t ldy) {
   float32x4_t acc[kRows][kTokens];
   float16x8_t run[kRows][kTokens];
   for (int r = 0; r < kRows; ++r) {
@@ -109,12 +110,15 @@ void f16_dot_tile(const uint16_t* xh, int64_t ldx, const float* up, const uint16
   int64_t c = 0;
   while (c < whole) {
     const int64_t run_end = simd::min_i64<V>(c + kF16Run * kF16Lanes, whole);
+    if constexpr (kPrefetch) {  // a run is 128 bytes of each row: two lines, 1 KiB ahead
+      for (int r = 0; r < kRows; ++r) {
+        V::prefetch_l2(w + r * ldw + c + 512);
+        V::prefetch_l2(w + r * ldw + c + 544);
+      }
+    }
     for (; c < run_end; c += kF16Lanes) {
       float16x8_t wv[kRows];
-      for (int r = 0; r < kRows; ++r) {
-        if constexpr (kPrefetch) V::prefetch_l2(w + r * ldw + c + 512);
-        wv[r] = load_f16x8(w + r * ldw + c);
-      }
+      for (int r = 0; r < kRows; ++r) wv[r] = load_f16x8(w + r * ldw + c);
       step(wv, c);
     }
     flush();

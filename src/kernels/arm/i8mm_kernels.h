@@ -54,9 +54,9 @@ const int8_t* pair_activations(const QuantizedActivations& qa, int64_t num_token
 // token pairs [token / 2, token / 2 + kPairs) (token even); only tokens below num_tokens are
 // stored.
 template <class V, DType kType, int kPairs>
-void mmla_tile(const QuantizedActivations& qa, const int8_t* x_pairs, int64_t token,
-               int64_t num_tokens, const WeightView& w, int64_t row, int64_t num_rows, float* y,
-               int64_t ldy) {
+[[gnu::noinline]] void mmla_tile(const QuantizedActivations& qa, const int8_t* x_pairs,
+                                 int64_t token, int64_t num_tokens, const WeightView& w,
+                                 int64_t row, int64_t num_rows, float* y, int64_t ldy) {
   const int64_t cols = qa.cols, block = qa.block, num_groups = cols / w.group_size;
   const int64_t row_bytes = kType == DType::kI8 ? cols : cols / 2;
   int64_t rows[4];

@@ -128,12 +128,14 @@ inline float32x4_t finish_block(float32x4_t acc, int32x4_t dot, const QuantizedA
   return vaddq_f32(acc, vmulq_f32(vdupq_n_f32(d), value));
 }
 
-// Rows [row, row + num_rows) (num_rows <= 4) x kTokens tokens from `token`. Rows past
-// num_rows repeat the last row (computed, never stored), so every row takes the same lanes
-// and operations in every tile.
+// Rows [row, row + num_rows) (num_rows <= 4) x kTokens tokens from `token`. Kept out of line
+// (one call covers whole rows) so that the disassembly names each tile: the instruction counts
+// of bench/peers/aarch64_inner_loops.py find the tiles by name (the smmla and fp16 tiles too). Rows
+// past num_rows repeat the last row (computed, never stored), so every row takes the same lanes and
+// operations in every tile.
 template <class V, DType kType, int kTokens>
-void int_tile(const QuantizedActivations& qa, int64_t token, const WeightView& w, int64_t row,
-              int64_t num_rows, float* y, int64_t ldy) {
+[[gnu::noinline]] void int_tile(const QuantizedActivations& qa, int64_t token, const WeightView& w,
+                                int64_t row, int64_t num_rows, float* y, int64_t ldy) {
   const int64_t cols = qa.cols, block = qa.block, num_groups = cols / w.group_size;
   const int64_t row_bytes = kType == DType::kI8 ? cols : cols / 2;
   int64_t rows[4];  // the tile's rows, the last one repeated past num_rows
