@@ -45,6 +45,10 @@ PAGODA_KERNELS = [
      r"arm::f16_dot_tile<[^>]*NeonDotprod, 4, 1, true>", "fmla"),
     ("f16 prefill, fmla .8h (4 rows x 3 tokens)", "neon_dotprod",
      r"arm::f16_dot_tile<[^>]*NeonDotprod, 4, 3, false>", "fmla"),
+    ("bf16 decode, bfdot (4 rows x 1 token)", "neon_bf16",
+     r"arm::bf16_dot_tile<[^>]*NeonBf16, 4, 1>", "bfdot"),
+    ("bf16 prefill, bfdot (4 rows x 4 tokens)", "neon_bf16",
+     r"arm::bf16_dot_tile<[^>]*NeonBf16, 4, 4>", "bfdot"),
     ("f32/bf16 panel prefill, fmla .4s (sweep tile)", "neon_dotprod",
      r"simd::sweep_panel<[^>]*NeonDotprod>", "fmla"),
 ]

@@ -45,6 +45,8 @@ const KernelTable& neon_dotprod_table();
 // neon_dotprod plus the int8 matrix multiply (smmla, FEAT_I8MM) for W8A8 / W4A8 with many
 // tokens.
 const KernelTable& neon_i8mm_table();
+// neon_i8mm plus bfdot for bf16 weights (activations rounded to bf16).
+const KernelTable& neon_bf16_table();
 #endif
 
 }  // namespace pagoda::detail

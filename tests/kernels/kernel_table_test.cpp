@@ -526,7 +526,8 @@ TEST(KernelDispatch, NamesAndForce) {
 #if defined(__x86_64__)
   EXPECT_EQ(names, (std::vector<std::string>{"avx512", "avx2", "scalar"}));
 #elif defined(__aarch64__)
-  EXPECT_EQ(names, (std::vector<std::string>{"neon_i8mm", "neon_dotprod", "neon", "scalar"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"neon_bf16", "neon_i8mm", "neon_dotprod", "neon", "scalar"}));
 #endif
   EXPECT_EQ(kernels_for("sse9"), nullptr);
   EXPECT_THROW(set_kernel_isa("sse9"), Error);

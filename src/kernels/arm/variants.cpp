@@ -10,6 +10,11 @@ namespace pagoda::detail {
 
 std::span<const KernelVariant> architecture_variants() {
   static constexpr KernelVariant kVariants[] = {
+      {"neon_bf16", 40,
+       [](const CpuFeatures& cpu) {
+         return cpu.asimd && cpu.asimddp && cpu.has_fp16_arith() && cpu.i8mm && cpu.bf16;
+       },
+       [](const CpuFeatures&) -> const KernelTable& { return neon_bf16_table(); }},
       {"neon_i8mm", 30,
        [](const CpuFeatures& cpu) {
          return cpu.asimd && cpu.asimddp && cpu.has_fp16_arith() && cpu.i8mm;
