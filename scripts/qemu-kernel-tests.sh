@@ -4,9 +4,10 @@
 #   scripts/qemu-kernel-tests.sh aarch64 cortex-a53    neon          (Armv8.0-A: no sdot)
 #   scripts/qemu-kernel-tests.sh aarch64 neoverse-n1   neon_dotprod  (sdot + fp16, no SVE,
 #                                                                     i8mm or bf16: Kunpeng 920)
-#   scripts/qemu-kernel-tests.sh aarch64 max           neon_dotprod scalar  (every feature)
+#   scripts/qemu-kernel-tests.sh aarch64 max           neon_bf16 neon_i8mm scalar  (every
+#                                                                     feature: i8mm, bf16, SVE)
 # Each run also checks that the dispatcher picks, on that model, the first variant it runs
-# (KernelDispatch.*). A test skipped for a missing feature ("this CPU cannot run") fails the
+# (KernelDispatch.*, PAGODA_EXPECTED_ISA). A test skipped for a missing feature ("this CPU cannot run") fails the
 # run: the model was chosen for the variant, so such a skip means the features were read wrong. Exits 77 (CTest's
 # "skipped") without qemu-user or without the cross build.
 #
@@ -36,7 +37,7 @@ status=0
 for t in "${tests[@]}"; do
   log=$(mktemp)
   set +e
-  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive PAGODA_EXPECTED_ISA="${variants[0]}" \
     scripts/qemu-run.sh "$arch" --cpu "$cpu" "$build/tests/kernels/$t" --gtest_filter="$filter" \
     >"$log" 2>&1
   rc=$?

@@ -44,6 +44,11 @@ struct KernelTable {
   // True when matmul on bf16 weights rounds the activations to bf16 too (AVX-512 vdpbf16ps):
   // each product then carries up to 2^-8 relative error. fp32 and f16 weights never do.
   bool matmul_bf16_activations = false;
+  // True when matmul on f16 weights and dot_rows on f16 rows multiply in fp16 (AArch64 with
+  // +fp16, arm/fp16_kernels.h): x scaled by a power of two and rounded to fp16, runs of 8
+  // products per lane summed in fp16, then in fp32: within 10 * 2^-11 * sum|x w| (plus
+  // 2^-25 * 2^k per step near fp16's subnormals, 2^k the scale), not widened exactly.
+  bool f16_arithmetic = false;
 
   // y[t, r] = sum_c x[t, c] * W[r, c] for t in [0, num_tokens), r in [row_begin, row_end).
   // x is [num_tokens, W.cols] (row stride W.cols); y has row stride ldy. Every dtype,

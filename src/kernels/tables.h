@@ -42,6 +42,11 @@ const KernelTable& neon_table();
 // Armv8.2-A with the dot product and fp16 arithmetic (Kunpeng 920's TaiShan v110, Neoverse
 // N1, Cortex-A76 and later): W8A8 / W4A8 on sdot.
 const KernelTable& neon_dotprod_table();
+// neon_dotprod plus the int8 matrix multiply (smmla, FEAT_I8MM) for W8A8 / W4A8 with many
+// tokens.
+const KernelTable& neon_i8mm_table();
+// neon_i8mm plus bfdot for bf16 weights (activations rounded to bf16).
+const KernelTable& neon_bf16_table();
 #endif
 
 }  // namespace pagoda::detail

@@ -131,7 +131,22 @@ void check_batch(const std::vector<SeqSpec>& specs, int32_t num_heads, int32_t n
       const float got = out[size_t(s.token_begin) * num_heads * v_head_dim + j];
       // |v| <= 1 and the weights sum to 1, so outputs are O(1); fp32 sums over <= 100 positions
       // (block-wise rescaled) and the vector exp (~2e-7 relative) stay well inside 2e-5.
-      ASSERT_NEAR(got, expected[j], 2e-5)
+      double tolerance = 2e-5;
+      if (types.cache == DType::kF16 && kernels().f16_arithmetic) {
+        // Scores in fp16 arithmetic (kernel_table_test's f16_arithmetic_bound): each is off by
+        // at most delta = scale * 10 * 2^-11 * sum|q| (|k| <= 1, the subnormal term folded
+        // into the slack), which scales every softmax weight by at most e^(+-delta) each way:
+        // the output moves by at most (e^(2 delta) - 1) max|v|, max|v| <= 1.
+        const int64_t token = j / (size_t(num_heads) * v_head_dim);
+        const int64_t head = j / v_head_dim % num_heads;
+        const float* qh =
+            q.data() + (size_t(s.token_begin + token) * num_heads + head) * k_head_dim;
+        double sum_q = 0.0;
+        for (int32_t c = 0; c < k_head_dim; ++c) sum_q += std::fabs(qh[c]);
+        const double delta = scale * (10.0 * std::ldexp(1.0, -11) * sum_q + 1e-6);
+        tolerance += std::expm1(2.0 * delta);
+      }
+      ASSERT_NEAR(got, expected[j], tolerance)
           << "seq " << i << " element " << j << " (heads " << num_heads << "/" << num_kv_heads
           << ", block_size " << block_size << ", cache " << dtype_name(types.cache) << ", isa "
           << kernels().isa << ")";
@@ -183,6 +198,9 @@ TEST_P(AttentionIsaTest, SixteenBitCacheGivesTheFp32CacheResultOnItsRoundedValue
       check_batch(kMixedBatch, 8, 2, 40, 17, block_size, 41, CacheTypes{dtype, DType::kF32},
                   &narrow);
       check_batch(kMixedBatch, 8, 2, 40, 17, block_size, 41, CacheTypes{DType::kF32, dtype}, &wide);
+      // With fp16 arithmetic (KernelTable::f16_arithmetic) an fp16 cache is not widened
+      // exactly, so only the bound inside check_batch holds for it.
+      if (dtype == DType::kF16 && kernels().f16_arithmetic) continue;
       ASSERT_EQ(narrow, wide) << dtype_name(dtype) << " block_size " << block_size;
     }
   }

@@ -1,8 +1,10 @@
 // Every entry of every kernel table this CPU can run, compared with the scalar reference on
 // random data with awkward sizes (tails shorter than a vector, rows not a multiple of the
 // register blocking, 1..37 tokens), plus hand-checked values for the scalar table itself.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <span>
@@ -52,6 +54,22 @@ TestWeights make_weights(std::mt19937& rng, DType dtype, int64_t rows, int64_t c
                                           : static_cast<const void*>(w.bits16.data());
   w.view = WeightView{data, dtype, rows, cols};
   return w;
+}
+
+// A table with KernelTable::f16_arithmetic multiplies f16 weights (and fp16 cache rows) in
+// fp16 (arm/fp16_kernels.h): x is scaled by 2^-k into [8, 16) and rounded to fp16 (u = 2^-11
+// per product), runs of 8 products per lane are summed in fp16 (8 u), then in fp32: 10 u
+// sum|x w| with slack for the fp32 part. Where a scaled product or sum falls below fp16's
+// normal range, each step (n of them, the runs' flushes and the rounding of x, weighted by
+// |w|) may be off by half the subnormal spacing, 2^-25 * 2^k <= 2^-28 * max|x|.
+double f16_arithmetic_bound(const float* x, const float* w, int64_t n) {
+  double sum_abs = 0.0, sum_w = 0.0, absmax = 0.0;
+  for (int64_t c = 0; c < n; ++c) {
+    sum_abs += std::fabs(double{x[c]} * w[c]);
+    sum_w += std::fabs(double{w[c]});
+    absmax = std::max(absmax, std::fabs(double{x[c]}));
+  }
+  return 10.0 * std::ldexp(1.0, -11) * sum_abs + (n + 8 + sum_w) * std::ldexp(1.0, -28) * absmax;
 }
 
 class KernelIsaTest : public ::testing::TestWithParam<std::string> {
@@ -107,6 +125,9 @@ void expect_matmul_matches_scalar(const KernelTable& table, std::span<const DTyp
             // rounded to bf16 first: a further 2^-8 relative error per product.
             double tolerance = 2.0 * cols * kUnitRoundoff * sum_abs + 1e-30;
             if (bf16_rounding) tolerance += sum_abs / 256.0;
+            if (dtype == DType::kF16 && table.f16_arithmetic) {
+              tolerance += f16_arithmetic_bound(&x[t * cols], &w.f32[r * cols], cols);
+            }
             ASSERT_NEAR(got, expected[t * kLdy + r], tolerance)
                 << dtype_name(dtype) << " cols=" << cols << " tokens=" << num_tokens << " t=" << t
                 << " r=" << r;
@@ -162,6 +183,9 @@ void expect_matmul_large_decode_shape_matches_scalar(const KernelTable& table,
       for (int64_t c = 0; c < cols; ++c) sum_abs += std::fabs(double{x[c]} * w.f32[r * cols + c]);
       double tolerance = 2.0 * cols * kUnitRoundoff * sum_abs;  // reordered fp32 sum
       if (dtype == DType::kBF16 && table.matmul_bf16_activations) tolerance += sum_abs / 256.0;
+      if (dtype == DType::kF16 && table.f16_arithmetic) {
+        tolerance += f16_arithmetic_bound(x.data(), &w.f32[r * cols], cols);
+      }
       ASSERT_NEAR(actual[r], expected[r], tolerance) << dtype_name(dtype) << " row " << r;
     }
   }
@@ -177,6 +201,37 @@ TEST_P(KernelIsaTest, MatmulIsBatchInvariant) {
 
 TEST_P(KernelIsaTest, MatmulLargeDecodeShape) {
   expect_matmul_large_decode_shape_matches_scalar(*table_, kFloatDtypes, rng_);
+}
+
+TEST_P(KernelIsaTest, MatmulF16WithLargeAndTinyActivations) {
+  // Activations far outside fp16's range (1e5: products would overflow it) or deep in its
+  // subnormals (1e-6): fp16 arithmetic scales them by a power of two first, so the result
+  // stays within the same relative bound as for x in [-1, 1].
+  const int64_t rows = 9, cols = 300;
+  TestWeights w = make_weights(rng_, DType::kF16, rows, cols);
+  for (float magnitude : {1e5f, 1e-6f}) {
+    for (int64_t num_tokens : {1, 5}) {
+      std::vector<float> x = random_floats(rng_, num_tokens * cols);
+      for (float& v : x) v *= magnitude;
+      std::vector<float> expected(num_tokens * rows), actual(num_tokens * rows);
+      scalar().matmul(x.data(), num_tokens, w.view, 0, rows, expected.data(), rows);
+      table_->matmul(x.data(), num_tokens, w.view, 0, rows, actual.data(), rows);
+      for (int64_t t = 0; t < num_tokens; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double sum_abs = 0.0;
+          for (int64_t c = 0; c < cols; ++c) {
+            sum_abs += std::fabs(double{x[t * cols + c]} * w.f32[r * cols + c]);
+          }
+          double tolerance = 2.0 * cols * kUnitRoundoff * sum_abs;
+          if (table_->f16_arithmetic) {
+            tolerance += f16_arithmetic_bound(&x[t * cols], &w.f32[r * cols], cols);
+          }
+          ASSERT_NEAR(actual[t * rows + r], expected[t * rows + r], tolerance)
+              << "magnitude " << magnitude << " t=" << t << " r=" << r;
+        }
+      }
+    }
+  }
 }
 
 TEST_P(KernelIsaTest, RmsNormAndFusedAdd) {
@@ -288,9 +343,23 @@ TEST_P(KernelIsaTest, DotRowsAndAxpyRowsEqualTheOneRowCalls) {
         const std::string where = std::string(dtype_name(dtype)) + " n=" + std::to_string(n) +
                                   " rows=" + std::to_string(num_rows);
         for (int64_t j = 0; j < num_rows; ++j) {
-          ASSERT_EQ(out[j], table_->dot(a.data(), rows.f32.data() + j * stride, n))
-              << where << " j=" << j;
-          table_->axpy(coeffs[j], rows.f32.data() + j * stride, n, y.data());
+          const float* row = rows.f32.data() + j * stride;
+          if (dtype == DType::kF16 && table_->f16_arithmetic) {
+            // fp16 products (see f16_arithmetic_bound): not dot's bits, but each row's own
+            // bits whatever rows it is computed with.
+            float alone = 0.0f;
+            table_->dot_rows(a.data(), static_cast<const uint16_t*>(rows.view.data) + j * stride,
+                             dtype, stride, 1, n, &alone);
+            ASSERT_EQ(out[j], alone) << where << " j=" << j;
+            double sum_abs = 0.0;
+            for (int64_t i = 0; i < n; ++i) sum_abs += std::fabs(double{a[i]} * row[i]);
+            ASSERT_NEAR(out[j], table_->dot(a.data(), row, n),
+                        2.0 * n * kUnitRoundoff * sum_abs + f16_arithmetic_bound(a.data(), row, n))
+                << where << " j=" << j;
+          } else {
+            ASSERT_EQ(out[j], table_->dot(a.data(), row, n)) << where << " j=" << j;
+          }
+          table_->axpy(coeffs[j], row, n, y.data());
         }
         ASSERT_EQ(y_rows, y) << where;
       }
@@ -457,7 +526,8 @@ TEST(KernelDispatch, NamesAndForce) {
 #if defined(__x86_64__)
   EXPECT_EQ(names, (std::vector<std::string>{"avx512", "avx2", "scalar"}));
 #elif defined(__aarch64__)
-  EXPECT_EQ(names, (std::vector<std::string>{"neon_dotprod", "neon", "scalar"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"neon_bf16", "neon_i8mm", "neon_dotprod", "neon", "scalar"}));
 #endif
   EXPECT_EQ(kernels_for("sse9"), nullptr);
   EXPECT_THROW(set_kernel_isa("sse9"), Error);
@@ -480,6 +550,15 @@ TEST(KernelDispatch, NamesAndForce) {
       EXPECT_EQ(kernels_for(name)->isa, name);
     }
   }
+}
+
+// scripts/qemu-kernel-tests.sh names the variant each qemu CPU model must get by default
+// (e.g. neon_dotprod, not neon_i8mm, on neoverse-n1, which has no i8mm): the features are read
+// right and the priorities order them.
+TEST(KernelDispatch, DefaultIsTheVariantTheCpuModelCallsFor) {
+  const char* expected = std::getenv("PAGODA_EXPECTED_ISA");
+  if (expected == nullptr) GTEST_SKIP() << "PAGODA_EXPECTED_ISA is not set";
+  EXPECT_STREQ(kernels().isa, expected) << cpu_features().describe();
 }
 
 #if defined(__x86_64__)

@@ -111,12 +111,31 @@ inline int32x4_t fold_4_rows(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t e)
   return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, e));
 }
 
-// Rows [row, row + num_rows) (num_rows <= 4) x kTokens tokens from `token`. Rows past
-// num_rows repeat the last row (computed, never stored), so every row takes the same lanes
-// and operations in every tile.
+// Finishes one block for one token, 4 rows in the lanes: `dot` holds the rows' exact integer
+// sums; the float steps are the scalar table's, in its order (every tile calls this, so every
+// tile gives the same bits).
+template <class V, DType kType>
+inline float32x4_t finish_block(float32x4_t acc, int32x4_t dot, const QuantizedActivations& qa,
+                                int64_t token, int64_t b, bool symmetric_int4, float32x4_t scale,
+                                float32x4_t min) {
+  const int32_t sum_q = qa.sum_q[token * qa.num_blocks + b];
+  if (kType == DType::kI4 && symmetric_int4) dot = vsubq_s32(dot, vdupq_n_s32(8 * sum_q));
+  float32x4_t value = vmulq_f32(scale, vcvtq_f32_s32(dot));
+  if (kType == DType::kI4 && !symmetric_int4) {
+    value = vaddq_f32(value, vmulq_f32(min, vdupq_n_f32(static_cast<float>(sum_q))));
+  }
+  const float d = qa.d[token * qa.num_blocks + b];
+  return vaddq_f32(acc, vmulq_f32(vdupq_n_f32(d), value));
+}
+
+// Rows [row, row + num_rows) (num_rows <= 4) x kTokens tokens from `token`. Kept out of line
+// (one call covers whole rows) so that the disassembly names each tile: the instruction counts
+// of bench/peers/aarch64_inner_loops.py find the tiles by name (the smmla and fp16 tiles too). Rows
+// past num_rows repeat the last row (computed, never stored), so every row takes the same lanes and
+// operations in every tile.
 template <class V, DType kType, int kTokens>
-void int_tile(const QuantizedActivations& qa, int64_t token, const WeightView& w, int64_t row,
-              int64_t num_rows, float* y, int64_t ldy) {
+[[gnu::noinline]] void int_tile(const QuantizedActivations& qa, int64_t token, const WeightView& w,
+                                int64_t row, int64_t num_rows, float* y, int64_t ldy) {
   const int64_t cols = qa.cols, block = qa.block, num_groups = cols / w.group_size;
   const int64_t row_bytes = kType == DType::kI8 ? cols : cols / 2;
   int64_t rows[4];  // the tile's rows, the last one repeated past num_rows
@@ -168,15 +187,8 @@ void int_tile(const QuantizedActivations& qa, int64_t token, const WeightView& w
       }
     }
     for (int t = 0; t < kTokens; ++t) {
-      int32x4_t dot = fold_4_rows<V>(dots[0][t], dots[1][t], dots[2][t], dots[3][t]);
-      const int32_t sum_q = qa.sum_q[(token + t) * qa.num_blocks + b];
-      if (kType == DType::kI4 && w.symmetric_int4) dot = vsubq_s32(dot, vdupq_n_s32(8 * sum_q));
-      float32x4_t value = vmulq_f32(scale, vcvtq_f32_s32(dot));
-      if (asymmetric_int4) {
-        value = vaddq_f32(value, vmulq_f32(min, vdupq_n_f32(static_cast<float>(sum_q))));
-      }
-      const float d = qa.d[(token + t) * qa.num_blocks + b];
-      acc[t] = vaddq_f32(acc[t], vmulq_f32(vdupq_n_f32(d), value));
+      const int32x4_t dot = fold_4_rows<V>(dots[0][t], dots[1][t], dots[2][t], dots[3][t]);
+      acc[t] = finish_block<V, kType>(acc[t], dot, qa, token + t, b, w.symmetric_int4, scale, min);
     }
   }
   for (int t = 0; t < kTokens; ++t) {
@@ -190,18 +202,43 @@ void int_tile(const QuantizedActivations& qa, int64_t token, const WeightView& w
 // V::kIntTileTokens share each load of 4 rows' weights.
 constexpr int64_t kIntManyTokens = 4;
 
+// The many-token tile of the files whose V has kMatrixMultiply (smmla, FEAT_I8MM): defined in
+// arm/i8mm_kernels.h, which only they include. x_pairs holds the call's activations as token
+// pairs (pair_activations there).
+template <class V, DType kType, int kPairs>
+void mmla_tile(const QuantizedActivations& qa, const int8_t* x_pairs, int64_t token,
+               int64_t num_tokens, const WeightView& w, int64_t row, int64_t num_rows, float* y,
+               int64_t ldy);
+template <class V>
+const int8_t* pair_activations(const QuantizedActivations& qa, int64_t num_tokens);
+
 template <class V, DType kType>
 void matmul_int8_activations_typed(const float* x, int64_t num_tokens, const WeightView& w,
                                    int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
   const int64_t block = kType == DType::kI8 ? w.group_size : kQuantBlock;
   const QuantizedActivations qa = quantize_activations<V>(x, num_tokens, w.cols, block);
   const int64_t tile_tokens = num_tokens < kIntManyTokens ? 1 : V::kIntTileTokens;
+  const int8_t* x_pairs = nullptr;
+  if constexpr (V::kMatrixMultiply) {
+    if (tile_tokens > 1) x_pairs = pair_activations<V>(qa, num_tokens);
+  }
   for (int64_t r = row_begin; r < row_end; r += 4) {
     const int64_t rows = simd::min_i64<V>(4, row_end - r);
     for (int64_t t = 0; t < num_tokens; t += tile_tokens) {
-      simd::with_tile_shape<V, 1, V::kIntTileTokens>(
-          1, simd::min_i64<V>(tile_tokens, num_tokens - t),
-          [&]<int R, int T>() { int_tile<V, kType, T>(qa, t, w, r, rows, y + t * ldy + r, ldy); });
+      const int64_t tokens = simd::min_i64<V>(tile_tokens, num_tokens - t);
+      if constexpr (V::kMatrixMultiply) {
+        if (tile_tokens > 1) {
+          simd::with_tile_shape<V, 1, V::kIntTileTokens / 2>(
+              1, (tokens + 1) / 2, [&]<int R, int P>() {
+                mmla_tile<V, kType, P>(qa, x_pairs, t, num_tokens, w, r, rows, y + t * ldy + r,
+                                       ldy);
+              });
+          continue;
+        }
+      }
+      simd::with_tile_shape<V, 1, V::kIntTileTokens>(1, tokens, [&]<int R, int T>() {
+        int_tile<V, kType, T>(qa, t, w, r, rows, y + t * ldy + r, ldy);
+      });
     }
   }
 }

@@ -1,12 +1,14 @@
 // Armv8.2-A NEON kernels with the dot product (sdot), for Kunpeng 920's TaiShan v110,
 // Neoverse N1 / Graviton 2, Cortex-A76 and later: the shared SIMD templates as in neon.cpp,
-// W8A8 / W4A8 with sdot (16 int8 products into 4 int32 lanes in one instruction). Compiled
-// with -march=armv8.2-a+dotprod+fp16 (src/kernels/CMakeLists.txt) and only chosen where the
-// CPU reports asimddp, fphp and asimdhp (arm/variants.cpp).
+// W8A8 / W4A8 with sdot (16 int8 products into 4 int32 lanes in one instruction), and f16
+// weights and fp16 KV-cache scores in fp16 arithmetic (arm/fp16_kernels.h). Compiled with
+// -march=armv8.2-a+dotprod+fp16 (src/kernels/CMakeLists.txt) and only chosen where the CPU
+// reports asimddp, fphp and asimdhp (arm/variants.cpp).
 #if defined(__aarch64__)
 
 #include <arm_neon.h>
 
+#include "kernels/arm/fp16_kernels.h"
 #include "kernels/arm/int8_kernels.h"
 #include "kernels/arm/neon_traits.h"
 #include "kernels/simd/quant_kernels.h"
@@ -23,7 +25,8 @@ struct NeonDotprod : NeonBase {
 }  // namespace
 
 const KernelTable& neon_dotprod_table() {
-  static const KernelTable table = simd::make_table<NeonDotprod>("neon_dotprod");
+  static const KernelTable table =
+      arm::with_f16_arithmetic<NeonDotprod>(simd::make_table<NeonDotprod>("neon_dotprod"));
   return table;
 }
 

@@ -28,6 +28,8 @@ struct NeonBase {
   // W8A8 / W4A8 (arm/int8_kernels.h): tokens per 4-row tile for many tokens: 4 x 4 int32
   // accumulators + 4 float accumulators + 8 weight vectors + 2 activation vectors.
   static constexpr int kIntTileTokens = 4;
+  // Whether the many-token W8A8 / W4A8 tiles use smmla (arm/i8mm_kernels.h).
+  static constexpr bool kMatrixMultiply = false;
 
   // The ISA-specific helpers of the shared templates.
   static void prefetch_l2(const void* p) { __builtin_prefetch(p, 0, 2); }

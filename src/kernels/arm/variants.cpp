@@ -1,6 +1,7 @@
 // The AArch64 kernel variants, best first (see tables.h). Every AArch64 CPU has NEON; the dot
 // product variant also needs fp16 arithmetic, since its file is compiled for Armv8.2-A with
-// +fp16 (Kunpeng 920 reports asimd asimddp fphp asimdhp asimdfhm: it qualifies).
+// +fp16 (Kunpeng 920 reports asimd asimddp fphp asimdhp asimdfhm: it qualifies); the i8mm
+// variant is that plus smmla (not on Kunpeng 920 or Neoverse N1).
 #if defined(__aarch64__)
 
 #include "kernels/tables.h"
@@ -9,6 +10,16 @@ namespace pagoda::detail {
 
 std::span<const KernelVariant> architecture_variants() {
   static constexpr KernelVariant kVariants[] = {
+      {"neon_bf16", 40,
+       [](const CpuFeatures& cpu) {
+         return cpu.asimd && cpu.asimddp && cpu.has_fp16_arith() && cpu.i8mm && cpu.bf16;
+       },
+       [](const CpuFeatures&) -> const KernelTable& { return neon_bf16_table(); }},
+      {"neon_i8mm", 30,
+       [](const CpuFeatures& cpu) {
+         return cpu.asimd && cpu.asimddp && cpu.has_fp16_arith() && cpu.i8mm;
+       },
+       [](const CpuFeatures&) -> const KernelTable& { return neon_i8mm_table(); }},
       {"neon_dotprod", 20,
        [](const CpuFeatures& cpu) { return cpu.asimd && cpu.asimddp && cpu.has_fp16_arith(); },
        [](const CpuFeatures&) -> const KernelTable& { return neon_dotprod_table(); }},

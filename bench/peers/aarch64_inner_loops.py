@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Instructions per 32 multiply-adds in the inner loops of the AArch64 kernels, from the
+disassembly of the cross-built objects (static counts: no hardware needed).
+
+    bench/peers/aarch64_inner_loops.py [--build build-aarch64] [--peer NAME=OBJ ...]
+
+For each kernel it finds the function by its (demangled) name, the loops in it (a branch back to
+an earlier address of the same function), and the innermost loop that multiplies. The
+multiply-adds an instruction does (sdot 16, smmla 32, fmla .8h 8, fmla .4s 4, smull/smlal .8h 8,
+bfdot 8, bfmmla 16) give the loop's work; for decode (one token) a multiply-add is one weight,
+so "per 32 MACs" is "per 32 weights". Two figures:
+  inner  the innermost multiplying loop alone: the steady state of a long block (int8 per
+         channel: one scale per row and token, so the block is the whole row);
+  block  the loop around it, when that inner loop runs once per iteration of its parent: with
+         blocks of 32 (Q8_0, every int4 layout) the per-block work (scales, folds, the float
+         finish) is paid every 32 columns.
+Static counts ignore how often branches inside a loop are taken; prefetches and loads count as
+instructions. --peer NAME=OBJ adds objects built elsewhere (e.g. llama.cpp's
+ggml-cpu/arch/arm/quants.c or repack.cpp compiled for aarch64): their kernels listed in
+PEER_KERNELS are counted the same way. Needs aarch64-linux-gnu-objdump (binutils-aarch64-linux-gnu).
+"""
+import argparse
+import pathlib
+import re
+import subprocess
+import sys
+
+# (label, object stem, regex on the demangled name, mnemonic the loop must contain or None)
+PAGODA_KERNELS = [
+    ("Q8_0/int8 decode, sdot (4 rows x 1 token)", "neon_dotprod",
+     r"arm::int_tile<[^>]*NeonDotprod, \(pagoda::DType\)3, 1>", "sdot"),
+    ("int4 decode, sdot (4 rows x 1 token)", "neon_dotprod",
+     r"arm::int_tile<[^>]*NeonDotprod, \(pagoda::DType\)4, 1>", "sdot"),
+    ("Q8_0/int8 prefill, sdot (4 rows x 4 tokens)", "neon_dotprod",
+     r"arm::int_tile<[^>]*NeonDotprod, \(pagoda::DType\)3, 4>", "sdot"),
+    ("int4 prefill, sdot (4 rows x 4 tokens)", "neon_dotprod",
+     r"arm::int_tile<[^>]*NeonDotprod, \(pagoda::DType\)4, 4>", "sdot"),
+    ("Q8_0/int8 prefill, smmla (4 rows x 8 tokens)", "neon_i8mm",
+     r"arm::mmla_tile<[^>]*NeonI8mm, \(pagoda::DType\)3, 4>", "smmla"),
+    ("int4 prefill, smmla (4 rows x 8 tokens)", "neon_i8mm",
+     r"arm::mmla_tile<[^>]*NeonI8mm, \(pagoda::DType\)4, 4>", "smmla"),
+    ("Q8_0/int8 decode, Armv8.0 smull/smlal", "neon",
+     r"arm::int_tile<[^>]*::Neon, \(pagoda::DType\)3, 1>", None),
+    ("f16 decode, fmla .8h (4 rows x 1 token)", "neon_dotprod",
+     r"arm::f16_dot_tile<[^>]*NeonDotprod, 4, 1, true>", "fmla"),
+    ("f16 prefill, fmla .8h (4 rows x 3 tokens)", "neon_dotprod",
+     r"arm::f16_dot_tile<[^>]*NeonDotprod, 4, 3, false>", "fmla"),
+    ("bf16 decode, bfdot (4 rows x 1 token)", "neon_bf16",
+     r"arm::bf16_dot_tile<[^>]*NeonBf16, 4, 1>", "bfdot"),
+    ("bf16 prefill, bfdot (4 rows x 4 tokens)", "neon_bf16",
+     r"arm::bf16_dot_tile<[^>]*NeonBf16, 4, 4>", "bfdot"),
+    ("f32/bf16 panel prefill, fmla .4s (sweep tile)", "neon_dotprod",
+     r"simd::sweep_panel<[^>]*NeonDotprod>", "fmla"),
+]
+
+# llama.cpp's names (ggml-cpu); which object holds them is given with --peer.
+PEER_KERNELS = [
+    ("Q8_0 vec_dot (1 row x 1 token)", r"^ggml_vec_dot_q8_0_q8_0$", "sdot"),
+    ("Q8_0 vec_dot, i8mm (2 rows x 2 tokens)", r"^ggml_vec_dot_q8_0_q8_0$", "smmla"),
+    ("Q4_0 vec_dot (1 row x 1 token)", r"^ggml_vec_dot_q4_0_q8_0$", "sdot"),
+    ("Q4_0 vec_dot, i8mm (2 rows x 2 tokens)", r"^ggml_vec_dot_q4_0_q8_0$", "smmla"),
+    ("Q4_0 repacked gemv 4x4 (decode)", r"ggml_gemv_q4_0_4x4_q8_0", "sdot"),
+    ("Q4_0 repacked gemm 4x4 (prefill)", r"ggml_gemm_q4_0_4x4_q8_0", "sdot"),
+    ("Q8_0 repacked gemv 4x4 (decode)", r"ggml_gemv_q8_0_4x4_q8_0", "sdot"),
+    ("Q8_0 repacked gemm 4x4 (prefill)", r"ggml_gemm_q8_0_4x4_q8_0", "sdot"),
+]
+
+FUNC_RE = re.compile(r"^([0-9a-f]+) <(.*)>:$")
+INSN_RE = re.compile(r"^\s+([0-9a-f]+):\s+(\S+)\s*(.*)$")
+BRANCH_TARGET_RE = re.compile(r"^(?:b\.\w+|b|cbz|cbnz|tbz|tbnz)$")
+
+
+def macs(mnemonic, operands):
+    """Multiply-adds one instruction performs (0 for everything else)."""
+    if mnemonic in ("sdot", "udot", "usdot", "sudot"):
+        return 16 if ".4s" in operands else 8
+    if mnemonic in ("smmla", "ummla", "usmmla"):
+        return 32
+    if mnemonic == "bfmmla":
+        return 16
+    if mnemonic == "bfdot":
+        return 8 if ".4s" in operands else 4
+    if mnemonic in ("fmla", "fmls"):
+        first = operands.split(",")[0]
+        return 8 if ".8h" in first else 4 if (".4s" in first or ".4h" in first) else 2 if ".2d" in first else 1
+    if mnemonic in ("fmlal", "fmlal2"):
+        return 4
+    if mnemonic in ("smull", "smull2", "smlal", "smlal2", "umull", "umull2", "umlal", "umlal2"):
+        return 8 if ".8h" in operands.split(",")[0] else 4
+    return 0
+
+
+def functions(obj):
+    out = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "-C", "--no-show-raw-insn", str(obj)],
+                         check=True, capture_output=True, text=True).stdout
+    funcs, current = {}, None
+    for line in out.splitlines():
+        m = FUNC_RE.match(line)
+        if m:
+            current = []
+            funcs[m.group(2)] = current
+            continue
+        m = INSN_RE.match(line)
+        if m and current is not None:
+            current.append((int(m.group(1), 16), m.group(2), m.group(3)))
+    return funcs
+
+
+def loops(insns):
+    """(start, end) address intervals closed by a backward branch."""
+    if not insns:
+        return []
+    lo, hi = insns[0][0], insns[-1][0]
+    found = set()
+    for addr, mnem, ops in insns:
+        if not BRANCH_TARGET_RE.match(mnem):
+            continue
+        m = re.search(r"\b([0-9a-f]+) <", ops)
+        if not m:
+            continue
+        target = int(m.group(1), 16)
+        if lo <= target <= addr <= hi:
+            found.add((target, addr))
+    return sorted(found, key=lambda iv: iv[1] - iv[0])
+
+
+def measure(insns, need):
+    """(inner count, inner MACs, block count or None) for the innermost multiplying loop."""
+    body = lambda iv: [i for i in insns if iv[0] <= i[0] <= iv[1]]
+    # With `need` only that instruction's multiply-adds count (an int8 loop's float finish
+    # would otherwise add its fmla lanes to the integer work).
+    work = lambda iv: sum(macs(m, o) for _, m, o in body(iv) if need is None or m == need)
+    inside = lambda a, b: a != b and b[0] <= a[0] and a[1] <= b[1]
+    all_loops = loops(insns)
+    candidates = [iv for iv in all_loops
+                  if work(iv) > 0 and (need is None or any(m == need for _, m, _ in body(iv)))]
+    # Innermost: no multiplying loop inside; of those, the one doing the most work (a main
+    # loop rather than its remainder loop).
+    innermost = [iv for iv in candidates if not any(inside(o, iv) for o in candidates)]
+    if not innermost:
+        return None
+    iv = max(innermost, key=work)
+    parent = min((p for p in all_loops if inside(iv, p)), key=lambda p: p[1] - p[0], default=None)
+    return len(body(iv)), work(iv), (len(body(parent)) if parent else None)
+
+
+def row(label, insns, need):
+    if insns is None:
+        return f"| {label} | not found | | | |"
+    r = measure(insns, need)
+    if r is None:
+        return f"| {label} | no multiplying loop | | | |"
+    n, work, parent = r
+    per = lambda k: f"{32.0 * k / work:.1f}"
+    return f"| {label} | {n} insns / {work} MACs | {per(n)} | {per(parent) if parent else '-'} |"
+
+
+def find(funcs, pattern):
+    rx = re.compile(pattern)
+    hits = [name for name in funcs if rx.search(name)]
+    return funcs[min(hits, key=len)] if hits else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build-aarch64")
+    ap.add_argument("--peer", action="append", default=[], metavar="NAME=OBJ")
+    args = ap.parse_args()
+    build = pathlib.Path(args.build)
+    objs = {p.name.split(".")[0]: p for p in build.rglob("*.cpp.o")
+            if p.parent.name == "arm"}
+    if not objs:
+        sys.exit(f"no AArch64 kernel objects under {build} (scripts/cross-build.sh aarch64)")
+    header = "| kernel | innermost loop | inner / 32 MACs | block loop / 32 MACs |\n|---|---|---|---|"
+    print("Pagoda (" + ", ".join(sorted(objs)) + ")")
+    print(header)
+    cache = {}
+    for label, stem, pattern, need in PAGODA_KERNELS:
+        if stem not in objs:
+            print(f"| {label} | {stem} not built | | |")
+            continue
+        funcs = cache.setdefault(stem, functions(objs[stem]))
+        print(row(label, find(funcs, pattern), need))
+    for spec in args.peer:
+        name, _, obj = spec.partition("=")
+        funcs = functions(pathlib.Path(obj))
+        print(f"\n{name} ({obj})")
+        print(header)
+        for label, pattern, need in PEER_KERNELS:
+            insns = find(funcs, pattern)
+            if insns is not None:
+                print(row(label, insns, need))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+// The many-token W8A8 / W4A8 tile on smmla (Armv8.6-A FEAT_I8MM, optional from Armv8.2-A:
+// Neoverse V1 / N2, Graviton 3, newer HiSilicon cores; not Kunpeng 920), for prefill and batched
+// decode. Decode (fewer than kIntManyTokens tokens) keeps the sdot tile of arm/int8_kernels.h.
+//
+// smmla multiplies a 2 x 8 int8 matrix by an 8 x 2 one into a 2 x 2 int32 block: 32
+// multiply-adds per instruction where sdot does 16. Here the 2 x 8 operand is 8 columns of
+// two weight rows and the 8 x 2 one the same 8 columns of two tokens, so one instruction
+// advances 2 rows x 2 tokens by 8 columns, and the result lanes are
+//   [row 0 . token 0, row 0 . token 1, row 1 . token 0, row 1 . token 1].
+// Two row pairs side by side, uzp1 / uzp2 give each token its 4 rows in the lanes, which is
+// what finish_block (int8_kernels.h) takes: the integer sums are exact, so every row and token
+// gets the scalar table's bits, as from the sdot tiles (batch invariance holds across both).
+//
+// Layouts. The weights stay as stored (no repacking at load yet): per 32 columns each row is
+// loaded as two 16-byte vectors (int4: one, split into nibbles) and each row pair is
+// interleaved 8 bytes at a time with zip1 / zip2 on 64-bit lanes, once per tile and shared by
+// all its tokens. The activations are interleaved once per call into token pairs
+// (pair_activations: 8 bytes of token 2p, then 8 of token 2p + 1), so a tile loads them
+// ready-made. Tile: 4 rows x up to 8 tokens (4 pairs): 8 int32 blocks + 8 fp32 accumulators
+// + 8 interleaved weight vectors + one activation vector + scales fit the 32 q registers.
+#pragma once
+
+#include <arm_neon.h>
+
+#include <cstdint>
+
+#include "kernels/arm/int8_kernels.h"
+
+namespace pagoda::arm {
+
+// qa's tokens as pairs: pair p at [p * 2 * cols], and in it 8 columns of token 2p then the
+// same 8 of token 2p + 1 (the last token twice when num_tokens is odd). cols is a multiple of
+// 32 (quantized layouts).
+template <class V>
+const int8_t* pair_activations(const QuantizedActivations& qa, int64_t num_tokens) {
+  static thread_local Scratch<V> scratch;
+  const int64_t cols = qa.cols, num_pairs = (num_tokens + 1) / 2;
+  auto* out = static_cast<int8_t*>(scratch.get(static_cast<size_t>(num_pairs * 2 * cols)));
+  for (int64_t p = 0; p < num_pairs; ++p) {
+    const int8_t* first = qa.q + 2 * p * cols;
+    const int8_t* second = qa.q + simd::min_i64<V>(2 * p + 1, num_tokens - 1) * cols;
+    int8_t* dst = out + p * 2 * cols;
+    for (int64_t c = 0; c < cols; c += 16) {
+      const int64x2_t a = vreinterpretq_s64_s8(vld1q_s8(first + c));
+      const int64x2_t b = vreinterpretq_s64_s8(vld1q_s8(second + c));
+      vst1q_s8(dst + 2 * c, vreinterpretq_s8_s64(vzip1q_s64(a, b)));
+      vst1q_s8(dst + 2 * c + 16, vreinterpretq_s8_s64(vzip2q_s64(a, b)));
+    }
+  }
+  return out;
+}
+
+// Rows [row, row + num_rows) (num_rows <= 4; the last repeated, computed, never stored) x
+// token pairs [token / 2, token / 2 + kPairs) (token even); only tokens below num_tokens are
+// stored.
+template <class V, DType kType, int kPairs>
+[[gnu::noinline]] void mmla_tile(const QuantizedActivations& qa, const int8_t* x_pairs,
+                                 int64_t token, int64_t num_tokens, const WeightView& w,
+                                 int64_t row, int64_t num_rows, float* y, int64_t ldy) {
+  const int64_t cols = qa.cols, block = qa.block, num_groups = cols / w.group_size;
+  const int64_t row_bytes = kType == DType::kI8 ? cols : cols / 2;
+  int64_t rows[4];
+  const uint8_t* w_row[4];
+  for (int r = 0; r < 4; ++r) {
+    rows[r] = row + (r < num_rows ? r : num_rows - 1);
+    w_row[r] = static_cast<const uint8_t*>(w.data) + rows[r] * row_bytes;
+  }
+  // The tile's tokens; a pair's second past num_tokens repeats the last token (its data in
+  // x_pairs does too), so its scales are read in range.
+  int64_t tokens[2 * kPairs];
+  for (int t = 0; t < 2 * kPairs; ++t) tokens[t] = simd::min_i64<V>(token + t, num_tokens - 1);
+  const int8_t* xp = x_pairs + token * cols;  // pair token / 2 starts at (token / 2) * 2 * cols
+  const bool asymmetric_int4 = kType == DType::kI4 && !w.symmetric_int4;
+  const auto zip_lo = [](int8x16_t a, int8x16_t b) {
+    return vreinterpretq_s8_s64(vzip1q_s64(vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b)));
+  };
+  const auto zip_hi = [](int8x16_t a, int8x16_t b) {
+    return vreinterpretq_s8_s64(vzip2q_s64(vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b)));
+  };
+  float32x4_t acc[2 * kPairs];
+  for (int t = 0; t < 2 * kPairs; ++t) acc[t] = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < qa.num_blocks; ++b) {
+    const int64_t g = b * block / w.group_size;
+    uint16_t s[4], m[4] = {};
+    for (int r = 0; r < 4; ++r) {
+      s[r] = w.scales[rows[r] * num_groups + g];
+      if (asymmetric_int4) m[r] = w.mins[rows[r] * num_groups + g];
+    }
+    const float32x4_t scale = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(s)));
+    const float32x4_t min = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(m)));
+    int32x4_t mm[2][kPairs];
+    for (int p = 0; p < 2; ++p) {
+      for (int q = 0; q < kPairs; ++q) mm[p][q] = vdupq_n_s32(0);
+    }
+    for (int64_t c = b * block; c < (b + 1) * block; c += kQuantBlock) {
+      int8x16_t lo[4], hi[4];  // values c..c+15 and c+16..c+31 of each row
+      for (int r = 0; r < 4; ++r) {
+        if constexpr (kType == DType::kI8) {
+          lo[r] = vld1q_s8(reinterpret_cast<const int8_t*>(w_row[r] + c));
+          hi[r] = vld1q_s8(reinterpret_cast<const int8_t*>(w_row[r] + c + 16));
+        } else {  // a run of 32: byte j holds value j (low nibble) and j + 16 (high nibble)
+          const uint8x16_t packed = vld1q_u8(w_row[r] + c / 2);
+          lo[r] = vreinterpretq_s8_u8(vandq_u8(packed, vdupq_n_u8(15)));
+          hi[r] = vreinterpretq_s8_u8(vshrq_n_u8(packed, 4));
+        }
+      }
+      // a[p][k]: columns c + 8k .. c + 8k + 7 of rows 2p and 2p + 1.
+      int8x16_t a[2][4];
+      for (int p = 0; p < 2; ++p) {
+        a[p][0] = zip_lo(lo[2 * p], lo[2 * p + 1]);
+        a[p][1] = zip_hi(lo[2 * p], lo[2 * p + 1]);
+        a[p][2] = zip_lo(hi[2 * p], hi[2 * p + 1]);
+        a[p][3] = zip_hi(hi[2 * p], hi[2 * p + 1]);
+      }
+      for (int q = 0; q < kPairs; ++q) {
+        const int8_t* xq = xp + q * 2 * cols + 2 * c;
+        for (int k = 0; k < 4; ++k) {
+          const int8x16_t x = vld1q_s8(xq + 16 * k);
+          mm[0][q] = vmmlaq_s32(mm[0][q], a[0][k], x);
+          mm[1][q] = vmmlaq_s32(mm[1][q], a[1][k], x);
+        }
+      }
+    }
+    for (int q = 0; q < kPairs; ++q) {
+      const int32x4_t first = vuzp1q_s32(mm[0][q], mm[1][q]);  // token 2q, rows 0..3
+      const int32x4_t second = vuzp2q_s32(mm[0][q], mm[1][q]);
+      acc[2 * q] = finish_block<V, kType>(acc[2 * q], first, qa, tokens[2 * q], b, w.symmetric_int4,
+                                          scale, min);
+      acc[2 * q + 1] = finish_block<V, kType>(acc[2 * q + 1], second, qa, tokens[2 * q + 1], b,
+                                              w.symmetric_int4, scale, min);
+    }
+  }
+  const int64_t num_valid = simd::min_i64<V>(2 * kPairs, num_tokens - token);
+  for (int t = 0; t < num_valid; ++t) {
+    float rows4[4];
+    vst1q_f32(rows4, acc[t]);
+    for (int r = 0; r < num_rows; ++r) y[t * ldy + r] = rows4[r];
+  }
+}
+
+}  // namespace pagoda::arm
