@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,37 @@ TEST(SpecDecode, SampledOutputsKeepMaxTokensAndStopTokens) {
   ASSERT_FALSE(ids.empty());
   EXPECT_EQ(ids.back(), stop);
   for (size_t i = 0; i + 1 < ids.size(); ++i) EXPECT_NE(ids[i], stop);
+}
+
+// The grammar's logits processor sees only kept tokens: a drafted token the grammar forbids
+// is rejected like any other, and every output still matches the pattern.
+TEST(SpecDecode, StructuredOutputHoldsUnderSpeculation) {
+  StructuredOutputsParams so;
+  so.regex = "(ab|cd){3,9}-[0-9]{3}";
+  const std::regex pattern("(ab|cd){3,9}-[0-9]{3}");
+  const auto completions = [&](const std::string& spec, float temperature) {
+    Engine engine(tiny_engine(spec));
+    for (int i = 0; i < 6; ++i) {
+      SamplingParams p;
+      p.temperature = temperature;
+      p.seed = 40 + i;
+      p.max_tokens = 64;
+      p.structured_outputs = so;
+      engine.add_request(std::to_string(i), "abab cdcd abab", p);
+    }
+    std::map<std::string, std::string> texts;
+    while (engine.has_unfinished_requests()) {
+      for (const RequestOutput& out : engine.step()) {
+        if (out.finished) texts[out.request_id] = out.outputs.front().text;
+      }
+    }
+    EXPECT_GT(engine.stats().spec_num_drafts + (spec.empty() ? 1 : 0), 0);
+    return texts;
+  };
+  for (const auto& [id, text] : completions(kNgram, 1.0f)) {
+    EXPECT_TRUE(std::regex_match(text, pattern)) << id << ": " << text;
+  }
+  EXPECT_EQ(completions(kNgram, 0.0f), completions("", 0.0f));
 }
 
 TEST(SpecDecode, UnsupportedMethodsAndUnknownKeysAreOneClearError) {
