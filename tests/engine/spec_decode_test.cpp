@@ -152,6 +152,45 @@ TEST(SpecDecode, SampledOutputsKeepMaxTokensAndStopTokens) {
   for (size_t i = 0; i + 1 < ids.size(); ++i) EXPECT_NE(ids[i], stop);
 }
 
+// A stop string completed by an accepted draft ends the output there: the same tokens and text
+// as plain decoding, nothing from the rest of the step. The repetitive prompts make the drafts
+// hold, and stops cut at several places of each output.
+TEST(SpecDecode, StopStringsEndTheOutputWhereTheyDoWithoutSpeculation) {
+  const auto prompts = make_prompts();
+  Engine plain(tiny_engine(""));
+  Engine spec(tiny_engine(kNgram));
+  const auto free_run = run(plain, prompts, greedy(32));
+  std::vector<std::vector<int32_t>> stop_prompts;
+  std::vector<SamplingParams> stop_params;
+  for (size_t i = 0; i < prompts.size(); i += 2) {
+    const std::string text = plain.decode(free_run.at(std::to_string(i)), true);
+    if (text.size() < 8) continue;
+    for (size_t cut : {text.size() / 3, text.size() / 2, text.size() - 4}) {
+      SamplingParams p = greedy(32);
+      p.stop = {text.substr(cut, 3)};
+      stop_prompts.push_back(prompts[i]);
+      stop_params.push_back(p);
+    }
+  }
+  ASSERT_GT(stop_params.size(), 10u);
+  const auto outputs = [&](Engine& engine) {
+    std::vector<std::pair<std::string, std::vector<int32_t>>> result;
+    for (size_t i = 0; i < stop_prompts.size(); ++i) {
+      engine.add_request_tokens(std::to_string(i), stop_prompts[i], stop_params[i]);
+    }
+    std::map<std::string, CompletionOutput> finished;
+    while (engine.has_unfinished_requests()) {
+      for (const RequestOutput& out : engine.step()) {
+        if (out.finished) finished[out.request_id] = out.outputs.front();
+      }
+    }
+    for (const auto& [id, out] : finished) result.emplace_back(out.text, out.token_ids);
+    return result;
+  };
+  EXPECT_EQ(outputs(spec), outputs(plain));
+  EXPECT_GT(spec.stats().spec_num_accepted_tokens, 0);
+}
+
 // The grammar's logits processor sees only kept tokens: a drafted token the grammar forbids
 // is rejected like any other, and every output still matches the pattern.
 TEST(SpecDecode, StructuredOutputHoldsUnderSpeculation) {
