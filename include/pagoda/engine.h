@@ -90,6 +90,10 @@ struct EngineArgs {
   // "int4" (groups of 32) or "dequant" (exact fp32, the reference). docs/quantization.md.
   std::string fp8_weights = "int8";
   bool int8_activations = true;  // false: weight-only (fp32 activations)
+  // Speculative decoding, as vLLM's --speculative-config JSON, e.g. {"method": "ngram",
+  // "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 1}; "" off.
+  // docs/speculative_decoding.md.
+  std::string speculative_config;
 };
 
 struct TokenLogprobInfo {
@@ -154,6 +158,12 @@ struct EngineStats {
   int64_t generation_tokens = 0;
   int64_t num_steps = 0;             // steps that ran a forward pass
   int32_t last_step_num_tokens = 0;  // tokens the latest of them computed (prefill + decode)
+  // Speculative decoding: requests verified with drafts (vllm:spec_decode_num_drafts), drafted
+  // tokens verified, of those accepted, and accepted per draft position (0 = first draft).
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_num_accepted_tokens_per_pos;
 };
 
 // The KV cache as sized at load: for the startup log and /metrics (vLLM's cache_config_info).

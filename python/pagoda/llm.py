@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import re
 import threading
@@ -132,6 +133,11 @@ class LLM:
         args.update(_kv_cache_args(kv_cache_space))
         if seed is not None:
             args["seed"] = seed
+        # vLLM takes a dict (or its JSON); the engine parses the JSON and names a bad key.
+        speculative_config = kwargs.pop("speculative_config", None)
+        if speculative_config is not None:
+            args["speculative_config"] = (speculative_config if isinstance(speculative_config, str)
+                                          else json.dumps(speculative_config))
         for name, value in kwargs.items():
             if name in _ENGINE_KWARGS:
                 if value is not None:

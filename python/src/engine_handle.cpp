@@ -63,6 +63,8 @@ const std::map<std::string, FieldSetter>& engine_arg_setters() {
       {"fp8_weights", [](EngineArgs& a, const py::handle& v) { set_from(a.fp8_weights, v); }},
       {"int8_activations",
        [](EngineArgs& a, const py::handle& v) { set_from(a.int8_activations, v); }},
+      {"speculative_config",
+       [](EngineArgs& a, const py::handle& v) { set_from(a.speculative_config, v); }},
   };
   return setters;
 }

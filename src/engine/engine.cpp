@@ -19,6 +19,7 @@
 #include "engine/input_processor.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/output_processor.h"
+#include "engine/speculative_config.h"
 #include "hub/resolve_model.h"
 #include "kernels/thread_placement.h"
 #include "loader/safetensors.h"
@@ -105,6 +106,7 @@ namespace {
 
 // Opens the model; copying weight files into memory (seconds per GB) shows progress.
 ModelSource open_model_with_progress(const EngineArgs& args) {
+  parse_speculative_config(args.speculative_config);  // fail before minutes of loading
   const std::string path = resolve_model_dir(args);
   hub::HubOptions tokenizer_options;
   tokenizer_options.revision = args.tokenizer_revision;
@@ -242,7 +244,8 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   cc.scheduler.enable_prefix_caching = args.enable_prefix_caching;
   cc.kv_cache_by_need = args.kv_cache_by_need;
   core_ = std::make_unique<EngineCore>(
-      cc, std::make_unique<InProcessExecutor>(*model_, kv_spec_, args.block_size, placement));
+      cc, std::make_unique<InProcessExecutor>(*model_, kv_spec_, args.block_size, placement,
+                                              parse_speculative_config(args.speculative_config)));
   if (!placement.cpus.empty())
     spdlog::info("{} kernel threads pinned to CPUs {}", placement.num_threads,
                  fmt::join(placement.cpus, ","));
@@ -394,6 +397,10 @@ EngineStats Engine::stats() const {
   st.generation_tokens = impl_->outputs_->num_generation_tokens();
   st.num_steps = core.num_steps;
   st.last_step_num_tokens = core.last_step_num_tokens;
+  st.spec_num_drafts = core.spec_num_drafts;
+  st.spec_num_draft_tokens = core.spec_num_draft_tokens;
+  st.spec_num_accepted_tokens = core.spec_num_accepted_tokens;
+  st.spec_num_accepted_tokens_per_pos = core.spec_num_accepted_tokens_per_pos;
   return st;
 }
 

@@ -118,6 +118,7 @@ EngineCoreOutputs EngineCore::step() {
   if (!scheduled.empty() || !scheduled.finished_request_ids.empty()) {
     const ModelRunnerOutput runner_output = executor_->execute_model(scheduled);
     result.computed_time_s = now_s();
+    count_spec_decoding(scheduled, runner_output);
     result.outputs = scheduler_->update_from_output(scheduled, runner_output);
   }
   if (log_step) {
@@ -128,6 +129,24 @@ EngineCoreOutputs EngineCore::step() {
                               (now_s() - t_start) * 1e3));
   }
   return result;
+}
+
+void EngineCore::count_spec_decoding(const SchedulerOutput& scheduled,
+                                     const ModelRunnerOutput& output) {
+  for (size_t i = 0; i < scheduled.requests.size(); ++i) {
+    const auto num_drafts = static_cast<int64_t>(scheduled.requests[i].draft_token_ids.size());
+    if (num_drafts == 0 || i >= output.num_accepted_draft_tokens.size()) continue;
+    const int64_t accepted = output.num_accepted_draft_tokens[i];
+    ++spec_num_drafts_;
+    spec_num_draft_tokens_ += num_drafts;
+    spec_num_accepted_tokens_ += accepted;
+    if (spec_num_accepted_tokens_per_pos_.size() < static_cast<size_t>(num_drafts)) {
+      spec_num_accepted_tokens_per_pos_.resize(static_cast<size_t>(num_drafts), 0);
+    }
+    for (int64_t pos = 0; pos < accepted; ++pos) {
+      ++spec_num_accepted_tokens_per_pos_[static_cast<size_t>(pos)];
+    }
+  }
 }
 
 bool EngineCore::has_unfinished_requests() const {
@@ -141,6 +160,10 @@ EngineCoreStats EngineCore::stats() const {
   st.prompt_tokens_computed = prompt_tokens_computed_;
   st.num_steps = num_steps_;
   st.last_step_num_tokens = last_step_num_tokens_;
+  st.spec_num_drafts = spec_num_drafts_;
+  st.spec_num_draft_tokens = spec_num_draft_tokens_;
+  st.spec_num_accepted_tokens = spec_num_accepted_tokens_;
+  st.spec_num_accepted_tokens_per_pos = spec_num_accepted_tokens_per_pos_;
   if (!scheduler_) return st;
   const Scheduler& s = *scheduler_;
   st.num_running = s.num_running();

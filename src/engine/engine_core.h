@@ -37,6 +37,12 @@ struct EngineCoreStats {
   int64_t prompt_tokens_computed = 0;
   int64_t num_steps = 0;
   int32_t last_step_num_tokens = 0;
+  // Speculative decoding (vLLM's SpecDecodingStats): requests verified with drafts, drafted
+  // tokens verified, of those accepted, and accepted per draft position (0 = first draft).
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_num_accepted_tokens_per_pos;
 };
 
 class EngineCore {
@@ -75,6 +81,12 @@ class EngineCore {
   int64_t prompt_tokens_computed_ = 0;
   int64_t num_steps_ = 0;
   int32_t last_step_num_tokens_ = 0;
+  int64_t spec_num_drafts_ = 0;
+  int64_t spec_num_draft_tokens_ = 0;
+  int64_t spec_num_accepted_tokens_ = 0;
+  std::vector<int64_t> spec_num_accepted_tokens_per_pos_;
+  // Adds a step's verified drafts to the counters above.
+  void count_spec_decoding(const SchedulerOutput& scheduled, const ModelRunnerOutput& output);
 };
 
 }  // namespace pagoda

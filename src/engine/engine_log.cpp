@@ -40,6 +40,7 @@ std::string non_default_engine_args(const EngineArgs& a) {
   if (a.kv_cache_space_bytes != d.kv_cache_space_bytes)
     diff.add("kv_cache_space", format_bytes(a.kv_cache_space_bytes), std::string());
   diff.add("kv_cache_dtype", a.kv_cache_dtype, d.kv_cache_dtype);
+  diff.add("speculative_config", a.speculative_config, d.speculative_config);
   diff.add("enable_prefix_caching", a.enable_prefix_caching, d.enable_prefix_caching);
   diff.add("enable_chunked_prefill", a.enable_chunked_prefill, d.enable_chunked_prefill);
   diff.add("seed", a.seed, d.seed);

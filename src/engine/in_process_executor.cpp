@@ -9,8 +9,13 @@
 namespace pagoda {
 
 InProcessExecutor::InProcessExecutor(Model& model, const KvCacheSpec& spec, int32_t block_size,
-                                     ThreadPlacement placement)
-    : model_(model), spec_(spec), block_size_(block_size), placement_(std::move(placement)) {
+                                     ThreadPlacement placement,
+                                     SpeculativeConfig speculative_config)
+    : model_(model),
+      spec_(spec),
+      block_size_(block_size),
+      placement_(std::move(placement)),
+      speculative_config_(std::move(speculative_config)) {
   place_threads();  // loading quantized in parallel on this thread already; keep it placed
 }
 
@@ -40,7 +45,7 @@ double InProcessExecutor::initialize_kv_cache(int32_t num_blocks) {
     fail("KV cache pool: {}; lower --kv-cache-space", e.what());
   }
   kv_cache_ = std::make_unique<KvCache>(spec_, num_blocks, block_size_, kv_memory_.data());
-  runner_ = std::make_unique<ModelRunner>(model_, *kv_cache_);
+  runner_ = std::make_unique<ModelRunner>(model_, *kv_cache_, speculative_config_);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

@@ -6,11 +6,11 @@
 #include <memory>
 #include <thread>
 
+#include "device/device.h"
 #include "engine/executor.h"
 #include "engine/model_runner.h"
 #include "kernels/thread_placement.h"
 #include "model/model.h"
-#include "device/device.h"
 
 namespace pagoda {
 
@@ -18,7 +18,7 @@ class InProcessExecutor final : public Executor {
  public:
   // `model` must outlive the executor.
   InProcessExecutor(Model& model, const KvCacheSpec& spec, int32_t block_size,
-                    ThreadPlacement placement);
+                    ThreadPlacement placement, SpeculativeConfig speculative_config = {});
 
   const KvCacheSpec& kv_cache_spec() const override { return spec_; }
   double initialize_kv_cache(int32_t num_blocks) override;
@@ -34,6 +34,7 @@ class InProcessExecutor final : public Executor {
   KvCacheSpec spec_;
   int32_t block_size_;
   ThreadPlacement placement_;
+  SpeculativeConfig speculative_config_;
   std::thread::id placed_thread_;
   DeviceBuffer kv_memory_;
   std::unique_ptr<KvCache> kv_cache_;

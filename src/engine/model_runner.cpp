@@ -1,5 +1,7 @@
 #include "engine/model_runner.h"
 
+#include <limits>
+
 #include "engine/structured_outputs.h"
 #include "kernels/host_context.h"
 #include "sampling/logits_ops.h"
@@ -7,8 +9,10 @@
 
 namespace pagoda {
 
-ModelRunner::ModelRunner(Model& model, KvCache& cache)
-    : model_(model), cache_(cache), context_(host_execution_context()) {}
+ModelRunner::ModelRunner(Model& model, KvCache& cache, const SpeculativeConfig& speculative_config)
+    : model_(model), cache_(cache), context_(host_execution_context()) {
+  if (speculative_config.enabled()) proposer_.emplace(speculative_config);
+}
 
 void ModelRunner::update_states(const SchedulerOutput& out) {
   for (const std::string& id : out.finished_request_ids) requests_.erase(id);
@@ -48,8 +52,11 @@ void ModelRunner::prepare_inputs(const SchedulerOutput& out) {
     auto it = requests_.find(s.request_id);
     if (it == requests_.end()) fail("model runner: unknown request '{}'", s.request_id);
     RunnerRequest& r = it->second;
+    const auto num_known = static_cast<int32_t>(r.token_ids.size());
+    const auto num_drafts = static_cast<int32_t>(s.draft_token_ids.size());
     if (r.num_computed_tokens != s.start_position ||
-        s.start_position + s.num_new_tokens > static_cast<int32_t>(r.token_ids.size())) {
+        s.start_position + s.num_new_tokens > num_known + num_drafts ||
+        (num_drafts > 0 && s.start_position + s.num_new_tokens != num_known + num_drafts)) {
       fail("model runner: request '{}' scheduled at {} for {} tokens, but holds {} computed of {}",
            s.request_id, s.start_position, s.num_new_tokens, r.num_computed_tokens,
            r.token_ids.size());
@@ -62,8 +69,11 @@ void ModelRunner::prepare_inputs(const SchedulerOutput& out) {
     seq.block_table = r.block_ids.data();
     seq.needs_logits = s.sample;
     seq.all_logits = s.all_logits;
+    seq.num_draft_tokens = num_drafts;
     for (int32_t position = s.start_position; position < seq.context_len; ++position) {
-      batch_.token_ids.push_back(r.token_ids[static_cast<size_t>(position)]);
+      batch_.token_ids.push_back(
+          position < num_known ? r.token_ids[static_cast<size_t>(position)]
+                               : s.draft_token_ids[static_cast<size_t>(position - num_known)]);
       batch_.positions.push_back(position);
       const int64_t block = r.block_ids[static_cast<size_t>(position / block_size)];
       batch_.slot_mapping.push_back(block * block_size + position % block_size);
@@ -102,23 +112,29 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
   compute_prompt_logprobs(out, result);
 
   // Sample every request whose last row was computed; samplers are independent.
-  const int64_t vocab = model_.vocab_size();
   samples_.resize(num);
+  num_accepted_.assign(num, 0);
+  drafts_.resize(num);
   const auto count = static_cast<int64_t>(num);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t i = 0; i < count; ++i) {
     const auto k = static_cast<size_t>(i);
-    if (!out.requests[k].sample) continue;
-    const ForwardSequence& seq = batch_.sequences[k];
-    float* row = logits_.data() + (logits_index_[k] + seq.num_logit_rows() - 1) * vocab;
-    samples_[k] = scheduled_[k]->sampler->sample(row, vocab);
+    drafts_[k].clear();
+    if (out.requests[k].sample) sample_request(k, out.requests[k]);
+  }
+  bool any_drafts = false;
+  for (size_t k = 0; k < num; ++k) {
+    any_drafts = any_drafts || !out.requests[k].draft_token_ids.empty() || !drafts_[k].empty();
+  }
+  if (any_drafts) {
+    result.num_accepted_draft_tokens = num_accepted_;
+    result.draft_token_ids.resize(num);
+    for (size_t k = 0; k < num; ++k) result.draft_token_ids[k] = drafts_[k];
   }
   for (size_t k = 0; k < num; ++k) {
     if (!out.requests[k].sample) continue;
-    RunnerRequest& r = *scheduled_[k];
+    const RunnerRequest& r = *scheduled_[k];
     const SampleResult& sample = samples_[k];
-    r.token_ids.push_back(sample.token_id);
-    r.sampler->accept(sample.token_id);
     result.sampled_token_ids[k] = sample.token_id;
     if (r.wants_logprobs) {
       PositionLogprobs lp;
@@ -129,6 +145,40 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
     }
   }
   return result;
+}
+
+void ModelRunner::sample_request(size_t k, const ScheduledRequest& scheduled) {
+  const int64_t vocab = model_.vocab_size();
+  RunnerRequest& r = *scheduled_[k];
+  const ForwardSequence& seq = batch_.sequences[k];
+  const auto num_drafts = static_cast<int32_t>(scheduled.draft_token_ids.size());
+  // Row j predicts the token after the j-th fed token of the last 1 + num_drafts: row 0 checks
+  // draft 0, ..., row num_drafts follows the last draft.
+  float* rows = logits_.data() + (logits_index_[k] + seq.num_logit_rows() - 1 - num_drafts) * vocab;
+  int32_t j = 0;
+  for (; j < num_drafts; ++j) {
+    const int32_t draft = scheduled.draft_token_ids[static_cast<size_t>(j)];
+    bool accepted = false;
+    SampleResult verdict = r.sampler->verify(rows + j * vocab, vocab, draft, accepted);
+    r.token_ids.push_back(verdict.token_id);
+    r.sampler->accept(verdict.token_id);
+    if (!accepted) {
+      samples_[k] = std::move(verdict);
+      break;
+    }
+  }
+  num_accepted_[k] = j;
+  if (j == num_drafts) {
+    // Every draft held (or there were none): the row after the last one is a free sample.
+    samples_[k] = r.sampler->sample(rows + num_drafts * vocab, vocab);
+    r.token_ids.push_back(samples_[k].token_id);
+    r.sampler->accept(samples_[k].token_id);
+  }
+  // Requests asking for logprobs are not drafted for: the output carries logprobs for one
+  // token per step.
+  if (proposer_ && !r.wants_logprobs) {
+    proposer_->propose(r.token_ids, std::numeric_limits<int32_t>::max(), drafts_[k]);
+  }
 }
 
 void ModelRunner::compute_prompt_logprobs(const SchedulerOutput& out, ModelRunnerOutput& result) {

@@ -7,12 +7,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "device/execution_context.h"
+#include "engine/ngram_proposer.h"
 #include "engine/scheduler_output.h"
+#include "engine/speculative_config.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -22,7 +25,9 @@ namespace pagoda {
 
 class ModelRunner {
  public:
-  ModelRunner(Model& model, KvCache& cache);
+  // With speculation enabled the runner drafts each decoding request's next tokens after
+  // sampling it and verifies them in the request's next step (rejection_sampler.h).
+  ModelRunner(Model& model, KvCache& cache, const SpeculativeConfig& speculative_config = {});
 
   // Applies the step's request changes, performs its block copies, runs one forward pass and
   // samples every request whose last row was computed (and prompt logprobs where asked).
@@ -47,6 +52,11 @@ class ModelRunner {
   void prepare_inputs(const SchedulerOutput& scheduler_output);
   // Prompt positions of the rows this step computed for requests with all_logits.
   void compute_prompt_logprobs(const SchedulerOutput& scheduler_output, ModelRunnerOutput& out);
+  // Samples request k of the step: verifies its drafts row by row (each accepted token
+  // accept()ed by its sampler before the next row is processed, so penalties and logits
+  // processors see exactly the tokens kept) and samples the token after the last accepted one.
+  // Appends the new tokens to the runner's copy and drafts the next step's tokens.
+  void sample_request(size_t k, const ScheduledRequest& scheduled);
 
   Model& model_;
   KvCache& cache_;
@@ -56,8 +66,11 @@ class ModelRunner {
   std::vector<RunnerRequest*> scheduled_;
   std::vector<int64_t> logits_index_;
   ForwardBatch batch_;
-  std::vector<float> logits_;  // [num logit rows, vocab]
-  std::vector<SampleResult> samples_;
+  std::vector<float> logits_;                 // [num logit rows, vocab]
+  std::vector<SampleResult> samples_;         // the last token of each request's step
+  std::vector<int32_t> num_accepted_;         // drafts accepted per request
+  std::vector<std::vector<int32_t>> drafts_;  // per request, for its next step
+  std::optional<NgramProposer> proposer_;
   // One prompt position this step's logits answer: request, row, position.
   struct PromptRow {
     size_t scheduled_index = 0;

@@ -82,11 +82,13 @@ GeneratedTokenLogprobs OutputProcessor::to_public(const PositionLogprobs& lp) co
 
 void OutputProcessor::append_token(Sample& sample, CompletionOutput& out, int32_t token_id,
                                    const PositionLogprobs* logprobs, bool cumulative) {
+  // A step may bring several tokens (accepted speculative drafts): none after the one that
+  // completed a stop string belongs to the output.
+  if (sample.stop->stopped()) return;
   if (sample.wants_logprobs && logprobs != nullptr) out.logprobs.push_back(to_public(*logprobs));
   if (cumulative) out.token_ids.push_back(token_id);
   out.delta_token_ids.push_back(token_id);
   ++num_generation_tokens_;
-  if (sample.stop->stopped()) return;
   const StopStringMatcher::PushResult pushed = sample.stop->push(sample.decoder->step(token_id));
   out.delta_text += pushed.text;
 }

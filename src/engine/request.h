@@ -75,6 +75,10 @@ class Request {
   // runner's sampler masks every step with it.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
 
+  // Speculative decoding: the tokens the runner drafted after the last step, scheduled (as many
+  // as the budget and max_tokens allow) with the next one. Dropped on preemption.
+  std::vector<int32_t> spec_token_ids;
+
   // What the model runner already holds, so each step sends it only the difference: whether it
   // has seen the request, how many of its blocks it knows, and whether it must take a whole new
   // table (resumed after preemption, which freed the old one).

@@ -116,6 +116,7 @@ void Scheduler::preempt(Request* request) {
   request->resumed_from_preemption = request->sent_to_runner;
   request->status = RequestStatus::kPreempted;
   request->num_computed_tokens = 0;
+  request->spec_token_ids.clear();
   ++request->num_preemptions;
   ++num_preemptions_;
   waiting_.push_front(request);
@@ -136,6 +137,7 @@ SchedulerOutput Scheduler::schedule() {
   struct Pick {
     Request* request;
     int32_t num_new_tokens;
+    int32_t num_draft_tokens = 0;  // the last of num_new_tokens
   };
   std::vector<Pick> picks;
   int32_t budget = config_.max_num_batched_tokens;
@@ -151,6 +153,18 @@ SchedulerOutput Scheduler::schedule() {
       ++index;
       continue;
     }
+    // A decode carries the drafted tokens along, as many as the budget leaves room for and as
+    // could still be kept: the bonus token after them must fit max_tokens and max_model_len.
+    int32_t num_drafts = 0;
+    if (num_new == 1 && !request->spec_token_ids.empty()) {
+      const int32_t room =
+          std::min(request->sampling_params.max_tokens - request->num_output_tokens() - 1,
+                   config_.max_model_len - request->num_tokens() - 1);
+      num_drafts = std::clamp(
+          std::min(static_cast<int32_t>(request->spec_token_ids.size()), budget - num_new), 0,
+          std::max(room, 0));
+      num_new += num_drafts;
+    }
     bool allocated = false;
     while (true) {
       if (kv_.allocate_slots(*request, num_new)) {
@@ -164,7 +178,7 @@ SchedulerOutput Scheduler::schedule() {
       if (victim == request) break;
     }
     if (!allocated) break;
-    picks.push_back({request, num_new});
+    picks.push_back({request, num_new, num_drafts});
     budget -= num_new;
     ++index;
   }
@@ -224,13 +238,15 @@ SchedulerOutput Scheduler::schedule() {
 
   // 3. Emit the batch; the runner computes these tokens now.
   out.requests.reserve(picks.size());
-  for (const Pick& pick : picks) emit(*pick.request, pick.num_new_tokens, out);
+  for (const Pick& pick : picks)
+    emit(*pick.request, pick.num_new_tokens, pick.num_draft_tokens, out);
   assert(out.total_num_scheduled_tokens <= config_.max_num_batched_tokens);
   assert(static_cast<int32_t>(running_.size()) <= config_.max_num_seqs);
   return out;
 }
 
-void Scheduler::emit(Request& r, int32_t num_new_tokens, SchedulerOutput& out) {
+void Scheduler::emit(Request& r, int32_t num_new_tokens, int32_t num_draft_tokens,
+                     SchedulerOutput& out) {
   const auto table = kv_.block_table(r.request_id);
   if (!r.sent_to_runner) {
     NewRequestData data;
@@ -262,12 +278,14 @@ void Scheduler::emit(Request& r, int32_t num_new_tokens, SchedulerOutput& out) {
   s.num_new_tokens = num_new_tokens;
   s.num_prompt_tokens = r.num_prompt_tokens();
   r.num_computed_tokens += num_new_tokens;
-  s.sample = r.num_computed_tokens == r.num_tokens();
+  s.sample = r.num_computed_tokens >= r.num_tokens();
+  s.draft_token_ids.assign(r.spec_token_ids.begin(), r.spec_token_ids.begin() + num_draft_tokens);
+  r.spec_token_ids.clear();
   s.all_logits = r.wants_prompt_logits && s.start_position < r.num_prompt_tokens();
   // Once the prompt is computed its logprobs are out: a recompute after preemption costs
   // nothing extra.
   if (r.num_computed_tokens >= r.num_prompt_tokens()) r.wants_prompt_logits = false;
-  assert(r.num_computed_tokens <= r.num_tokens());
+  assert(r.num_computed_tokens <= r.num_tokens() + num_draft_tokens);
   assert(static_cast<int64_t>(table.size()) * config_.block_size >= r.num_computed_tokens);
   out.total_num_scheduled_tokens += num_new_tokens;
   out.requests.push_back(std::move(s));
@@ -306,20 +324,40 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(
     Request* request = live(scheduled.request_id);
     // Gone (aborted after schedule()) or preempted and re-queued since: nothing to apply.
     if (request == nullptr || request->status != RequestStatus::kRunning) continue;
-    kv_.cache_computed_blocks(*request);
     EngineCoreOutput output;
     output.request_id = request->request_id;
     output.prompt_logprobs = runner_output.prompt_logprobs[i];
     output.num_cached_tokens = request->num_cached_prompt_tokens;
     // A prefill chunk short of the prompt's end has nothing sampled.
     if (scheduled.sample) {
-      const int32_t token_id = runner_output.sampled_token_ids[i];
-      assert(token_id >= 0);
-      request->append_output_token(token_id);
-      output.new_token_ids.push_back(token_id);
-      if (runner_output.logprobs[i]) output.new_logprobs.push_back(*runner_output.logprobs[i]);
-      output.status = check_stop(*request);
-      if (is_finished(output.status)) retire(request, output.status);
+      const auto num_drafts = static_cast<int32_t>(scheduled.draft_token_ids.size());
+      const int32_t num_accepted =
+          num_drafts == 0 ? 0 : runner_output.num_accepted_draft_tokens.at(i);
+      assert(num_accepted >= 0 && num_accepted <= num_drafts);
+      // The KV of rejected drafts is garbage: step back before any block is hashed, so the
+      // next step rewrites those slots and no cached block ever holds a rejected token.
+      request->num_computed_tokens -= num_drafts - num_accepted;
+      // The accepted drafts, then the runner's token; stop checks after each, so nothing is
+      // emitted past a stop.
+      for (int32_t j = 0; j <= num_accepted && !is_finished(output.status); ++j) {
+        const int32_t token_id =
+            j < num_accepted ? scheduled.draft_token_ids[j] : runner_output.sampled_token_ids[i];
+        assert(token_id >= 0);
+        request->append_output_token(token_id);
+        output.new_token_ids.push_back(token_id);
+        if (j == num_accepted && runner_output.logprobs[i]) {
+          output.new_logprobs.push_back(*runner_output.logprobs[i]);
+        }
+        output.status = check_stop(*request);
+      }
+      // Stopped inside the accepted drafts: only the tokens kept count as computed.
+      request->num_computed_tokens = std::min(request->num_computed_tokens, request->num_tokens());
+    }
+    kv_.cache_computed_blocks(*request);
+    if (is_finished(output.status)) {
+      retire(request, output.status);
+    } else if (i < runner_output.draft_token_ids.size()) {
+      request->spec_token_ids = runner_output.draft_token_ids[i];
     }
     if (!output.new_token_ids.empty() || output.prompt_logprobs) {
       outputs.push_back(std::move(output));

@@ -92,7 +92,9 @@ class Scheduler {
   int32_t cap_chunk(int32_t num_new_tokens) const;
   // Adds `request`'s share of the step to `out` (request, new or cached data) and advances
   // num_computed_tokens past the tokens the runner computes now.
-  void emit(Request& request, int32_t num_new_tokens, SchedulerOutput& out);
+  // num_draft_tokens of num_new_tokens are the request's spec_token_ids (speculative decoding).
+  void emit(Request& request, int32_t num_new_tokens, int32_t num_draft_tokens,
+            SchedulerOutput& out);
 
   SchedulerConfig config_;
   KvCacheManager kv_;

@@ -56,6 +56,10 @@ struct ScheduledRequest {
   // Every row needs logits (prompt logprobs): the request asked for them and this step
   // computes prompt positions.
   bool all_logits = false;
+  // Speculative decoding: tokens drafted after the request's known ones, fed at the positions
+  // after them in this step (they are the last draft_token_ids.size() of num_new_tokens) and
+  // verified against the logits of the rows before them. Empty without speculation.
+  std::vector<int32_t> draft_token_ids;
   friend bool operator==(const ScheduledRequest&, const ScheduledRequest&) = default;
 };
 
@@ -110,6 +114,13 @@ struct ModelRunnerOutput {
   std::vector<std::optional<PositionLogprobs>> logprobs;
   // Set where the step computed prompt positions of a request asking for prompt logprobs.
   std::vector<std::optional<PromptLogprobsChunk>> prompt_logprobs;
+  // Speculative decoding; both empty when no request of the step had drafts or proposals.
+  // How many of requests[i].draft_token_ids were accepted: the step's new tokens are those
+  // drafts, then sampled_token_ids[i] (the correction at the first rejection, or the bonus
+  // token after the last draft).
+  std::vector<int32_t> num_accepted_draft_tokens;
+  // Tokens drafted for each request's next step (empty where none).
+  std::vector<std::vector<int32_t>> draft_token_ids;
   friend bool operator==(const ModelRunnerOutput&, const ModelRunnerOutput&) = default;
 };
 

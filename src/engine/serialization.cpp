@@ -105,7 +105,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NewRequestData, request_id, prompt_token_ids,
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CachedRequestData, request_id, resumed_from_preemption,
                                    new_block_ids, num_computed_tokens)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ScheduledRequest, request_id, start_position, num_new_tokens,
-                                   num_prompt_tokens, sample, all_logits)
+                                   num_prompt_tokens, sample, all_logits, draft_token_ids)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BlockCopy, src_block_id, dst_block_id)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SchedulerOutput, new_requests, cached_requests, requests,
                                    total_num_scheduled_tokens, block_copies, preempted_request_ids,
@@ -154,7 +154,9 @@ SchedulerOutput decode_scheduler_output(std::span<const uint8_t> bytes) {
 std::vector<uint8_t> encode(const ModelRunnerOutput& output) {
   const json j{{"sampled_token_ids", output.sampled_token_ids},
                {"logprobs", optionals_to_json(output.logprobs)},
-               {"prompt_logprobs", optionals_to_json(output.prompt_logprobs)}};
+               {"prompt_logprobs", optionals_to_json(output.prompt_logprobs)},
+               {"num_accepted_draft_tokens", output.num_accepted_draft_tokens},
+               {"draft_token_ids", output.draft_token_ids}};
   return json::to_msgpack(j);
 }
 
@@ -164,6 +166,8 @@ ModelRunnerOutput decode_model_runner_output(std::span<const uint8_t> bytes) {
     j.at("sampled_token_ids").get_to(out.sampled_token_ids);
     out.logprobs = optionals_from_json<PositionLogprobs>(j.at("logprobs"));
     out.prompt_logprobs = optionals_from_json<PromptLogprobsChunk>(j.at("prompt_logprobs"));
+    j.at("num_accepted_draft_tokens").get_to(out.num_accepted_draft_tokens);
+    j.at("draft_token_ids").get_to(out.draft_token_ids);
     return out;
   });
 }

@@ -18,9 +18,15 @@ struct ForwardSequence {
   // token after it). Independent of needs_logits, so a prefill chunk that stops short of the
   // prompt's end can ask for its rows too.
   bool all_logits = false;
+  // Speculative decoding: the last num_draft_tokens tokens are drafts; with needs_logits the
+  // row before each draft and the last row get logits (1 + num_draft_tokens rows), so one
+  // forward verifies every draft and yields the token after the last.
+  int32_t num_draft_tokens = 0;
 
   // Logits rows this sequence contributes: the last num_logit_rows() of its tokens.
-  int32_t num_logit_rows() const { return all_logits ? num_tokens : (needs_logits ? 1 : 0); }
+  int32_t num_logit_rows() const {
+    return all_logits ? num_tokens : (needs_logits ? 1 + num_draft_tokens : 0);
+  }
 };
 
 struct ForwardBatch {

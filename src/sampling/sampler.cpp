@@ -1,7 +1,10 @@
 // Per-request sampling; the order of operations is documented in sampler.h.
 #include "sampling/sampler.h"
 
+#include "sampling/rejection_sampler.h"
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -13,6 +16,7 @@ namespace {
 struct ThreadScratch {
   SamplingWorkspace workspace;
   std::vector<float> raw_logits;  // [vocab_size] copy kept for the chosen token's logprob
+  std::vector<float> probs;       // [vocab_size] the target distribution when verifying a draft
 };
 
 ThreadScratch& thread_scratch() {
@@ -49,10 +53,9 @@ RequestSampler::RequestSampler(const SamplingParams& params,
   if (num_logprobs_ > 0) top_ids_.reserve(static_cast<size_t>(num_logprobs_));
 }
 
-SampleResult RequestSampler::sample(float* logits, int64_t vocab_size) {
+double RequestSampler::process(float* logits, int64_t vocab_size, SampleResult& result) {
   ThreadScratch& scratch = thread_scratch();
   penalties_.reserve(vocab_size);
-  SampleResult result;
 
   // 1. Raw logprobs, before anything touches the row.
   double log_normalizer = 0.0;
@@ -83,6 +86,22 @@ SampleResult RequestSampler::sample(float* logits, int64_t vocab_size) {
   constraints_.apply(logits, vocab_size);
   penalties_.apply(logits, vocab_size);
   processors_.apply(logits, vocab_size);
+  return log_normalizer;
+}
+
+void RequestSampler::fill_logprob(int64_t vocab_size, double log_normalizer,
+                                  SampleResult& result) const {
+  (void)vocab_size;
+  if (num_logprobs_ < 0) return;
+  result.logprob = static_cast<float>(
+      static_cast<double>(thread_scratch().raw_logits[static_cast<size_t>(result.token_id)]) -
+      log_normalizer);
+}
+
+SampleResult RequestSampler::sample(float* logits, int64_t vocab_size) {
+  ThreadScratch& scratch = thread_scratch();
+  SampleResult result;
+  const double log_normalizer = process(logits, vocab_size, result);
 
   // 4./5. Greedy, or temperature + truncation + one draw.
   if (greedy_) {
@@ -99,10 +118,54 @@ SampleResult RequestSampler::sample(float* logits, int64_t vocab_size) {
     if (result.token_id < 0) result.token_id = argmax_token(logits, vocab_size);
   }
 
-  if (num_logprobs_ >= 0) {
-    result.logprob = static_cast<float>(static_cast<double>(scratch.raw_logits[result.token_id]) -
-                                        log_normalizer);
+  fill_logprob(vocab_size, log_normalizer, result);
+  return result;
+}
+
+SampleResult RequestSampler::verify(float* logits, int64_t vocab_size, int32_t draft_token_id,
+                                    bool& accepted) {
+  ThreadScratch& scratch = thread_scratch();
+  SampleResult result;
+  const double log_normalizer = process(logits, vocab_size, result);
+  if (greedy_) {
+    result.token_id = argmax_token(logits, vocab_size);
+    accepted = result.token_id == draft_token_id;
+    fill_logprob(vocab_size, log_normalizer, result);
+    return result;
   }
+  if (temperature_ != 1.0f) {
+    for (int64_t i = 0; i < vocab_size; ++i) logits[i] /= temperature_;
+  }
+  // The distribution sample() would draw from, written out densely for the verdict.
+  const Candidates candidates = truncate_logits(logits, vocab_size, truncation_, scratch.workspace);
+  scratch.probs.assign(static_cast<size_t>(vocab_size), 0.0f);
+  double total = 0.0;
+  if (candidates.max_logit > -std::numeric_limits<float>::infinity()) {
+    const auto weigh = [&](int32_t id) {
+      const float w = std::exp(logits[id] - candidates.max_logit);
+      scratch.probs[static_cast<size_t>(id)] = w;
+      total += w;
+    };
+    if (candidates.all_tokens) {
+      for (int32_t id = 0; id < vocab_size; ++id) weigh(id);
+    } else {
+      for (int32_t id : candidates.ids) weigh(id);
+    }
+  }
+  if (!(total > 0.0)) {
+    // Every logit is -inf (all tokens suppressed): the lowest id, as sample() falls back to.
+    result.token_id = argmax_token(logits, vocab_size);
+    accepted = result.token_id == draft_token_id;
+  } else {
+    for (float& p : scratch.probs) p = static_cast<float>(p / total);
+    const double u_accept = rng_.next_double();
+    const double u_residual = rng_.next_double();
+    const DraftVerdict verdict =
+        verify_draft_token(scratch.probs, draft_token_id, {}, u_accept, u_residual);
+    result.token_id = verdict.token_id;
+    accepted = verdict.accepted;
+  }
+  fill_logprob(vocab_size, log_normalizer, result);
   return result;
 }
 

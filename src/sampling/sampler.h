@@ -56,6 +56,14 @@ class RequestSampler {
   // result when params.logprobs > 0.
   SampleResult sample(float* logits, int64_t vocab_size);
 
+  // Speculative decoding: the same processing as sample() on this row, then a verdict on the
+  // drafted token instead of a free draw. Greedy: the argmax, accepted when it is the draft.
+  // Otherwise rejection sampling against the point-mass draft (rejection_sampler.h): the draft
+  // with probability p(draft), else a draw from p without it, so the token returned follows p
+  // exactly as sample()'s would. The caller accept()s the returned token either way and stops
+  // verifying a sequence's drafts at its first rejection.
+  SampleResult verify(float* logits, int64_t vocab_size, int32_t draft_token_id, bool& accepted);
+
   // Records the token actually appended to the sequence (penalties, min_tokens, processors).
   void accept(int32_t token_id);
 
@@ -72,6 +80,11 @@ class RequestSampler {
   static constexpr float kMinTemperature = 1e-2f;
 
  private:
+  // Steps 1-3b of sample(): raw logprobs into `result` (returns the log normalizer), min_tokens,
+  // constraints, penalties and processors applied to logits in place.
+  double process(float* logits, int64_t vocab_size, SampleResult& result);
+  void fill_logprob(int64_t vocab_size, double log_normalizer, SampleResult& result) const;
+
   bool greedy_;
   float temperature_;
   TruncationParams truncation_;

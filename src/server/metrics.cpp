@@ -302,6 +302,20 @@ std::string Metrics::render(const EngineStats& stats, const ProcessStats& proces
   w.counter("vllm:prefix_cache_hits_total",
             "Prefix cache hits, in terms of number of cached tokens.",
             static_cast<double>(stats.prefix_cache_hits));
+  // Speculative decoding (vLLM's SpecDecodingProm): zero without --speculative-config.
+  w.counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.",
+            static_cast<double>(stats.spec_num_drafts));
+  w.counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.",
+            static_cast<double>(stats.spec_num_draft_tokens));
+  w.counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.",
+            static_cast<double>(stats.spec_num_accepted_tokens));
+  w.header("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Accepted tokens per draft position.");
+  for (size_t pos = 0; pos < stats.spec_num_accepted_tokens_per_pos.size(); ++pos) {
+    w.sample("vllm:spec_decode_num_accepted_tokens_per_pos_total",
+             static_cast<double>(stats.spec_num_accepted_tokens_per_pos[pos]),
+             fmt::format("position=\"{}\"", pos));
+  }
   w.header("vllm:request_success_total", "counter", "Count of successfully processed requests.");
   for (const auto& [reason, count] : success_by_reason_) {
     w.sample("vllm:request_success_total", static_cast<double>(count),

@@ -52,8 +52,8 @@ TEST(Serialization, SchedulerOutputRoundTripsWithEveryFieldSet) {
       {"a#1", {1, 2, 3}, unusual_params(), {2, 32000}, 99, {4, 5}, 2, nullptr});
   out.cached_requests.push_back({"b", true, {8, 9, 10}, 17});
   out.cached_requests.push_back({"c", false, {}, 40});
-  out.requests.push_back({"b", 17, 1, 12, true, false});
-  out.requests.push_back({"a#1", 2, 1, 3, true, true});
+  out.requests.push_back({"b", 17, 4, 12, true, false, {7, 8, 9}});
+  out.requests.push_back({"a#1", 2, 1, 3, true, true, {}});
   out.total_num_scheduled_tokens = 2;
   out.block_copies.push_back({3, 5});
   out.preempted_request_ids = {"z"};
@@ -73,6 +73,8 @@ TEST(Serialization, ModelRunnerOutputRoundTripsWithLogprobs) {
   chunk.first_position = 1;
   chunk.positions.push_back({{3, -1.5f, 2}, {{1, -0.5f, 1}}});
   out.prompt_logprobs = {std::nullopt, chunk};
+  out.num_accepted_draft_tokens = {2, 0};
+  out.draft_token_ids = {{4, 4, 1}, {}};
   EXPECT_EQ(decode_model_runner_output(encode(out)), out);
 }
 

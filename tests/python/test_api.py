@@ -224,5 +224,20 @@ class ConstructionTest(unittest.TestCase):
         self.assertEqual(len(out.prompt_token_ids) + len(out.outputs[0].token_ids), 32)
 
 
+    def test_speculative_config_dict_keeps_greedy_outputs(self):
+        spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}
+        prompt = "one two three one two three one two three one two"
+        plain = LLM(model=MODEL).generate(prompt, GREEDY)[0].outputs[0].token_ids
+        speculative = LLM(model=MODEL, speculative_config=spec)
+        self.assertEqual(speculative.generate(prompt, GREEDY)[0].outputs[0].token_ids, plain)
+
+    def test_speculative_config_names_the_bad_key_and_the_unsupported_method(self):
+        with self.assertRaisesRegex(pagoda.Error, '"lookahead"'):
+            LLM(model=MODEL, speculative_config={"method": "ngram", "num_speculative_tokens": 2,
+                                                 "lookahead": 1})
+        with self.assertRaisesRegex(pagoda.Error, '"mtp" is not supported yet'):
+            LLM(model=MODEL, speculative_config={"method": "mtp", "num_speculative_tokens": 1})
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -62,6 +62,10 @@ TEST(Metrics, RendersVllmNamesWithModelLabel) {
   s.prefix_cache_queries = 64;
   s.prefix_cache_hits = 32;
   s.num_preemptions = 2;
+  s.spec_num_drafts = 5;
+  s.spec_num_draft_tokens = 20;
+  s.spec_num_accepted_tokens = 7;
+  s.spec_num_accepted_tokens_per_pos = {4, 2, 1, 0};
   const std::string text = m.render(s, ProcessStats{123456, 1.5});
   const std::string label = "{model_name=\"deepseek \\\"coder\\\"\"";
   EXPECT_EQ(sample(text, "vllm:num_requests_running" + label + "}"), 3);
@@ -72,6 +76,12 @@ TEST(Metrics, RendersVllmNamesWithModelLabel) {
   EXPECT_EQ(sample(text, "vllm:num_preemptions_total" + label + "}"), 2);
   EXPECT_EQ(sample(text, "vllm:prefix_cache_queries_total" + label + "}"), 64);
   EXPECT_EQ(sample(text, "vllm:prefix_cache_hits_total" + label + "}"), 32);
+  EXPECT_EQ(sample(text, "vllm:spec_decode_num_drafts_total" + label + "}"), 5);
+  EXPECT_EQ(sample(text, "vllm:spec_decode_num_draft_tokens_total" + label + "}"), 20);
+  EXPECT_EQ(sample(text, "vllm:spec_decode_num_accepted_tokens_total" + label + "}"), 7);
+  EXPECT_EQ(sample(text, "vllm:spec_decode_num_accepted_tokens_per_pos_total" + label +
+                             ",position=\"1\"}"),
+            2);
   EXPECT_EQ(sample(text, "vllm:request_success_total" + label + ",finished_reason=\"length\"}"), 1);
   EXPECT_EQ(sample(text, "vllm:request_success_total" + label + ",finished_reason=\"stop\"}"), 0);
   EXPECT_EQ(sample(text, "vllm:time_to_first_token_seconds_bucket" + label + ",le=\"0.25\"}"), 0);
