@@ -93,17 +93,25 @@ std::shared_ptr<const grammar::CompiledGrammar> StructuredOutputCompiler::compil
         "json_object, got {}",
         n);
   }
+  if (params.choice && params.choice->empty()) fail("structured_outputs.choice must not be empty");
   grammar::JsonGrammarOptions json_options;
   json_options.any_whitespace = params.any_whitespace;
   grammar::GrammarCompiler& c = compiler();
-  if (params.json) return c.json_schema(*params.json, json_options);
-  if (params.json_object) return c.json_object(json_options);
-  if (params.regex) return c.regex(*params.regex);
-  if (params.choice) {
-    if (params.choice->empty()) fail("structured_outputs.choice must not be empty");
-    return c.choice(*params.choice);
+  // The error names the field first, then the place inside it (a JSON pointer, an offset).
+  const char* field = params.json          ? "json"
+                      : params.json_object ? "json_object"
+                      : params.regex       ? "regex"
+                      : params.choice      ? "choice"
+                                           : "grammar";
+  try {
+    if (params.json) return c.json_schema(*params.json, json_options);
+    if (params.json_object) return c.json_object(json_options);
+    if (params.regex) return c.regex(*params.regex);
+    if (params.choice) return c.choice(*params.choice);
+    return c.ebnf(*params.grammar);
+  } catch (const grammar::GrammarError& e) {
+    throw grammar::GrammarError(fmt::format("structured_outputs.{}: {}", field, e.what()));
   }
-  return c.ebnf(*params.grammar);
 }
 
 GrammarLogitsProcessor::GrammarLogitsProcessor(

@@ -1,6 +1,7 @@
 // Structured outputs end to end on a random-weight model, whose unconstrained output is
 // gibberish: every constrained response must finish with "stop" and be what was asked for,
-// checked by parsers that are not the grammar engine (nlohmann's JSON parser, std::regex).
+// checked by parsers that are not the grammar engine (nlohmann's JSON parser, std::regex,
+// PCRE2).
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -11,6 +12,9 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "engine/structured_outputs.h"
 #include "grammar/grammar_error.h"
@@ -144,6 +148,102 @@ TEST(StructuredOutputTest, RegexAndChoice) {
   }
 }
 
+// Whole-string matching by PCRE2, the reference for regex outputs (its ECMAScript-escape mode,
+// as the patterns below are written for JavaScript and Python alike).
+class Pcre2FullMatch {
+ public:
+  explicit Pcre2FullMatch(const std::string& pattern) {
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                          PCRE2_UTF | PCRE2_ALT_BSUX | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &error,
+                          &offset, nullptr);
+    if (code_) data_ = pcre2_match_data_create_from_pattern(code_, nullptr);
+  }
+  ~Pcre2FullMatch() {
+    pcre2_match_data_free(data_);
+    pcre2_code_free(code_);
+  }
+  bool ok() const { return code_ != nullptr; }
+  bool matches(const std::string& s) const {
+    return pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, data_,
+                       nullptr) >= 0;
+  }
+  // `s` can be continued into a match.
+  bool prefix_of_match(const std::string& s) const {
+    const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0,
+                               PCRE2_PARTIAL_HARD, data_, nullptr);
+    return rc >= 0 || rc == PCRE2_ERROR_PARTIAL;
+  }
+
+ private:
+  pcre2_code* code_ = nullptr;
+  pcre2_match_data* data_ = nullptr;
+};
+
+// Patterns of the kinds requests send (identifiers, dates, phone numbers, enumerations, simple
+// markup), written so that a random model reaches their end within max_tokens.
+const char* const kRequestPatterns[] = {
+    "[a-c]{2,5}-[0-9]{3}",
+    "(yes|no|maybe)",
+    "\\d{4}-\\d{2}-\\d{2}",
+    "[01]\\d:[0-5]\\d",
+    "\\+?\\d{1,3} \\d{3} \\d{4}",
+    "[A-Z]{3}",
+    "(ab|cd)+",
+    "(foo|bar)(,(foo|bar)){0,3}",
+    "#[0-9a-f]{6}",
+    "v(0|[1-9]\\d?)\\.(0|[1-9]\\d?)\\.(0|[1-9]\\d?)",
+    "[A-Z][a-z]{1,6} [A-Z][a-z]{1,6}",
+    "\\w{3,8}@\\w{2,6}\\.(com|org|net)",
+    "-?\\d{1,4}(\\.\\d{1,2})?",
+    "(true|false)",
+    "<b>[a-z]{1,5}</b>",
+    "\\(\\d{3}\\) \\d{3}-\\d{4}",
+    "[^a-z\\n]{2,4}",
+    "x{2,3}y?z*",
+    "(?:red|green|blue)-[0-9]{2}",
+    "[a-f0-9]{8}-[a-f0-9]{4}",
+    "\\[\\d(, \\d){0,3}\\]",
+    "(?<year>19|20)\\d{2}",
+    "\\u0041[\\u0030-\\u0039]{2}",
+    "[.][*]\\.\\*",
+    "a.{1,3}b",
+    "[\\s\\S]{1,3}!",
+    "(0|1)+",
+    "(N|S) \\d{1,2}(\\.\\d)?",
+    "[α-ω]{1,3}|[а-я]{1,3}",
+    "\\D\\W\\d",
+};
+
+// Every regex output that finished matches its pattern under PCRE2; one cut by max_tokens is
+// reported and must be a prefix of a match (PCRE2's partial match).
+TEST(StructuredOutputTest, RegexOutputsMatchUnderPcre2) {
+  int num_cut = 0;
+  int num_checked = 0;
+  for (const char* pattern : kRequestPatterns) {
+    SCOPED_TRACE(pattern);
+    const Pcre2FullMatch reference(pattern);
+    ASSERT_TRUE(reference.ok());
+    StructuredOutputsParams so;
+    so.regex = pattern;
+    SamplingParams p = constrained(so);
+    p.max_tokens = 120;
+    for (const CompletionOutput& out : run(p, 2)) {
+      ++num_checked;
+      if (out.finish_reason == "length") {
+        ++num_cut;
+        EXPECT_TRUE(reference.prefix_of_match(out.text)) << "cut output '" << out.text << "'";
+        continue;
+      }
+      EXPECT_EQ(out.finish_reason, "stop");
+      EXPECT_TRUE(reference.matches(out.text)) << "output '" << out.text << "'";
+    }
+  }
+  std::printf("%d regex outputs, %d cut at max_tokens\n", num_checked, num_cut);
+  EXPECT_LE(num_cut, num_checked / 10);
+}
+
 TEST(StructuredOutputTest, GreedyEbnfFollowsTheGrammar) {
   StructuredOutputsParams so;
   so.grammar = "root ::= \"(\" item (\",\" item)* \")\"\nitem ::= [0-9] | \"x\"\n";
@@ -205,6 +305,17 @@ TEST(StructuredOutputTest, BadSpecsAreRefusedAtAdmission) {
   StructuredOutputsParams regex;
   regex.regex = "(ab";
   EXPECT_THROW(e.add_request("bad", "x", constrained(regex)), grammar::GrammarError);
+  // Our parser would read "a{2}{3}" as (a{2}){3}; PCRE2 (and JavaScript, and Python) refuse it.
+  StructuredOutputsParams pcre2_refuses;
+  pcre2_refuses.regex = "a{2}{3}";
+  try {
+    e.add_request("bad", "x", constrained(pcre2_refuses));
+    FAIL() << "a regex PCRE2 cannot compile was accepted";
+  } catch (const grammar::GrammarError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("structured_outputs.regex"), std::string::npos) << message;
+    EXPECT_NE(message.find("PCRE2"), std::string::npos) << message;
+  }
   StructuredOutputsParams two;
   two.regex = "a";
   two.json_object = true;
