@@ -74,6 +74,9 @@ class Request {
   // sampling_params.structured_outputs compiled by the input processor (null when unset); the
   // runner's sampler masks every step with it.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // With a grammar on a reasoning model: the think-end tokens after which the grammar applies
+  // (empty: from the first output token, also when the prompt already closed the reasoning).
+  std::vector<int32_t> reasoning_end_token_ids;
 
   // What the model runner already holds, so each step sends it only the difference: whether it
   // has seen the request, how many of its blocks it knows, and whether it must take a whole new

@@ -292,6 +292,154 @@ TEST(GrammarLogitsProcessorTest, MasksAdvancesAndRollsBack) {
   EXPECT_EQ(allowed(), (Ids{0, 2}));
 }
 
+// A request's stop_token_ids end a grammar where it may end, as EOS does; elsewhere they are
+// masked like any token the grammar does not allow.
+TEST(GrammarLogitsProcessorTest, RequestStopIdsEndTheGrammar) {
+  auto vocabulary = std::make_shared<const grammar::Vocabulary>(
+      std::vector<std::string>{"a", "b", "ab", "c", "", "</s>"}, std::vector<int32_t>{5});
+  grammar::GrammarCompiler compiler(vocabulary);
+  // Id 4 has no bytes (a special token); id 6 is a padding row past the vocabulary.
+  GrammarRequestOptions options;
+  options.stop_token_ids = {4, 6};
+  GrammarLogitsProcessor processor(compiler.regex("ab?c"), options);
+  constexpr int64_t kRows = 8;
+  auto allowed = [&] {
+    std::vector<float> logits(kRows, 1.0f);
+    processor.apply(logits.data(), kRows);
+    std::vector<int32_t> ids;
+    for (int32_t id = 0; id < kRows; ++id) {
+      if (logits[static_cast<size_t>(id)] == 1.0f) ids.push_back(id);
+    }
+    return ids;
+  };
+  using Ids = std::vector<int32_t>;
+  EXPECT_EQ(allowed(), (Ids{0, 2}));
+  processor.accept(0);
+  EXPECT_EQ(allowed(), (Ids{1, 3}));
+  processor.accept(3);
+  EXPECT_EQ(allowed(), (Ids{4, 5, 6})) << "complete: EOS and the request's stop ids";
+  processor.accept(6);
+  EXPECT_TRUE(processor.matcher().is_terminated());
+  EXPECT_TRUE(processor.rollback(1));
+  EXPECT_FALSE(processor.matcher().is_terminated());
+  EXPECT_EQ(allowed(), (Ids{4, 5, 6}));
+}
+
+// With a think end, the reasoning before it is free (only EOS is held back under ignore_eos);
+// the grammar applies from the token after it, and rolling back into the reasoning frees it.
+TEST(GrammarLogitsProcessorTest, ConstraintStartsAfterTheThinkEnd) {
+  auto vocabulary = std::make_shared<const grammar::Vocabulary>(
+      std::vector<std::string>{"a", "b", "ab", "c", "</", "think>", "</s>"},
+      std::vector<int32_t>{6});
+  grammar::GrammarCompiler compiler(vocabulary);
+  GrammarRequestOptions options;
+  options.reasoning_end_token_ids = {4, 5};  // "</" "think>"
+  options.masked_eos_token_ids = {6};        // ignore_eos
+  GrammarLogitsProcessor processor(compiler.regex("ab?c"), options);
+  constexpr int64_t kRows = 7;
+  auto allowed = [&] {
+    std::vector<float> logits(kRows, 1.0f);
+    processor.apply(logits.data(), kRows);
+    std::vector<int32_t> ids;
+    for (int32_t id = 0; id < kRows; ++id) {
+      if (logits[static_cast<size_t>(id)] == 1.0f) ids.push_back(id);
+    }
+    return ids;
+  };
+  using Ids = std::vector<int32_t>;
+  const Ids free = {0, 1, 2, 3, 4, 5};
+  EXPECT_FALSE(processor.active());
+  EXPECT_EQ(allowed(), free);
+  for (const int32_t id : {3, 3, 5, 4, 1}) processor.accept(id);  // "think>" alone ends nothing
+  EXPECT_EQ(allowed(), free);
+  processor.accept(4);
+  processor.accept(5);  // "</" "think>"
+  EXPECT_TRUE(processor.active());
+  EXPECT_EQ(allowed(), (Ids{0, 2}));
+  processor.accept(2);
+  EXPECT_EQ(allowed(), (Ids{3}));
+  processor.accept(3);
+  EXPECT_EQ(allowed(), (Ids{6}));
+  EXPECT_TRUE(processor.rollback(2));
+  EXPECT_EQ(allowed(), (Ids{0, 2})) << "back at the grammar's start";
+  EXPECT_TRUE(processor.rollback(1));
+  EXPECT_FALSE(processor.active()) << "the think end was taken back";
+  EXPECT_EQ(allowed(), free);
+  processor.accept(5);
+  EXPECT_EQ(allowed(), (Ids{0, 2}));
+}
+
+// A request stop id ends a constrained request even when EOS is made all but impossible: the
+// grammar lets the stop id through where it is complete.
+TEST(StructuredOutputTest, StopTokenIdsEndTheGrammar) {
+  StructuredOutputsParams so;
+  so.regex = "(yes|no)-[0-9]{2}";
+  SamplingParams p = constrained(so);
+  constexpr int32_t kStopId = 2;  // the tiny tokenizer's <｜User｜>, a special token
+  p.stop_token_ids = {kStopId};
+  p.logit_bias[1] = -100.0f;  // EOS
+  for (const CompletionOutput& out : run(p, 4)) {
+    EXPECT_EQ(out.finish_reason, "stop");
+    ASSERT_FALSE(out.token_ids.empty());
+    EXPECT_EQ(out.token_ids.back(), kStopId);
+    EXPECT_TRUE(std::regex_match(out.text, std::regex("(yes|no)-[0-9]{2}"))) << out.text;
+  }
+}
+
+// ignore_eos with a finished grammar: the grammar allows only EOS there, so the request ends
+// with "stop" (as vLLM's structured output does), instead of running on with every token masked.
+TEST(StructuredOutputTest, IgnoreEosEndsWhereTheGrammarEnds) {
+  StructuredOutputsParams so;
+  so.choice = std::vector<std::string>{"alpha", "beta"};
+  SamplingParams p = constrained(so);
+  p.ignore_eos = true;
+  p.max_tokens = 40;
+  for (const CompletionOutput& out : run(p, 4)) {
+    EXPECT_EQ(out.finish_reason, "stop");
+    EXPECT_TRUE(out.text == "alpha" || out.text == "beta") << out.text;
+  }
+}
+
+// A reasoning model (--reasoning-parser deepseek_r1): the grammar waits for "</think>" in the
+// output, unless the prompt already closed the reasoning.
+TEST(StructuredOutputTest, ReasoningParserDefersTheGrammar) {
+  EngineArgs args;
+  args.model = tiny_model_dir();
+  args.max_model_len = 1024;
+  args.reasoning_parser = "deepseek_r1";
+  Engine e(args);
+  StructuredOutputsParams so;
+  so.choice = std::vector<std::string>{"alpha", "beta"};
+  SamplingParams p = constrained(so);
+  p.max_tokens = 24;
+  auto outputs_for = [&](const std::string& prompt) {
+    for (int i = 0; i < 4; ++i) {
+      SamplingParams q = p;
+      q.seed = 7 + static_cast<uint64_t>(i);
+      e.add_request(std::to_string(i), prompt, q);
+    }
+    std::vector<CompletionOutput> outs;
+    while (e.has_unfinished_requests()) {
+      for (RequestOutput& out : e.step()) {
+        if (out.finished) outs.push_back(out.outputs.front());
+      }
+    }
+    return outs;
+  };
+  // Closed in the prompt: constrained from the first token.
+  for (const CompletionOutput& out : outputs_for("Q?<think>\nhmm</think>\n\n")) {
+    EXPECT_EQ(out.finish_reason, "stop");
+    EXPECT_TRUE(out.text == "alpha" || out.text == "beta") << out.text;
+  }
+  // Open: the random model reasons freely (and never happens to close the tag here).
+  int num_free = 0;
+  for (const CompletionOutput& out : outputs_for("Q?<think>\n")) {
+    EXPECT_EQ(out.text.find("</think>"), std::string::npos) << out.text;
+    num_free += out.text != "alpha" && out.text != "beta";
+  }
+  EXPECT_EQ(num_free, 4);
+}
+
 TEST(StructuredOutputTest, BadSpecsAreRefusedAtAdmission) {
   Engine& e = engine();
   StructuredOutputsParams so;
