@@ -156,11 +156,11 @@ TEST_F(ServeProcess, LangChainAndVercelStructuredOutput) {
       GTEST_SKIP() << "run `npm install` in tests/node for " << package;
   }
   const fs::path out = dir_ / "structured_clients.log";
-  const std::string cmd =
-      "PAGODA_BASE_URL=http://127.0.0.1:" + std::to_string(port_) + " PAGODA_API_KEY=" + kApiKey +
-      " NODE_PATH=" + modules.string() + " timeout 300 node " +
-      (source / "tests/server/structured_clients_test.cjs").string() + " > " + out.string() +
-      " 2>&1";
+  const std::string cmd = "PAGODA_BASE_URL=http://127.0.0.1:" + std::to_string(port_) +
+                          " PAGODA_API_KEY=" + kApiKey + " NODE_PATH=" + modules.string() +
+                          " timeout 300 node " +
+                          (source / "tests/server/structured_clients_test.cjs").string() + " > " +
+                          out.string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << read_file(out);
 }
