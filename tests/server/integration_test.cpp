@@ -318,6 +318,14 @@ TEST_F(ServeProcess, StructuredOutputFromTheRealEngine) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
   EXPECT_NE(r->body.find("/properties/a"), std::string::npos) << r->body;
+
+  // A regex our parser would read but PCRE2 refuses: a 400 naming the field and PCRE2's reason.
+  const json pcre2_refuses = {{"prompt", "x"}, {"guided_regex", "a{2}{3}"}};
+  r = c->Post("/v1/completions", pcre2_refuses.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("structured_outputs.regex"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("PCRE2"), std::string::npos) << r->body;
 }
 
 TEST_F(ServeProcess, BrokenCorpusWhileGreedyStreamsRun) {
