@@ -45,6 +45,10 @@ struct EngineArgs {
   // model's generation_config.json), "vllm" (vLLM's defaults; the file's EOS ids still count),
   // or a directory holding a generation_config.json.
   std::string generation_config = "auto";
+  // The reasoning parser the server splits output with (vLLM's --reasoning-parser): "" or
+  // "deepseek_r1". With one, a structured-output grammar applies after the reasoning's end
+  // (</think>), so the reasoning stays free.
+  std::string reasoning_parser;
   // The most top-N logprobs a request may ask for (vLLM's --max-logprobs); -1: the vocabulary.
   int32_t max_logprobs = 20;
   int32_t max_model_len = 0;  // 0: the model's max_position_embeddings

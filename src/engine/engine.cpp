@@ -222,6 +222,13 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   ic.max_logprobs = args.max_logprobs;
   ic.seed = args.seed;
   ic.eos_token_ids = collect_eos_token_ids(config_, generation_config_, tokenizer_);
+  if (args.reasoning_parser == "deepseek_r1") {
+    // One added token each in R1's and R1-Distill's tokenizers; a sequence elsewhere.
+    ic.reasoning_start_token_ids = tokenizer_.encode("<think>", false);
+    ic.reasoning_end_token_ids = tokenizer_.encode("</think>", false);
+  } else if (!args.reasoning_parser.empty()) {
+    fail("--reasoning-parser must be deepseek_r1, got '{}'", args.reasoning_parser);
+  }
   inputs_ = std::make_unique<InputProcessor>(
       tokenizer_, std::move(ic),
       chat_template.source.empty()

@@ -57,6 +57,7 @@ std::string non_default_engine_args(const EngineArgs& a) {
   diff.add("quantization_group_size", a.quantization_group_size, d.quantization_group_size);
   diff.add("int8_activations", a.int8_activations, d.int8_activations);
   diff.add("fp8_weights", a.fp8_weights, d.fp8_weights);
+  diff.add("reasoning_parser", a.reasoning_parser, d.reasoning_parser);
   return diff.join();
 }
 

@@ -1,5 +1,8 @@
 #include "engine/input_processor.h"
 
+#include <algorithm>
+#include <span>
+
 #include <nlohmann/json.hpp>
 
 #include "sampling/validate.h"
@@ -26,6 +29,24 @@ std::vector<std::vector<int32_t>> tokenize_bad_words(const Tokenizer& tokenizer,
     if (spaced_differs) sequences.push_back(std::move(spaced));
   }
   return sequences;
+}
+
+// Whether the prompt leaves the model past its reasoning: the last think tag in it is an end
+// (a template that closes the thinking itself, e.g. with thinking turned off). A prompt with
+// neither tag (R1's template opens <think> itself; older ones leave it to the model) is
+// reasoning still, as vLLM's deepseek_r1 parser has it. No end tokens: no reasoning.
+bool reasoning_ended(std::span<const int32_t> prompt, const std::vector<int32_t>& start,
+                     const std::vector<int32_t>& end) {
+  if (end.empty()) return true;
+  auto ends_at = [&](size_t pos, const std::vector<int32_t>& tag) {
+    return !tag.empty() && pos >= tag.size() &&
+           std::equal(tag.begin(), tag.end(), prompt.begin() + static_cast<long>(pos - tag.size()));
+  };
+  for (size_t pos = prompt.size(); pos > 0; --pos) {
+    if (ends_at(pos, end)) return true;
+    if (ends_at(pos, start)) return false;
+  }
+  return false;
 }
 
 }  // namespace
@@ -112,6 +133,11 @@ std::vector<Request> InputProcessor::process(const std::string& request_id,
   for (size_t i = 0; i < samples.size(); ++i) {
     samples[i].sampling_seed = base_seed + i;
     samples[i].grammar = grammar;
+    if (grammar &&
+        !reasoning_ended(samples[i].prompt_token_ids(), config_.reasoning_start_token_ids,
+                         config_.reasoning_end_token_ids)) {
+      samples[i].reasoning_end_token_ids = config_.reasoning_end_token_ids;
+    }
   }
   // Sample 0 computes the prompt (the others fork its blocks), so it alone produces the prompt
   // logits. A one-token prompt has none to report: its only entry is the empty first one.

@@ -25,6 +25,10 @@ struct InputProcessorConfig {
   int32_t max_logprobs = 20;  // -1: the vocabulary
   uint64_t seed = 0;          // --seed: unseeded requests draw from seeds derived from it
   std::vector<int32_t> eos_token_ids;
+  // A reasoning model's think tags as token ids (empty: no reasoning parser). A grammar then
+  // applies after the output's think end, unless the prompt already closed the reasoning.
+  std::vector<int32_t> reasoning_start_token_ids;
+  std::vector<int32_t> reasoning_end_token_ids;
 };
 
 class InputProcessor {

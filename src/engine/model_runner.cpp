@@ -25,7 +25,12 @@ void ModelRunner::update_states(const SchedulerOutput& out) {
     r.sampler = std::make_unique<RequestSampler>(data.sampling_params, data.prompt_token_ids,
                                                  data.eos_token_ids, data.sampling_seed);
     if (data.grammar) {
-      r.sampler->add_logits_processor(std::make_unique<GrammarLogitsProcessor>(data.grammar));
+      GrammarRequestOptions options;
+      options.stop_token_ids = data.sampling_params.stop_token_ids;
+      options.reasoning_end_token_ids = data.reasoning_end_token_ids;
+      if (data.sampling_params.ignore_eos) options.masked_eos_token_ids = data.eos_token_ids;
+      r.sampler->add_logits_processor(
+          std::make_unique<GrammarLogitsProcessor>(data.grammar, std::move(options)));
     }
     r.wants_logprobs = data.sampling_params.logprobs.has_value();
     r.num_top_prompt_logprobs = data.sampling_params.prompt_logprobs.value_or(0);

@@ -74,6 +74,9 @@ class Request {
   // sampling_params.structured_outputs compiled by the input processor (null when unset); the
   // runner's sampler masks every step with it.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // With a grammar on a reasoning model: the think-end tokens after which the grammar applies
+  // (empty: from the first output token, also when the prompt already closed the reasoning).
+  std::vector<int32_t> reasoning_end_token_ids;
 
   // Speculative decoding: the tokens the runner drafted after the last step, scheduled (as many
   // as the budget and max_tokens allow) with the next one. Dropped on preemption.

@@ -256,6 +256,7 @@ void Scheduler::emit(Request& r, int32_t num_new_tokens, int32_t num_draft_token
     data.eos_token_ids = r.eos_token_ids;
     data.sampling_seed = r.sampling_seed;
     data.grammar = r.grammar;
+    data.reasoning_end_token_ids = r.reasoning_end_token_ids;
     data.block_ids.assign(table.begin(), table.end());
     data.num_computed_tokens = r.num_computed_tokens;
     out.new_requests.push_back(std::move(data));
@@ -295,7 +296,10 @@ RequestStatus Scheduler::check_stop(Request& request) const {
   const SamplingParams& params = request.sampling_params;
   const int32_t last = request.all_token_ids().back();
   if (request.num_output_tokens() >= params.min_tokens) {
-    if (!params.ignore_eos && contains(request.eos_token_ids, last)) {
+    // Under a grammar EOS is drawn only where the grammar is complete (the mask allows nothing
+    // else there), so it ends the request even with ignore_eos, as vLLM's does.
+    const bool eos_ends = !params.ignore_eos || request.grammar != nullptr;
+    if (eos_ends && contains(request.eos_token_ids, last)) {
       return RequestStatus::kFinishedStopped;
     }
     if (contains(params.stop_token_ids, last)) {

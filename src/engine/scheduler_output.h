@@ -30,6 +30,8 @@ struct NewRequestData {
   // The compiled sampling_params.structured_outputs. In process only: serialization leaves it
   // out (a runner in another process would compile the spec in the params itself).
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // The grammar applies after the output emitted these (a reasoning model's think end).
+  std::vector<int32_t> reasoning_end_token_ids;
   friend bool operator==(const NewRequestData&, const NewRequestData&) = default;
 };
 

@@ -101,7 +101,8 @@ void from_json(const json& j, SamplingParams& p) {
 }
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NewRequestData, request_id, prompt_token_ids, sampling_params,
-                                   eos_token_ids, sampling_seed, block_ids, num_computed_tokens)
+                                   eos_token_ids, sampling_seed, block_ids, num_computed_tokens,
+                                   reasoning_end_token_ids)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CachedRequestData, request_id, resumed_from_preemption,
                                    new_block_ids, num_computed_tokens)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ScheduledRequest, request_id, start_position, num_new_tokens,

@@ -93,49 +93,99 @@ std::shared_ptr<const grammar::CompiledGrammar> StructuredOutputCompiler::compil
         "json_object, got {}",
         n);
   }
+  if (params.choice && params.choice->empty()) fail("structured_outputs.choice must not be empty");
   grammar::JsonGrammarOptions json_options;
   json_options.any_whitespace = params.any_whitespace;
   grammar::GrammarCompiler& c = compiler();
-  if (params.json) return c.json_schema(*params.json, json_options);
-  if (params.json_object) return c.json_object(json_options);
-  if (params.regex) return c.regex(*params.regex);
-  if (params.choice) {
-    if (params.choice->empty()) fail("structured_outputs.choice must not be empty");
-    return c.choice(*params.choice);
+  // The error names the field first, then the place inside it (a JSON pointer, an offset).
+  const char* field = params.json          ? "json"
+                      : params.json_object ? "json_object"
+                      : params.regex       ? "regex"
+                      : params.choice      ? "choice"
+                                           : "grammar";
+  try {
+    if (params.json) return c.json_schema(*params.json, json_options);
+    if (params.json_object) return c.json_object(json_options);
+    if (params.regex) return c.regex(*params.regex);
+    if (params.choice) return c.choice(*params.choice);
+    return c.ebnf(*params.grammar);
+  } catch (const grammar::GrammarError& e) {
+    throw grammar::GrammarError(fmt::format("structured_outputs.{}: {}", field, e.what()));
   }
-  return c.ebnf(*params.grammar);
 }
 
 GrammarLogitsProcessor::GrammarLogitsProcessor(
-    std::shared_ptr<const grammar::CompiledGrammar> grammar)
-    : matcher_(std::move(grammar)) {
+    std::shared_ptr<const grammar::CompiledGrammar> grammar, GrammarRequestOptions options)
+    : matcher_(std::move(grammar)), options_(std::move(options)) {
   bitmask_.resize(matcher_.grammar().vocabulary().mask_words());
+  reasoning_ = !options_.reasoning_end_token_ids.empty();
+  stop_logits_.resize(options_.stop_token_ids.size());
+}
+
+bool GrammarLogitsProcessor::is_request_stop(int32_t token_id) const {
+  return std::find(options_.stop_token_ids.begin(), options_.stop_token_ids.end(), token_id) !=
+         options_.stop_token_ids.end();
 }
 
 void GrammarLogitsProcessor::apply(float* logits, int64_t vocab_size) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (!active()) {
+    for (const int32_t id : options_.masked_eos_token_ids) {
+      if (id < vocab_size) logits[id] = kNegInf;
+    }
+    return;
+  }
+  // The request's own stop ids keep their logits where the grammar may end.
+  const bool can_end = matcher_.can_terminate() && !matcher_.is_terminated();
+  for (size_t i = 0; i < options_.stop_token_ids.size(); ++i) {
+    const int32_t id = options_.stop_token_ids[i];
+    stop_logits_[i] = id < vocab_size ? logits[id] : kNegInf;
+  }
   matcher_.fill_next_token_bitmask(bitmask_);
   const std::span<const uint32_t> mask(bitmask_);
   const auto covered =
       std::min<int64_t>(vocab_size, static_cast<int64_t>(matcher_.grammar().vocabulary().size()));
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (int64_t id = 0; id < covered; ++id) {
     if (!grammar::test_bit(mask, static_cast<int32_t>(id))) logits[id] = kNegInf;
   }
   for (int64_t id = covered; id < vocab_size; ++id) logits[id] = kNegInf;
+  if (!can_end) return;
+  for (size_t i = 0; i < options_.stop_token_ids.size(); ++i) {
+    const int32_t id = options_.stop_token_ids[i];
+    if (id < vocab_size) logits[id] = stop_logits_[i];
+  }
 }
 
 void GrammarLogitsProcessor::accept(int32_t token_id) {
-  accepted_.push_back(matcher_.accept_token(token_id));
+  if (reasoning_) {
+    matcher_steps_.push_back(false);
+    reasoning_tokens_.push_back(token_id);
+    const std::vector<int32_t>& end = options_.reasoning_end_token_ids;
+    reasoning_ = !(reasoning_tokens_.size() >= end.size() &&
+                   std::equal(end.rbegin(), end.rend(), reasoning_tokens_.rbegin()));
+    return;
+  }
+  // A request stop id the grammar may end at ends it; elsewhere it is an ordinary token.
+  if (is_request_stop(token_id) && matcher_.accept_stop()) {
+    matcher_steps_.push_back(true);
+    return;
+  }
+  matcher_steps_.push_back(matcher_.accept_token(token_id));
 }
 
 bool GrammarLogitsProcessor::rollback(int num_tokens) {
-  if (num_tokens < 0 || static_cast<size_t>(num_tokens) > accepted_.size()) return false;
-  int matcher_steps = 0;
+  if (num_tokens < 0 || static_cast<size_t>(num_tokens) > matcher_steps_.size()) return false;
+  int num_matcher_steps = 0;
   for (int i = 0; i < num_tokens; ++i) {
-    if (accepted_[accepted_.size() - 1 - static_cast<size_t>(i)]) ++matcher_steps;
+    if (matcher_steps_[matcher_steps_.size() - 1 - static_cast<size_t>(i)]) ++num_matcher_steps;
   }
-  if (!matcher_.rollback(matcher_steps)) return false;
-  accepted_.resize(accepted_.size() - static_cast<size_t>(num_tokens));
+  if (!matcher_.rollback(num_matcher_steps)) return false;
+  matcher_steps_.resize(matcher_steps_.size() - static_cast<size_t>(num_tokens));
+  // The reasoning took the first steps; taking back any of them reopens it (its end was last).
+  if (matcher_steps_.size() < reasoning_tokens_.size()) {
+    reasoning_tokens_.resize(matcher_steps_.size());
+    reasoning_ = true;
+  }
   return true;
 }
 

@@ -46,25 +46,49 @@ class StructuredOutputCompiler {
   std::unique_ptr<grammar::GrammarCompiler> compiler_;
 };
 
+// What a request adds to its grammar's own rules.
+struct GrammarRequestOptions {
+  // The request's stop_token_ids: like the model's EOS, each is allowed where the grammar may
+  // end (and ends it), so a client that stops on its own token still gets a complete answer.
+  std::vector<int32_t> stop_token_ids;
+  // The tokens that end a reasoning model's thinking ("</think>"): the grammar applies only after
+  // the output has emitted them, so the reasoning stays free. Empty: from the first token.
+  std::vector<int32_t> reasoning_end_token_ids;
+  // With ignore_eos the model's EOS would not end the request: it is kept out of the free
+  // reasoning too, since the grammar, not EOS, decides where a constrained output ends.
+  std::vector<int32_t> masked_eos_token_ids;
+};
+
 // Masks the logits to the grammar's next tokens and advances with each accepted token. When the
 // grammar is complete and nothing may follow, only the stop tokens remain, so the request ends
-// with finish_reason "stop".
+// with finish_reason "stop" (the scheduler ends a grammar's request on EOS even with ignore_eos,
+// as EOS is then only ever drawn where the grammar is complete).
 class GrammarLogitsProcessor : public LogitsProcessor {
  public:
-  explicit GrammarLogitsProcessor(std::shared_ptr<const grammar::CompiledGrammar> grammar);
+  explicit GrammarLogitsProcessor(std::shared_ptr<const grammar::CompiledGrammar> grammar,
+                                  GrammarRequestOptions options = {});
 
   void apply(float* logits, int64_t vocab_size) override;
   void accept(int32_t token_id) override;
   bool rollback(int num_tokens) override;
 
   const grammar::GrammarMatcher& matcher() const { return matcher_; }
+  // The grammar applies (the reasoning, if any, has ended).
+  bool active() const { return !reasoning_; }
 
  private:
+  bool is_request_stop(int32_t token_id) const;
+
   grammar::GrammarMatcher matcher_;
+  GrammarRequestOptions options_;
   std::vector<uint32_t> bitmask_;
-  // accept() calls the matcher refused (a token forced past the mask, e.g. every logit -inf):
-  // they count as steps for rollback without moving the matcher.
-  std::vector<bool> accepted_;
+  std::vector<float> stop_logits_;  // scratch: the request stop ids' logits before the mask
+  // What each accept() did, for rollback: a step of the matcher, or none (a reasoning token, or
+  // a token forced past the mask, e.g. every logit -inf).
+  std::vector<bool> matcher_steps_;
+  // Still reasoning; the tokens accepted while it was (the first steps, the end tokens last).
+  bool reasoning_ = false;
+  std::vector<int32_t> reasoning_tokens_;
 };
 
 }  // namespace pagoda

@@ -34,15 +34,17 @@ bool GrammarMatcher::accept_token(int32_t token_id) {
   const Vocabulary& vocab = grammar_->vocabulary();
   if (is_terminated() || token_id < 0 || static_cast<size_t>(token_id) >= vocab.size())
     return false;
-  if (vocab.is_stop(token_id)) {
-    if (!can_terminate()) return false;
-    Step step{history_.back().set, true};
-    history_.push_back(std::move(step));
-    return true;
-  }
+  if (vocab.is_stop(token_id)) return accept_stop();
   const std::string& bytes = vocab.bytes(token_id);
   if (bytes.empty()) return false;
   return accept_bytes(bytes);
+}
+
+bool GrammarMatcher::accept_stop() {
+  if (is_terminated() || !can_terminate()) return false;
+  Step step{history_.back().set, true};
+  history_.push_back(std::move(step));
+  return true;
 }
 
 bool GrammarMatcher::accept_bytes(std::string_view bytes) {

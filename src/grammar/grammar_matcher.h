@@ -28,6 +28,9 @@ class GrammarMatcher {
   bool accept_token(int32_t token_id);
   // Bytes that are not a token (a forced prefix); counts as one step for rollback.
   bool accept_bytes(std::string_view bytes);
+  // Ends the input as a stop token does (one step), for stop tokens the vocabulary does not
+  // list (a request's own stop_token_ids). False (and no change) where the grammar cannot end.
+  bool accept_stop();
 
   // Sets exactly the bits of the tokens accept_token would take; `bitmask` has
   // vocabulary().mask_words() words, bit i of word i / 32 for token i.

@@ -1,10 +1,12 @@
 // Recursive-descent regex parser over code points, producing the grammar IR directly.
 #include "grammar/regex_parser.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "grammar/grammar_error.h"
+#include "grammar/pcre2_syntax.h"
 
 namespace pagoda::grammar {
 namespace {
@@ -385,7 +387,11 @@ ExprPtr regex_char_class(const std::vector<CodePointRange>& ranges, const RegexO
 }
 
 ParsedRegex parse_regex(std::string_view pattern, const RegexOptions& options) {
-  return RegexParser(pattern, options).parse();
+  ParsedRegex parsed = RegexParser(pattern, options).parse();
+  if (std::optional<std::string> error = pcre2_syntax_error(pattern)) {
+    grammar_fail("regex: {}", *error);
+  }
+  return parsed;
 }
 
 Grammar regex_grammar(std::string_view pattern) {

@@ -24,7 +24,8 @@ struct ParsedRegex {
   bool anchored_end = false;    // the pattern ended with $
 };
 
-// Throws GrammarError naming the offset in the pattern.
+// Throws GrammarError naming the offset in the pattern, also when PCRE2 cannot compile it
+// (pcre2_syntax.h).
 ParsedRegex parse_regex(std::string_view pattern, const RegexOptions& options = {});
 
 // One character from `ranges`, in the form RegexOptions asks for.

@@ -49,7 +49,7 @@ SamplingParams unusual_params() {
 TEST(Serialization, SchedulerOutputRoundTripsWithEveryFieldSet) {
   SchedulerOutput out;
   out.new_requests.push_back(
-      {"a#1", {1, 2, 3}, unusual_params(), {2, 32000}, 99, {4, 5}, 2, nullptr});
+      {"a#1", {1, 2, 3}, unusual_params(), {2, 32000}, 99, {4, 5}, 2, nullptr, {7, 8}});
   out.cached_requests.push_back({"b", true, {8, 9, 10}, 17});
   out.cached_requests.push_back({"c", false, {}, 40});
   out.requests.push_back({"b", 17, 4, 12, true, false, {7, 8, 9}});

@@ -1,6 +1,7 @@
 // Structured outputs end to end on a random-weight model, whose unconstrained output is
 // gibberish: every constrained response must finish with "stop" and be what was asked for,
-// checked by parsers that are not the grammar engine (nlohmann's JSON parser, std::regex).
+// checked by parsers that are not the grammar engine (nlohmann's JSON parser, std::regex,
+// PCRE2).
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -11,6 +12,9 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "engine/structured_outputs.h"
 #include "grammar/grammar_error.h"
@@ -144,6 +148,102 @@ TEST(StructuredOutputTest, RegexAndChoice) {
   }
 }
 
+// Whole-string matching by PCRE2, the reference for regex outputs (its ECMAScript-escape mode,
+// as the patterns below are written for JavaScript and Python alike).
+class Pcre2FullMatch {
+ public:
+  explicit Pcre2FullMatch(const std::string& pattern) {
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                          PCRE2_UTF | PCRE2_ALT_BSUX | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &error,
+                          &offset, nullptr);
+    if (code_) data_ = pcre2_match_data_create_from_pattern(code_, nullptr);
+  }
+  ~Pcre2FullMatch() {
+    pcre2_match_data_free(data_);
+    pcre2_code_free(code_);
+  }
+  bool ok() const { return code_ != nullptr; }
+  bool matches(const std::string& s) const {
+    return pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, data_,
+                       nullptr) >= 0;
+  }
+  // `s` can be continued into a match.
+  bool prefix_of_match(const std::string& s) const {
+    const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0,
+                               PCRE2_PARTIAL_HARD, data_, nullptr);
+    return rc >= 0 || rc == PCRE2_ERROR_PARTIAL;
+  }
+
+ private:
+  pcre2_code* code_ = nullptr;
+  pcre2_match_data* data_ = nullptr;
+};
+
+// Patterns of the kinds requests send (identifiers, dates, phone numbers, enumerations, simple
+// markup), written so that a random model reaches their end within max_tokens.
+const char* const kRequestPatterns[] = {
+    "[a-c]{2,5}-[0-9]{3}",
+    "(yes|no|maybe)",
+    "\\d{4}-\\d{2}-\\d{2}",
+    "[01]\\d:[0-5]\\d",
+    "\\+?\\d{1,3} \\d{3} \\d{4}",
+    "[A-Z]{3}",
+    "(ab|cd)+",
+    "(foo|bar)(,(foo|bar)){0,3}",
+    "#[0-9a-f]{6}",
+    "v(0|[1-9]\\d?)\\.(0|[1-9]\\d?)\\.(0|[1-9]\\d?)",
+    "[A-Z][a-z]{1,6} [A-Z][a-z]{1,6}",
+    "\\w{3,8}@\\w{2,6}\\.(com|org|net)",
+    "-?\\d{1,4}(\\.\\d{1,2})?",
+    "(true|false)",
+    "<b>[a-z]{1,5}</b>",
+    "\\(\\d{3}\\) \\d{3}-\\d{4}",
+    "[^a-z\\n]{2,4}",
+    "x{2,3}y?z*",
+    "(?:red|green|blue)-[0-9]{2}",
+    "[a-f0-9]{8}-[a-f0-9]{4}",
+    "\\[\\d(, \\d){0,3}\\]",
+    "(?<year>19|20)\\d{2}",
+    "\\u0041[\\u0030-\\u0039]{2}",
+    "[.][*]\\.\\*",
+    "a.{1,3}b",
+    "[\\s\\S]{1,3}!",
+    "(0|1)+",
+    "(N|S) \\d{1,2}(\\.\\d)?",
+    "[α-ω]{1,3}|[а-я]{1,3}",
+    "\\D\\W\\d",
+};
+
+// Every regex output that finished matches its pattern under PCRE2; one cut by max_tokens is
+// reported and must be a prefix of a match (PCRE2's partial match).
+TEST(StructuredOutputTest, RegexOutputsMatchUnderPcre2) {
+  int num_cut = 0;
+  int num_checked = 0;
+  for (const char* pattern : kRequestPatterns) {
+    SCOPED_TRACE(pattern);
+    const Pcre2FullMatch reference(pattern);
+    ASSERT_TRUE(reference.ok());
+    StructuredOutputsParams so;
+    so.regex = pattern;
+    SamplingParams p = constrained(so);
+    p.max_tokens = 120;
+    for (const CompletionOutput& out : run(p, 2)) {
+      ++num_checked;
+      if (out.finish_reason == "length") {
+        ++num_cut;
+        EXPECT_TRUE(reference.prefix_of_match(out.text)) << "cut output '" << out.text << "'";
+        continue;
+      }
+      EXPECT_EQ(out.finish_reason, "stop");
+      EXPECT_TRUE(reference.matches(out.text)) << "output '" << out.text << "'";
+    }
+  }
+  std::printf("%d regex outputs, %d cut at max_tokens\n", num_checked, num_cut);
+  EXPECT_LE(num_cut, num_checked / 10);
+}
+
 TEST(StructuredOutputTest, GreedyEbnfFollowsTheGrammar) {
   StructuredOutputsParams so;
   so.grammar = "root ::= \"(\" item (\",\" item)* \")\"\nitem ::= [0-9] | \"x\"\n";
@@ -192,6 +292,154 @@ TEST(GrammarLogitsProcessorTest, MasksAdvancesAndRollsBack) {
   EXPECT_EQ(allowed(), (Ids{0, 2}));
 }
 
+// A request's stop_token_ids end a grammar where it may end, as EOS does; elsewhere they are
+// masked like any token the grammar does not allow.
+TEST(GrammarLogitsProcessorTest, RequestStopIdsEndTheGrammar) {
+  auto vocabulary = std::make_shared<const grammar::Vocabulary>(
+      std::vector<std::string>{"a", "b", "ab", "c", "", "</s>"}, std::vector<int32_t>{5});
+  grammar::GrammarCompiler compiler(vocabulary);
+  // Id 4 has no bytes (a special token); id 6 is a padding row past the vocabulary.
+  GrammarRequestOptions options;
+  options.stop_token_ids = {4, 6};
+  GrammarLogitsProcessor processor(compiler.regex("ab?c"), options);
+  constexpr int64_t kRows = 8;
+  auto allowed = [&] {
+    std::vector<float> logits(kRows, 1.0f);
+    processor.apply(logits.data(), kRows);
+    std::vector<int32_t> ids;
+    for (int32_t id = 0; id < kRows; ++id) {
+      if (logits[static_cast<size_t>(id)] == 1.0f) ids.push_back(id);
+    }
+    return ids;
+  };
+  using Ids = std::vector<int32_t>;
+  EXPECT_EQ(allowed(), (Ids{0, 2}));
+  processor.accept(0);
+  EXPECT_EQ(allowed(), (Ids{1, 3}));
+  processor.accept(3);
+  EXPECT_EQ(allowed(), (Ids{4, 5, 6})) << "complete: EOS and the request's stop ids";
+  processor.accept(6);
+  EXPECT_TRUE(processor.matcher().is_terminated());
+  EXPECT_TRUE(processor.rollback(1));
+  EXPECT_FALSE(processor.matcher().is_terminated());
+  EXPECT_EQ(allowed(), (Ids{4, 5, 6}));
+}
+
+// With a think end, the reasoning before it is free (only EOS is held back under ignore_eos);
+// the grammar applies from the token after it, and rolling back into the reasoning frees it.
+TEST(GrammarLogitsProcessorTest, ConstraintStartsAfterTheThinkEnd) {
+  auto vocabulary = std::make_shared<const grammar::Vocabulary>(
+      std::vector<std::string>{"a", "b", "ab", "c", "</", "think>", "</s>"},
+      std::vector<int32_t>{6});
+  grammar::GrammarCompiler compiler(vocabulary);
+  GrammarRequestOptions options;
+  options.reasoning_end_token_ids = {4, 5};  // "</" "think>"
+  options.masked_eos_token_ids = {6};        // ignore_eos
+  GrammarLogitsProcessor processor(compiler.regex("ab?c"), options);
+  constexpr int64_t kRows = 7;
+  auto allowed = [&] {
+    std::vector<float> logits(kRows, 1.0f);
+    processor.apply(logits.data(), kRows);
+    std::vector<int32_t> ids;
+    for (int32_t id = 0; id < kRows; ++id) {
+      if (logits[static_cast<size_t>(id)] == 1.0f) ids.push_back(id);
+    }
+    return ids;
+  };
+  using Ids = std::vector<int32_t>;
+  const Ids free = {0, 1, 2, 3, 4, 5};
+  EXPECT_FALSE(processor.active());
+  EXPECT_EQ(allowed(), free);
+  for (const int32_t id : {3, 3, 5, 4, 1}) processor.accept(id);  // "think>" alone ends nothing
+  EXPECT_EQ(allowed(), free);
+  processor.accept(4);
+  processor.accept(5);  // "</" "think>"
+  EXPECT_TRUE(processor.active());
+  EXPECT_EQ(allowed(), (Ids{0, 2}));
+  processor.accept(2);
+  EXPECT_EQ(allowed(), (Ids{3}));
+  processor.accept(3);
+  EXPECT_EQ(allowed(), (Ids{6}));
+  EXPECT_TRUE(processor.rollback(2));
+  EXPECT_EQ(allowed(), (Ids{0, 2})) << "back at the grammar's start";
+  EXPECT_TRUE(processor.rollback(1));
+  EXPECT_FALSE(processor.active()) << "the think end was taken back";
+  EXPECT_EQ(allowed(), free);
+  processor.accept(5);
+  EXPECT_EQ(allowed(), (Ids{0, 2}));
+}
+
+// A request stop id ends a constrained request even when EOS is made all but impossible: the
+// grammar lets the stop id through where it is complete.
+TEST(StructuredOutputTest, StopTokenIdsEndTheGrammar) {
+  StructuredOutputsParams so;
+  so.regex = "(yes|no)-[0-9]{2}";
+  SamplingParams p = constrained(so);
+  constexpr int32_t kStopId = 2;  // the tiny tokenizer's <｜User｜>, a special token
+  p.stop_token_ids = {kStopId};
+  p.logit_bias[1] = -100.0f;  // EOS
+  for (const CompletionOutput& out : run(p, 4)) {
+    EXPECT_EQ(out.finish_reason, "stop");
+    ASSERT_FALSE(out.token_ids.empty());
+    EXPECT_EQ(out.token_ids.back(), kStopId);
+    EXPECT_TRUE(std::regex_match(out.text, std::regex("(yes|no)-[0-9]{2}"))) << out.text;
+  }
+}
+
+// ignore_eos with a finished grammar: the grammar allows only EOS there, so the request ends
+// with "stop" (as vLLM's structured output does), instead of running on with every token masked.
+TEST(StructuredOutputTest, IgnoreEosEndsWhereTheGrammarEnds) {
+  StructuredOutputsParams so;
+  so.choice = std::vector<std::string>{"alpha", "beta"};
+  SamplingParams p = constrained(so);
+  p.ignore_eos = true;
+  p.max_tokens = 40;
+  for (const CompletionOutput& out : run(p, 4)) {
+    EXPECT_EQ(out.finish_reason, "stop");
+    EXPECT_TRUE(out.text == "alpha" || out.text == "beta") << out.text;
+  }
+}
+
+// A reasoning model (--reasoning-parser deepseek_r1): the grammar waits for "</think>" in the
+// output, unless the prompt already closed the reasoning.
+TEST(StructuredOutputTest, ReasoningParserDefersTheGrammar) {
+  EngineArgs args;
+  args.model = tiny_model_dir();
+  args.max_model_len = 1024;
+  args.reasoning_parser = "deepseek_r1";
+  Engine e(args);
+  StructuredOutputsParams so;
+  so.choice = std::vector<std::string>{"alpha", "beta"};
+  SamplingParams p = constrained(so);
+  p.max_tokens = 24;
+  auto outputs_for = [&](const std::string& prompt) {
+    for (int i = 0; i < 4; ++i) {
+      SamplingParams q = p;
+      q.seed = 7 + static_cast<uint64_t>(i);
+      e.add_request(std::to_string(i), prompt, q);
+    }
+    std::vector<CompletionOutput> outs;
+    while (e.has_unfinished_requests()) {
+      for (RequestOutput& out : e.step()) {
+        if (out.finished) outs.push_back(out.outputs.front());
+      }
+    }
+    return outs;
+  };
+  // Closed in the prompt: constrained from the first token.
+  for (const CompletionOutput& out : outputs_for("Q?<think>\nhmm</think>\n\n")) {
+    EXPECT_EQ(out.finish_reason, "stop");
+    EXPECT_TRUE(out.text == "alpha" || out.text == "beta") << out.text;
+  }
+  // Open: the random model reasons freely (and never happens to close the tag here).
+  int num_free = 0;
+  for (const CompletionOutput& out : outputs_for("Q?<think>\n")) {
+    EXPECT_EQ(out.text.find("</think>"), std::string::npos) << out.text;
+    num_free += out.text != "alpha" && out.text != "beta";
+  }
+  EXPECT_EQ(num_free, 4);
+}
+
 TEST(StructuredOutputTest, BadSpecsAreRefusedAtAdmission) {
   Engine& e = engine();
   StructuredOutputsParams so;
@@ -205,6 +453,17 @@ TEST(StructuredOutputTest, BadSpecsAreRefusedAtAdmission) {
   StructuredOutputsParams regex;
   regex.regex = "(ab";
   EXPECT_THROW(e.add_request("bad", "x", constrained(regex)), grammar::GrammarError);
+  // Our parser would read "a{2}{3}" as (a{2}){3}; PCRE2 (and JavaScript, and Python) refuse it.
+  StructuredOutputsParams pcre2_refuses;
+  pcre2_refuses.regex = "a{2}{3}";
+  try {
+    e.add_request("bad", "x", constrained(pcre2_refuses));
+    FAIL() << "a regex PCRE2 cannot compile was accepted";
+  } catch (const grammar::GrammarError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("structured_outputs.regex"), std::string::npos) << message;
+    EXPECT_NE(message.find("PCRE2"), std::string::npos) << message;
+  }
   StructuredOutputsParams two;
   two.regex = "a";
   two.json_object = true;

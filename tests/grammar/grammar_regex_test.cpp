@@ -10,6 +10,7 @@
 #include <pcre2.h>
 
 #include "grammar/grammar_error.h"
+#include "grammar/json_schema.h"
 #include "grammar/regex_parser.h"
 #include "grammar_test_util.h"
 
@@ -225,6 +226,36 @@ TEST(Regex, UnsupportedFeaturesAreErrors) {
   for (const char* pattern : {"(?=a)b", "(?!a)b", "(a)\\1", "a\\bb", "a^b", "a$b", "(ab", "ab)",
                               "*a", "[b-a]", "a{3,1}", "\\q"}) {
     EXPECT_THROW(regex_grammar(pattern), GrammarError) << pattern;
+  }
+}
+
+// Patterns our parser would read (leniently) but PCRE2 refuses: refused, with PCRE2's reason,
+// and inside a schema at the pattern's JSON pointer. Each is also an error for JavaScript's
+// unicode-mode RegExp, which ajv validates patterns with.
+TEST(Regex, WhatPcre2CannotCompileIsRefused) {
+  for (const char* pattern : {"(?<n>a)(?<n>b)", "a{2}{3}", "a**", "(?<1a>x)", "[\\d-z]"}) {
+    SCOPED_TRACE(pattern);
+    EXPECT_FALSE(Pcre2Pattern(pattern).ok());
+    try {
+      regex_grammar(pattern);
+      ADD_FAILURE() << "accepted";
+    } catch (const GrammarError& e) {
+      EXPECT_NE(std::string(e.what()).find("PCRE2"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    json_schema_grammar(
+        std::string_view(R"({"type": "object", "properties": {"code": {"type": "string",
+                           "pattern": "^a{2}{3}$"}}})"),
+        JsonGrammarOptions{});
+    ADD_FAILURE() << "accepted";
+  } catch (const GrammarError& e) {
+    EXPECT_NE(std::string(e.what()).find("/properties/code/pattern"), std::string::npos)
+        << e.what();
+  }
+  // ECMAScript's escapes stay ours to read: PCRE2 is asked in its ECMAScript-escape mode.
+  for (const char* pattern : {"\\u0041\\x42", "[\\u{10000}-\\u{10FFFF}]", "x{,2}"}) {
+    EXPECT_NO_THROW(regex_grammar(pattern)) << pattern;
   }
 }
 

@@ -145,6 +145,26 @@ TEST_F(ServeProcess, OpenAiNodeSdk) {
   EXPECT_EQ(rc, 0) << read_file(out);
 }
 
+// LangChain JS withStructuredOutput (jsonSchema and jsonMode) and the Vercel AI SDK's
+// generateObject, each with a zod schema, against the server (structured_clients_test.cjs).
+TEST_F(ServeProcess, LangChainAndVercelStructuredOutput) {
+  const fs::path source = pagoda::test::source_dir();
+  const fs::path modules = source / "tests/node/node_modules";
+  if (std::system("command -v node >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
+  for (const char* package : {"@langchain/openai", "ai", "@ai-sdk/openai", "zod"}) {
+    if (!fs::exists(modules / package))
+      GTEST_SKIP() << "run `npm install` in tests/node for " << package;
+  }
+  const fs::path out = dir_ / "structured_clients.log";
+  const std::string cmd = "PAGODA_BASE_URL=http://127.0.0.1:" + std::to_string(port_) +
+                          " PAGODA_API_KEY=" + kApiKey + " NODE_PATH=" + modules.string() +
+                          " timeout 300 node " +
+                          (source / "tests/server/structured_clients_test.cjs").string() + " > " +
+                          out.string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << read_file(out);
+}
+
 TEST_F(ServeProcess, EchoWithLogprobsFromTheRealEngine) {
   const std::string prompt = "Once upon a time";
   auto c = client(port_, kApiKey);
@@ -298,6 +318,14 @@ TEST_F(ServeProcess, StructuredOutputFromTheRealEngine) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
   EXPECT_NE(r->body.find("/properties/a"), std::string::npos) << r->body;
+
+  // A regex our parser would read but PCRE2 refuses: a 400 naming the field and PCRE2's reason.
+  const json pcre2_refuses = {{"prompt", "x"}, {"guided_regex", "a{2}{3}"}};
+  r = c->Post("/v1/completions", pcre2_refuses.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("structured_outputs.regex"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("PCRE2"), std::string::npos) << r->body;
 }
 
 TEST_F(ServeProcess, BrokenCorpusWhileGreedyStreamsRun) {

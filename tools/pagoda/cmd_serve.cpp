@@ -101,7 +101,8 @@ int run_serve(ServeFlags& f) {
   apply_vllm_serve_options(*f.command, f.vllm, f.engine, f.server, f.disable_log_requests);
   apply_http_options(*f.command, f.http, f.server);
   spdlog::info("server args (non-default): {}", non_default_server_flags(*f.command));
-  const EngineArgs args = f.engine.to_engine_args();
+  EngineArgs args = f.engine.to_engine_args();
+  args.reasoning_parser = f.server.reasoning_parser;  // a grammar starts after </think>
   if (!f.server.reasoning_parser.empty() && f.server.reasoning_parser != "deepseek_r1") {
     fail("--reasoning-parser must be deepseek_r1, got '{}'", f.server.reasoning_parser);
   }
