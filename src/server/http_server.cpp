@@ -461,8 +461,16 @@ class HttpServer::Impl {
       spec.response_role = chat_response_role(cr, options_.protocol);
       spec.reasoning = options_.reasoning_parser == "deepseek_r1";
       spec.stream = cr.stream;
+      spec.tool_choice = cr.tool_choice;
+      spec.tool_call_parser = options_.protocol.tool_call_parser;
+      spec.parallel_tool_calls = cr.parallel_tool_calls;
+      // The template shows the tools to the model (as HF's apply_chat_template(tools=...));
+      // chat_template_kwargs may still override them, as in vLLM.
+      json template_kwargs = cr.chat_template_kwargs;
+      if (!cr.tools.is_null() && !template_kwargs.contains("tools"))
+        template_kwargs["tools"] = cr.tools;
       const std::string prompt = be.apply_chat_template(
-          dump_json(cr.messages), cr.add_generation_prompt, dump_json(cr.chat_template_kwargs));
+          dump_json(cr.messages), cr.add_generation_prompt, dump_json(template_kwargs));
       std::vector<int32_t> ids = be.encode(prompt, cr.add_special_tokens);
       if (ids.empty()) throw_invalid("The chat template produced an empty prompt", "messages");
       SamplingParams sp = cr.params;
