@@ -459,7 +459,9 @@ class HttpServer::Impl {
       spec.continuous_usage = cr.continuous_usage;
       spec.tokens_as_ids = options_.protocol.return_tokens_as_token_ids;
       spec.response_role = chat_response_role(cr, options_.protocol);
-      spec.reasoning = options_.reasoning_parser == "deepseek_r1";
+      // A forced tool call is constrained from the first token (the grammar does not wait for
+      // </think> yet), so the whole output is the call: nothing to split off as reasoning.
+      spec.reasoning = options_.reasoning_parser == "deepseek_r1" && !cr.tool_choice.forced();
       spec.stream = cr.stream;
       spec.tool_choice = cr.tool_choice;
       spec.tool_call_parser = options_.protocol.tool_call_parser;

@@ -160,6 +160,28 @@ TEST(HttpServer, AutoToolCallsFromTheModelsFormatWholeAndStreamed) {
   EXPECT_EQ(calls[1], message["tool_calls"][1]["function"]);
 }
 
+// With a reasoning parser, a forced call (constrained from the first token) is still read as the
+// call: its JSON must not disappear into reasoning_content, where R1's open <think> would put it.
+TEST(HttpServer, ForcedToolCallIsNotTakenForReasoning) {
+  FakeEngine::Options engine;
+  engine.script = {"{\"city\"", ": \"Oslo\"}"};
+  TestServer s(engine, {}, 1024, true, "deepseek_r1");
+  const json body = {
+      {"messages", {{{"role", "user"}, {"content", "a"}}}},
+      {"tools", {{{"type", "function"}, {"function", {{"name", "get_weather"}}}}}},
+      {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
+      {"max_tokens", 20}};
+  auto r = client(s.port)->Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json choice = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_FALSE(choice["message"].contains("reasoning")) << choice;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << choice;
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"],
+            (json{{"name", "get_weather"}, {"arguments", "{\"city\": \"Oslo\"}"}}));
+}
+
 // A second server on a taken port fails to start: it must never share the port (SO_REUSEPORT)
 // and take some of the first one's clients.
 TEST(HttpServer, ATakenPortFailsTheStart) {
