@@ -330,7 +330,9 @@ class HttpServer::Impl {
     check_model(be, tr.model);
     const std::string text =
         tr.prompt ? *tr.prompt
-                  : be.apply_chat_template(dump_json(tr.messages), tr.add_generation_prompt, "{}");
+                  : be.apply_chat_template(
+                        dump_json(tr.messages), tr.add_generation_prompt,
+                        dump_json(tr.tools.is_null() ? json::object() : json{{"tools", tr.tools}}));
     const std::vector<int32_t> ids = be.encode(text, tr.add_special_tokens);
     return json_response(200, tokenize_response(tr, ids, be.max_model_len(), [&be](int32_t id) {
                            return be.decode({id}, false);

@@ -830,9 +830,12 @@ TokenizeRequest parse_tokenize_request(const json& body, UnknownFields* unknown)
   req.model = r.get_string("model").value_or("");
   req.prompt = r.get_string("prompt");
   if (const json* messages = r.get("messages")) req.messages = parse_messages(messages);
+  if (const json* tools = r.get("tools")) req.tools = parse_tools(*tools);
   if (req.prompt.has_value() == !req.messages.is_null()) {
     throw_invalid("Exactly one of 'prompt' and 'messages' is required", "prompt");
   }
+  if (!req.tools.is_null() && req.messages.is_null())
+    throw_invalid("'tools' are rendered by the chat template, so they need 'messages'", "tools");
   req.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
   // vLLM's default: BOS for a plain prompt, none for messages (the template adds it).
   req.add_special_tokens = r.get_bool("add_special_tokens").value_or(req.prompt.has_value());

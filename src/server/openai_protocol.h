@@ -149,6 +149,7 @@ struct TokenizeRequest {
   std::string model;
   std::optional<std::string> prompt;
   json messages;  // null unless a chat tokenize
+  json tools;     // a chat tokenize's function tools, shown to the template (null: none)
   bool add_generation_prompt = true;
   bool add_special_tokens = true;
   bool return_token_strs = false;  // vLLM's extra: "token_strs" beside "tokens"

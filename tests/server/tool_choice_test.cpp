@@ -180,5 +180,20 @@ TEST(ToolChoice, HistoryWithToolCallsAndToolResultsIsKept) {
   EXPECT_EQ(r.messages[2]["tool_call_id"], "call_1");
 }
 
+TEST(ToolChoice, TokenizeTakesToolsForTheTemplate) {
+  const TokenizeRequest r = parse_tokenize_request(
+      {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"tools", {kWeather}}});
+  EXPECT_EQ(r.tools, json::array({kWeather}));
+  EXPECT_EQ(error_of([] {
+              parse_tokenize_request({{"prompt", "hi"}, {"tools", {kWeather}}});
+            }).param,
+            "tools");
+  EXPECT_EQ(error_of([] {
+              parse_tokenize_request({{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                      {"tools", {{{"type", "function"}}}}});
+            }).param,
+            "tools[0].function");
+}
+
 }  // namespace
 }  // namespace pagoda::server
