@@ -33,6 +33,7 @@ void OutputProcessor::add_request(const std::string& request_id,
         tokenizer_, r.sampling_params.skip_special_tokens, r.prompt_token_ids());
     sample.stop = std::make_unique<StopStringMatcher>(r.sampling_params);
     sample.wants_logprobs = r.sampling_params.logprobs.has_value();
+    sample.keep_stop_token_text = r.sampling_params.include_stop_str_in_output;
     parent.output.outputs[i].index = sample.index;
     parent.sample_ids.push_back(r.request_id);
     samples_.emplace(r.request_id, std::move(sample));
@@ -81,7 +82,7 @@ GeneratedTokenLogprobs OutputProcessor::to_public(const PositionLogprobs& lp) co
 }
 
 void OutputProcessor::append_token(Sample& sample, CompletionOutput& out, int32_t token_id,
-                                   const PositionLogprobs* logprobs, bool cumulative) {
+                                   const PositionLogprobs* logprobs, bool cumulative, bool decode) {
   // A step may bring several tokens (accepted speculative drafts): none after the one that
   // completed a stop string belongs to the output.
   if (sample.stop->stopped()) return;
@@ -89,6 +90,7 @@ void OutputProcessor::append_token(Sample& sample, CompletionOutput& out, int32_
   if (cumulative) out.token_ids.push_back(token_id);
   out.delta_token_ids.push_back(token_id);
   ++num_generation_tokens_;
+  if (!decode) return;
   const StopStringMatcher::PushResult pushed = sample.stop->push(sample.decoder->step(token_id));
   out.delta_text += pushed.text;
 }
@@ -135,9 +137,14 @@ OutputProcessor::Result OutputProcessor::process_outputs(const EngineCoreOutputs
     if (sample.done) continue;
     CompletionOutput& out = parent.output.outputs[static_cast<size_t>(sample.index)];
     const bool cumulative = parent.kind != RequestOutputKind::kDelta;
+    // The scheduler ends a request with kFinishedStopped on an EOS or stop token id, which is
+    // then the last new token.
+    const bool stop_token_last =
+        o.status == RequestStatus::kFinishedStopped && !sample.keep_stop_token_text;
     for (size_t k = 0; k < o.new_token_ids.size(); ++k) {
       append_token(sample, out, o.new_token_ids[k],
-                   k < o.new_logprobs.size() ? &o.new_logprobs[k] : nullptr, cumulative);
+                   k < o.new_logprobs.size() ? &o.new_logprobs[k] : nullptr, cumulative,
+                   !(stop_token_last && k + 1 == o.new_token_ids.size()));
     }
     parent.output.num_cached_tokens = o.num_cached_tokens;
     if (!o.new_token_ids.empty()) {

@@ -55,6 +55,10 @@ class OutputProcessor {
     std::unique_ptr<IncrementalDecoder> decoder;
     std::unique_ptr<StopStringMatcher> stop;
     bool wants_logprobs = false;
+    // include_stop_str_in_output: the EOS or stop token id that ends the output is detokenized
+    // too (vLLM's rule); otherwise its text, e.g. "<｜end▁of▁sentence｜>" with
+    // skip_special_tokens false, never reaches the output.
+    bool keep_stop_token_text = false;
     bool done = false;
   };
   // What the caller asked for: the prompt and its n outputs. For kDelta outputs, each
@@ -68,8 +72,9 @@ class OutputProcessor {
     std::vector<bool> finish_sent;  // kDelta: per sample, its finish went out already
   };
 
+  // `decode` false: the token counts (ids, logprobs) but adds no text.
   void append_token(Sample& sample, CompletionOutput& out, int32_t token_id,
-                    const PositionLogprobs* logprobs, bool cumulative);
+                    const PositionLogprobs* logprobs, bool cumulative, bool decode);
   void finish_sample(Sample& sample, CompletionOutput& out, RequestStatus status);
   GeneratedTokenLogprobs to_public(const PositionLogprobs& lp) const;
   std::string token_text(int32_t id) const;

@@ -59,6 +59,10 @@ void GenerationJob::submit(std::vector<std::vector<int32_t>> prompts,
   tags_.resize(num_prompts);
   choices_.resize(num_prompts * static_cast<size_t>(spec_.n));
   num_unfinished_tags_ = num_prompts;
+  if (spec_.chat && spec_.stream) {
+    for (Choice& c : choices_)
+      c.tools = make_choice_parser(spec_.tool_choice, spec_.tool_call_parser);
+  }
   size_t num_submitted = 0;
   try {
     for (size_t i = 0; i < num_prompts; ++i) {
@@ -250,9 +254,9 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
       }
       // `reasoning` as current vLLM sends it, `reasoning_content` for older clients.
       if (!d.reasoning.empty()) delta["reasoning"] = delta["reasoning_content"] = d.reasoning;
-      if (!d.content.empty()) delta["content"] = d.content;
-    } else if (!new_text.empty()) {
-      delta["content"] = new_text;
+      add_tool_deltas(c, d.content, delta);
+    } else {
+      add_tool_deltas(c, new_text, delta);
     }
     json logprobs = nullptr;
     if (spec_.logprobs && new_logprobs)
@@ -260,6 +264,62 @@ void GenerationJob::append_chunks(int tag, const RequestOutput& output, std::str
     if (delta.empty() && logprobs.is_null() && !c.finished) continue;
     *sse += sse_event(chat_chunk(choice_index, std::move(delta), std::move(logprobs), c));
   }
+}
+
+void GenerationJob::add_tool_deltas(Choice& c, const std::string& content, json& delta) const {
+  if (!c.tools) {
+    if (!content.empty()) delta["content"] = content;
+    return;
+  }
+  ToolParseDelta d = c.tools->feed(content);
+  if (c.finished) {
+    ToolParseDelta rest = c.tools->finish();
+    d.content += rest.content;
+    d.calls.insert(d.calls.end(), rest.calls.begin(), rest.calls.end());
+  }
+  if (!d.content.empty()) delta["content"] = d.content;
+  json calls = json::array();
+  for (const ToolCallPiece& piece : d.calls) {
+    // parallel_tool_calls false: the first call only.
+    if (!spec_.parallel_tool_calls && piece.index > 0) continue;
+    json call = {{"index", piece.index}};
+    if (piece.first) {
+      ++c.num_tool_calls;
+      call["id"] = random_request_id("chatcmpl-tool");
+      call["type"] = "function";
+      call["function"] = {{"name", piece.name}, {"arguments", piece.arguments}};
+    } else {
+      call["function"] = {{"arguments", piece.arguments}};
+    }
+    calls.push_back(std::move(call));
+  }
+  if (!calls.empty()) delta["tool_calls"] = std::move(calls);
+}
+
+void GenerationJob::add_tool_calls(const std::string& content, json& message, bool* called) const {
+  *called = false;
+  std::unique_ptr<ToolCallParser> parser =
+      make_choice_parser(spec_.tool_choice, spec_.tool_call_parser);
+  if (!parser) {
+    message["content"] = content;
+    return;
+  }
+  ParsedToolOutput out = parse_all(*parser, content);
+  if (!spec_.parallel_tool_calls && out.calls.size() > 1) out.calls.resize(1);
+  *called = !out.calls.empty();
+  message["content"] = *called && out.content.empty() ? json(nullptr) : json(out.content);
+  if (!*called) return;
+  json calls = json::array();
+  for (ParsedToolCall& call : out.calls) {
+    calls.push_back({{"id", random_request_id("chatcmpl-tool")},
+                     {"type", "function"},
+                     {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  }
+  message["tool_calls"] = std::move(calls);
+}
+
+std::string GenerationJob::finish_reason(const Choice& c, bool called) {
+  return called && c.finish_reason == "stop" ? "tool_calls" : c.finish_reason;
 }
 
 json GenerationJob::completion_chunk(int index, std::string text, json logprobs,
@@ -279,10 +339,11 @@ json GenerationJob::completion_chunk(int index, std::string text, json logprobs,
 }
 
 json GenerationJob::chat_chunk(int index, json delta, json logprobs, const Choice& c) const {
-  json choice = {{"index", index},
-                 {"delta", std::move(delta)},
-                 {"logprobs", std::move(logprobs)},
-                 {"finish_reason", c.finished ? json(c.finish_reason) : json(nullptr)}};
+  json choice = {
+      {"index", index},
+      {"delta", std::move(delta)},
+      {"logprobs", std::move(logprobs)},
+      {"finish_reason", c.finished ? json(finish_reason(c, c.num_tool_calls > 0)) : json(nullptr)}};
   json chunk = {{"id", spec_.id},
                 {"object", "chat.completion.chunk"},
                 {"created", spec_.created},
@@ -335,13 +396,15 @@ json GenerationJob::final_response() const {
       continue;
     }
     json message = {{"role", spec_.response_role}};
+    bool called = false;
     if (spec_.reasoning) {
       ReasoningDelta d = ReasoningParser::split(c.text);
       message["reasoning"] = message["reasoning_content"] =
           d.reasoning.empty() ? json(nullptr) : json(d.reasoning);
-      message["content"] = d.content.empty() ? json(nullptr) : json(d.content);
+      add_tool_calls(d.content, message, &called);
+      if (message["content"] == "") message["content"] = nullptr;
     } else {
-      message["content"] = c.text;
+      add_tool_calls(c.text, message, &called);
     }
     choices.push_back(
         {{"index", i},
@@ -349,7 +412,7 @@ json GenerationJob::final_response() const {
          {"logprobs",
           spec_.logprobs ? chat_logprobs_json(c.logprobs, 0, c.logprobs.size(), spec_.tokens_as_ids)
                          : json(nullptr)},
-         {"finish_reason", c.finish_reason},
+         {"finish_reason", finish_reason(c, called)},
          {"stop_reason", std::move(stop_reason)}});
   }
   return {{"id", spec_.id},

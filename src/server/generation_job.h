@@ -14,6 +14,7 @@
 #include "pagoda/async_engine.h"
 #include "server/openai_protocol.h"
 #include "server/reasoning_parser.h"
+#include "server/tool_choice.h"
 
 namespace pagoda::server {
 
@@ -39,6 +40,10 @@ struct JobSpec {
   bool stream = false;                      // SSE chunks as outputs come, instead of one response
   std::string response_role = "assistant";  // chat: see chat_response_role()
   bool tokens_as_ids = false;               // logprob tokens as "token_id:N"
+  // chat with tools: how the output is read into tool calls (see tool_choice.h).
+  ToolChoice tool_choice;
+  std::string tool_call_parser;  // --tool-call-parser, for tool_choice auto
+  bool parallel_tool_calls = true;
 };
 
 class GenerationJob {
@@ -81,6 +86,8 @@ class GenerationJob {
     std::vector<GeneratedTokenLogprobs> logprobs;
     int64_t num_tokens = 0;
     ReasoningParser reasoning;
+    std::unique_ptr<ToolCallParser> tools;  // streamed chat with tools: reads the content
+    int num_tool_calls = 0;                 // streamed so far
   };
   struct Tag {
     std::string request_id;
@@ -99,6 +106,13 @@ class GenerationJob {
   void add_prompt_logprobs(int tag, CompletionLogprobs& out) const;
   json completion_chunk(int index, std::string text, json logprobs, const Choice& c) const;
   json chat_chunk(int index, json delta, json logprobs, const Choice& c) const;
+  // Streamed chat with tools: feeds `content` to the choice's tool parser and puts what it gives
+  // into `delta` (content, tool_calls).
+  void add_tool_deltas(Choice& c, const std::string& content, json& delta) const;
+  // A whole chat answer with tools: `content` read into the message's content and tool_calls.
+  void add_tool_calls(const std::string& content, json& message, bool* called) const;
+  // "tool_calls" for a choice that ended normally after making calls.
+  static std::string finish_reason(const Choice& c, bool called);
   // A chunk's "usage": null, or with continuous_usage the choice's prompt and tokens so far.
   json chunk_usage(int index, const Choice& c) const;
   Usage usage() const;

@@ -330,7 +330,9 @@ class HttpServer::Impl {
     check_model(be, tr.model);
     const std::string text =
         tr.prompt ? *tr.prompt
-                  : be.apply_chat_template(dump_json(tr.messages), tr.add_generation_prompt, "{}");
+                  : be.apply_chat_template(
+                        dump_json(tr.messages), tr.add_generation_prompt,
+                        dump_json(tr.tools.is_null() ? json::object() : json{{"tools", tr.tools}}));
     const std::vector<int32_t> ids = be.encode(text, tr.add_special_tokens);
     return json_response(200, tokenize_response(tr, ids, be.max_model_len(), [&be](int32_t id) {
                            return be.decode({id}, false);
@@ -459,10 +461,20 @@ class HttpServer::Impl {
       spec.continuous_usage = cr.continuous_usage;
       spec.tokens_as_ids = options_.protocol.return_tokens_as_token_ids;
       spec.response_role = chat_response_role(cr, options_.protocol);
-      spec.reasoning = options_.reasoning_parser == "deepseek_r1";
+      // A forced tool call is constrained from the first token (the grammar does not wait for
+      // </think> yet), so the whole output is the call: nothing to split off as reasoning.
+      spec.reasoning = options_.reasoning_parser == "deepseek_r1" && !cr.tool_choice.forced();
       spec.stream = cr.stream;
+      spec.tool_choice = cr.tool_choice;
+      spec.tool_call_parser = options_.protocol.tool_call_parser;
+      spec.parallel_tool_calls = cr.parallel_tool_calls;
+      // The template shows the tools to the model (as HF's apply_chat_template(tools=...));
+      // chat_template_kwargs may still override them, as in vLLM.
+      json template_kwargs = cr.chat_template_kwargs;
+      if (!cr.tools.is_null() && !template_kwargs.contains("tools"))
+        template_kwargs["tools"] = cr.tools;
       const std::string prompt = be.apply_chat_template(
-          dump_json(cr.messages), cr.add_generation_prompt, dump_json(cr.chat_template_kwargs));
+          dump_json(cr.messages), cr.add_generation_prompt, dump_json(template_kwargs));
       std::vector<int32_t> ids = be.encode(prompt, cr.add_special_tokens);
       if (ids.empty()) throw_invalid("The chat template produced an empty prompt", "messages");
       SamplingParams sp = cr.params;

@@ -575,6 +575,95 @@ json parse_messages(const json* v) {
   return out;
 }
 
+// OpenAI's function tools: [{type: "function", function: {name, description?, parameters?,
+// strict?}}], returned as sent for the chat template.
+json parse_tools(const json& tools) {
+  if (!tools.is_array()) throw_invalid("'tools' must be an array", "tools");
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string where = fmt::format("tools[{}]", i);
+    if (!tools[i].is_object()) throw_invalid(fmt::format("'{}' must be an object", where), where);
+    FieldReader t(tools[i], where);
+    if (t.get_string("type") != "function")
+      throw_invalid(fmt::format("'{}.type' must be \"function\"", where), where + ".type");
+    const json* function = t.get("function");
+    if (function == nullptr || !function->is_object()) {
+      throw_invalid(fmt::format("'{}.function' must be an object", where), where + ".function");
+    }
+    FieldReader f(*function, where + ".function");
+    const auto name = f.get_string("name");
+    if (!name || name->empty())
+      throw_invalid(fmt::format("'{}' is required", f.name("name")), f.name("name"));
+    f.get_string("description");
+    if (const json* parameters = f.get("parameters"); parameters && !parameters->is_object()) {
+      throw_invalid(fmt::format("'{}' must be a JSON schema object", f.name("parameters")),
+                    f.name("parameters"));
+    }
+    f.get_bool("strict");
+    f.reject_unknown();
+    t.reject_unknown();
+  }
+  return tools;
+}
+
+// tool_choice: "none" | "auto" | "required" | {type: "function", function: {name}}, with vLLM's
+// rules: the default is auto when tools were sent, and auto needs --enable-auto-tool-choice.
+ToolChoice parse_tool_choice(const json* v, const json& tools, const ProtocolOptions& protocol) {
+  ToolChoice choice;
+  const bool has_tools = tools.is_array() && !tools.empty();
+  if (v == nullptr) {
+    choice.kind = has_tools ? ToolChoice::Kind::kAuto : ToolChoice::Kind::kNone;
+  } else if (v->is_string()) {
+    const std::string s = v->get<std::string>();
+    if (s == "none") {
+      choice.kind = ToolChoice::Kind::kNone;
+    } else if (s == "auto") {
+      choice.kind = ToolChoice::Kind::kAuto;
+    } else if (s == "required") {
+      choice.kind = ToolChoice::Kind::kRequired;
+    } else {
+      throw_invalid(
+          "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+          "{\"type\": \"function\", \"function\": {\"name\": ...}}",
+          "tool_choice");
+    }
+  } else if (v->is_object()) {
+    FieldReader c(*v, "tool_choice");
+    if (c.get_string("type") != "function")
+      throw_invalid("'tool_choice.type' must be \"function\"", "tool_choice.type");
+    const json* function = c.get("function");
+    if (function == nullptr || !function->is_object())
+      throw_invalid("'tool_choice.function' must be an object", "tool_choice.function");
+    FieldReader f(*function, "tool_choice.function");
+    choice.kind = ToolChoice::Kind::kNamed;
+    choice.name = f.get_string("name").value_or("");
+    f.reject_unknown();
+    c.reject_unknown();
+    bool known = false;
+    if (has_tools) {
+      for (const json& tool : tools) known |= tool["function"]["name"] == choice.name;
+    }
+    if (!known) {
+      throw_invalid(fmt::format("'tool_choice.function.name' is '{}', which is not the name of a "
+                                "function in 'tools'",
+                                choice.name),
+                    "tool_choice.function.name");
+    }
+  } else {
+    throw_invalid("'tool_choice' must be a string or an object", "tool_choice");
+  }
+  if (choice.kind != ToolChoice::Kind::kNone && !has_tools) {
+    throw_invalid("'tool_choice' other than \"none\" requires 'tools'", "tool_choice");
+  }
+  if (choice.kind == ToolChoice::Kind::kAuto &&
+      (!protocol.enable_auto_tool_choice || protocol.tool_call_parser.empty())) {
+    throw_invalid(
+        "\"auto\" tool choice requires the server to run with --enable-auto-tool-choice and "
+        "--tool-call-parser",
+        "tool_choice");
+  }
+  return choice;
+}
+
 }  // namespace
 
 json parse_json_body(std::string_view body) {
@@ -675,16 +764,21 @@ ChatRequest parse_chat_request(const json& body, const SamplingParams& defaults,
     req.chat_template_kwargs = *kwargs;
   }
   parse_response_format(r, req.params);
-  if (const json* tools = r.get("tools")) {
-    if (!tools->is_array()) throw_invalid("'tools' must be an array", "tools");
-    if (!tools->empty()) throw_invalid("'tools' (function calling) is not supported", "tools");
-  }
-  if (const json* choice = r.get("tool_choice"); choice && *choice != "none" && *choice != "auto") {
-    throw_invalid("'tool_choice' other than \"none\" is not supported", "tool_choice");
-  }
-  r.ignore({"parallel_tool_calls", "store", "metadata", "service_tier"});
+  if (const json* tools = r.get("tools")) req.tools = parse_tools(*tools);
+  req.tool_choice = parse_tool_choice(r.get("tool_choice"), req.tools, protocol);
+  req.parallel_tool_calls = r.get_bool("parallel_tool_calls").value_or(true);
+  r.ignore({"store", "metadata", "service_tier"});
   parse_sampling_fields(r, req.params);
   r.reject_unknown();
+  if (req.tool_choice.forced()) {
+    // The output is JSON that names the call (vLLM's way), whatever format the model knows.
+    const std::string schema =
+        forced_tool_schema(req.tools, req.tool_choice, req.parallel_tool_calls);
+    set_structured(req.params, "tool_choice", [&](auto& s) { s.json = schema; });
+  } else if (req.tool_choice.kind == ToolChoice::Kind::kAuto) {
+    // The model's call markers are special tokens (DeepSeek's); the parser must see them.
+    req.params.skip_special_tokens = false;
+  }
   return req;
 }
 
@@ -736,9 +830,12 @@ TokenizeRequest parse_tokenize_request(const json& body, UnknownFields* unknown)
   req.model = r.get_string("model").value_or("");
   req.prompt = r.get_string("prompt");
   if (const json* messages = r.get("messages")) req.messages = parse_messages(messages);
+  if (const json* tools = r.get("tools")) req.tools = parse_tools(*tools);
   if (req.prompt.has_value() == !req.messages.is_null()) {
     throw_invalid("Exactly one of 'prompt' and 'messages' is required", "prompt");
   }
+  if (!req.tools.is_null() && req.messages.is_null())
+    throw_invalid("'tools' are rendered by the chat template, so they need 'messages'", "tools");
   req.add_generation_prompt = r.get_bool("add_generation_prompt").value_or(true);
   // vLLM's default: BOS for a plain prompt, none for messages (the template adds it).
   req.add_special_tokens = r.get_bool("add_special_tokens").value_or(req.prompt.has_value());

@@ -17,6 +17,7 @@
 
 #include "pagoda/engine.h"
 #include "pagoda/sampling_params.h"
+#include "server/tool_choice.h"
 
 namespace pagoda::server {
 
@@ -62,6 +63,10 @@ struct ProtocolOptions {
   // --return-tokens-as-token-ids: logprob tokens written "token_id:N", so that a client can
   // tell apart tokens that do not decode to text on their own.
   bool return_tokens_as_token_ids = false;
+  // --enable-auto-tool-choice: tool_choice "auto" (the default when tools are sent) is allowed;
+  // the --tool-call-parser reads the model's calls. Without it "auto" is a 400, as in vLLM.
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;  // deepseek_v3, deepseek_v31, hermes; "" none
 };
 
 // Parses a request body: must be valid UTF-8 JSON, an object, nested at most kMaxJsonDepth deep.
@@ -99,6 +104,13 @@ struct ChatRequest {
   bool include_usage = false;
   bool continuous_usage = false;    // stream_options.continuous_usage_stats (with include_usage)
   bool add_special_tokens = false;  // the chat template already adds BOS
+  // The function tools as sent (each checked: type "function", function.name, optional
+  // description, parameters and strict), for the chat template; null when none were sent.
+  json tools;
+  // Default: auto when tools were sent, else none. Forced choices (required, a named function)
+  // set params.structured_outputs to their schema (forced_tool_schema).
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
 };
 
 // What a field that no endpoint knows gets. vLLM ignores it with a warning, so that clients
@@ -137,6 +149,7 @@ struct TokenizeRequest {
   std::string model;
   std::optional<std::string> prompt;
   json messages;  // null unless a chat tokenize
+  json tools;     // a chat tokenize's function tools, shown to the template (null: none)
   bool add_generation_prompt = true;
   bool add_special_tokens = true;
   bool return_token_strs = false;  // vLLM's extra: "token_strs" beside "tokens"

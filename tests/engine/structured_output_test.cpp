@@ -244,6 +244,27 @@ TEST(StructuredOutputTest, RegexOutputsMatchUnderPcre2) {
   EXPECT_LE(num_cut, num_checked / 10);
 }
 
+// vLLM's detokenizer leaves out the EOS or stop token id that ends an output unless
+// include_stop_str_in_output; with skip_special_tokens false its text ("<｜end▁of▁sentence｜>")
+// would otherwise end every answer (and a tool-call parser would read it as content). A complete
+// choice leaves only the stop tokens, so each output here ends on one.
+TEST(StructuredOutputTest, TheStopTokenThatEndsTheOutputIsNotInItsText) {
+  StructuredOutputsParams choice;
+  choice.choice = std::vector<std::string>{"yes", "no"};
+  SamplingParams p = constrained(choice);
+  p.skip_special_tokens = false;
+  for (const CompletionOutput& out : run(p, 3)) {
+    EXPECT_EQ(out.finish_reason, "stop");
+    EXPECT_TRUE(out.text == "yes" || out.text == "no") << out.text;
+  }
+  p.include_stop_str_in_output = true;
+  for (const CompletionOutput& out : run(p, 3)) {
+    EXPECT_EQ(out.finish_reason, "stop");
+    const bool starts = out.text.rfind("yes", 0) == 0 || out.text.rfind("no", 0) == 0;
+    EXPECT_TRUE(starts && out.text.size() > 3) << "the stop token's text follows: " << out.text;
+  }
+}
+
 TEST(StructuredOutputTest, GreedyEbnfFollowsTheGrammar) {
   StructuredOutputsParams so;
   so.grammar = "root ::= \"(\" item (\",\" item)* \")\"\nitem ::= [0-9] | \"x\"\n";

@@ -34,6 +34,9 @@ class FakeEngine final : public EngineBackend {
     int max_num_seqs = 8;
     std::chrono::milliseconds step_time{2};
     int throw_after_steps = -1;  // < 0: never
+    // When set, every request generates these texts, one per token, then EOS: a model output
+    // written by hand (tool calls in a model's format), cut where the test likes.
+    std::vector<std::string> script = {};
   };
   explicit FakeEngine(Options options) : options_(options) {}
 
@@ -75,9 +78,16 @@ class FakeEngine final : public EngineBackend {
       if (r.first_scheduled_s == 0) r.first_scheduled_s = t;
       const int32_t next = token_at(r.prompt, r.tokens.size());
       // EOS after 5 tokens unless ignore_eos or min_tokens says otherwise.
-      const bool eos = r.tokens.size() >= 5 && !r.params.ignore_eos &&
-                       static_cast<int>(r.tokens.size()) >= r.params.min_tokens &&
-                       std::find(r.prompt.begin(), r.prompt.end(), 42) != r.prompt.end();
+      const std::vector<std::string>& script = options_.script;
+      const bool eos = script.empty()
+                           ? r.tokens.size() >= 5 && !r.params.ignore_eos &&
+                                 static_cast<int>(r.tokens.size()) >= r.params.min_tokens &&
+                                 std::find(r.prompt.begin(), r.prompt.end(), 42) != r.prompt.end()
+                           : r.tokens.size() >= script.size();
+      // The text of generated token k (scripted: its piece of the script).
+      auto text_at = [&script](size_t k, int32_t tok) {
+        return script.empty() ? token_text(tok) : k < script.size() ? script[k] : std::string();
+      };
       const int32_t token = eos ? kEos : next;
       if (r.tokens.empty()) {
         r.first_token_s = t;
@@ -100,9 +110,11 @@ class FakeEngine final : public EngineBackend {
         CompletionOutput o;
         o.index = s;
         o.token_ids = reported;
-        for (int32_t tok : reported) o.text += token_text(tok);
+        const size_t first_reported = r.tokens.size() - reported.size();
+        for (size_t k = 0; k < reported.size(); ++k)
+          o.text += text_at(first_reported + k, reported[k]);
         o.delta_token_ids = {token};
-        o.delta_text = token_text(token);
+        o.delta_text = text_at(r.tokens.size() - 1, token);
         if (r.params.logprobs) {
           for (int32_t tok : reported) {
             GeneratedTokenLogprobs lp;

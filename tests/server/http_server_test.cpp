@@ -23,7 +23,7 @@ struct TestServer {
   // fields to be 400s.
   explicit TestServer(FakeEngine::Options engine_options = {}, std::string api_key = {},
                       int max_waiting = 1024, bool strict_request_fields = true,
-                      std::string reasoning_parser = {})
+                      std::string reasoning_parser = {}, ProtocolOptions protocol = {})
       : engine(
             [engine_options] { return std::make_unique<FakeEngine>(engine_options); },
             AsyncEngineOptions{
@@ -37,6 +37,7 @@ struct TestServer {
     o.version = "test";
     o.strict_request_fields = strict_request_fields;
     o.reasoning_parser = std::move(reasoning_parser);
+    o.protocol = std::move(protocol);
     o.metrics = metrics;
     http = std::make_unique<HttpServer>(engine, o);
     port = http->bind();
@@ -89,6 +90,96 @@ TEST(HttpServer, UnknownFieldsAreIgnoredByDefaultAndReasoningHasBothNames) {
   const json message = json::parse(r->body)["choices"][0]["message"];
   EXPECT_TRUE(message["reasoning"].is_string()) << message;
   EXPECT_EQ(message["reasoning"], message["reasoning_content"]) << message;
+}
+
+// tool_choice auto through the whole server: a DeepSeek-R1 output written by hand (reasoning,
+// text, two calls in the V3 format), cut inside its markers, read into reasoning, content and
+// tool_calls; streamed, the deltas put together give the same answer.
+TEST(HttpServer, AutoToolCallsFromTheModelsFormatWholeAndStreamed) {
+  FakeEngine::Options engine;
+  engine.script = {"thinking</th",
+                   "ink>Let me check.<｜tool▁calls▁begin｜><｜tool▁call",
+                   "▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": ",
+                   "\"Oslo\"}\n``",
+                   "`<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n",
+                   "```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"};
+  ProtocolOptions protocol;
+  protocol.enable_auto_tool_choice = true;
+  protocol.tool_call_parser = "deepseek_v3";
+  TestServer s(engine, {}, 1024, true, "deepseek_r1", protocol);
+  const json body = {{"messages", {{{"role", "user"}, {"content", "a"}}}},
+                     {"tools",
+                      {{{"type", "function"}, {"function", {{"name", "get_weather"}}}},
+                       {{"type", "function"}, {"function", {{"name", "get_time"}}}}}},
+                     {"max_tokens", 20}};
+  auto r = client(s.port)->Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json choice = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  const json& message = choice["message"];
+  EXPECT_EQ(message["reasoning"], "thinking");
+  EXPECT_EQ(message["content"], "Let me check.");
+  ASSERT_EQ(message["tool_calls"].size(), 2u) << message;
+  EXPECT_EQ(message["tool_calls"][0]["function"],
+            (json{{"name", "get_weather"}, {"arguments", "{\"city\": \"Oslo\"}"}}));
+  EXPECT_EQ(message["tool_calls"][1]["function"],
+            (json{{"name", "get_time"}, {"arguments", "{}"}}));
+  EXPECT_EQ(message["tool_calls"][0]["type"], "function");
+  EXPECT_NE(message["tool_calls"][0]["id"], message["tool_calls"][1]["id"]);
+
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  const StreamResult st = stream_request(s.port, "/v1/chat/completions", streamed_body);
+  ASSERT_EQ(st.status, 200) << st.raw;
+  EXPECT_EQ(st.text, "Let me check.");
+  EXPECT_EQ(st.last_finish_reason, "tool_calls");
+  json calls = json::array();
+  size_t pos = 0, end;
+  while ((end = st.raw.find("\n\n", pos)) != std::string::npos) {
+    const std::string event = st.raw.substr(pos, end - pos);
+    pos = end + 2;
+    if (event.rfind("data: {", 0) != 0) continue;
+    for (const json& d :
+         json::parse(event.substr(6))["choices"][0]["delta"].value("tool_calls", json::array())) {
+      const size_t index = d["index"];
+      if (index == calls.size()) {
+        // A call's first delta: its id, type and name.
+        ASSERT_TRUE(d.contains("id") && d["type"] == "function" && d["function"].contains("name"))
+            << d;
+        calls.push_back({{"name", d["function"]["name"]}, {"arguments", ""}});
+      }
+      ASSERT_LT(index, calls.size()) << d;
+      EXPECT_FALSE(d["function"].contains("name") && index + 1 != calls.size()) << d;
+      calls[index]["arguments"] =
+          calls[index]["arguments"].get<std::string>() + d["function"].value("arguments", "");
+    }
+  }
+  ASSERT_EQ(calls.size(), 2u) << st.raw;
+  EXPECT_EQ(calls[0], message["tool_calls"][0]["function"]);
+  EXPECT_EQ(calls[1], message["tool_calls"][1]["function"]);
+}
+
+// With a reasoning parser, a forced call (constrained from the first token) is still read as the
+// call: its JSON must not disappear into reasoning_content, where R1's open <think> would put it.
+TEST(HttpServer, ForcedToolCallIsNotTakenForReasoning) {
+  FakeEngine::Options engine;
+  engine.script = {"{\"city\"", ": \"Oslo\"}"};
+  TestServer s(engine, {}, 1024, true, "deepseek_r1");
+  const json body = {
+      {"messages", {{{"role", "user"}, {"content", "a"}}}},
+      {"tools", {{{"type", "function"}, {"function", {{"name", "get_weather"}}}}}},
+      {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
+      {"max_tokens", 20}};
+  auto r = client(s.port)->Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json choice = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_FALSE(choice["message"].contains("reasoning")) << choice;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << choice;
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"],
+            (json{{"name", "get_weather"}, {"arguments", "{\"city\": \"Oslo\"}"}}));
 }
 
 // A second server on a taken port fails to start: it must never share the port (SO_REUSEPORT)

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include "common/test_paths.h"
@@ -55,7 +56,8 @@ class ServeProcess : public ::testing::Test {
             "--port", "0", "--api-key", kApiKey, "--max-request-bytes",
             std::to_string(kMaxRequestBytes).c_str(), "--max-num-seqs", "64", "--max-model-len",
             "512", "--log-file", log_.c_str(), "--shutdown-timeout", "60", "--threads", "2",
-            "--strict-request-fields", static_cast<char*>(nullptr));
+            "--strict-request-fields", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+            static_cast<char*>(nullptr));
       _exit(127);
     }
     // The port is in the "listening on" log line; then /health turns 200 once the model loaded.
@@ -326,6 +328,145 @@ TEST_F(ServeProcess, StructuredOutputFromTheRealEngine) {
   EXPECT_EQ(r->status, 400) << r->body;
   EXPECT_NE(r->body.find("structured_outputs.regex"), std::string::npos) << r->body;
   EXPECT_NE(r->body.find("PCRE2"), std::string::npos) << r->body;
+}
+
+// The tool calls of a streamed chat response, put together from their deltas the way OpenAI's
+// SDKs do; checks that a call's first delta carries its id, type and name.
+json streamed_tool_calls(const std::string& raw, json* finish_reason) {
+  json calls = json::array();
+  size_t pos = 0, end;
+  while ((end = raw.find("\n\n", pos)) != std::string::npos) {
+    const std::string event = raw.substr(pos, end - pos);
+    pos = end + 2;
+    if (event.rfind("data: {", 0) != 0) continue;
+    const json chunk = json::parse(event.substr(6));
+    if (chunk["choices"].empty()) continue;
+    const json& choice = chunk["choices"][0];
+    if (!choice["finish_reason"].is_null()) *finish_reason = choice["finish_reason"];
+    for (const json& d : choice["delta"].value("tool_calls", json::array())) {
+      const size_t index = d["index"].get<size_t>();
+      if (index == calls.size()) {
+        EXPECT_TRUE(d.contains("id") && d["id"].get<std::string>().rfind("chatcmpl-tool-", 0) == 0)
+            << d;
+        EXPECT_EQ(d["type"], "function") << d;
+        calls.push_back({{"id", d["id"]},
+                         {"type", "function"},
+                         {"function", {{"name", d["function"]["name"]}, {"arguments", ""}}}});
+      }
+      EXPECT_LT(index, calls.size()) << d;
+      if (index >= calls.size()) continue;
+      calls[index]["function"]["arguments"] =
+          calls[index]["function"]["arguments"].get<std::string>() +
+          d["function"].value("arguments", "");
+    }
+  }
+  return calls;
+}
+
+// tool_choice required and a named function against the real engine: with random weights the
+// output is constrained gibberish, yet every call must name a tool and carry arguments that ajv
+// (an independent validator) accepts against the function's parameters, streamed or not.
+TEST_F(ServeProcess, ForcedToolCallsValidateWithAjv) {
+  const json weather = {{"type", "object"},
+                        {"properties",
+                         {{"city", {{"type", "string"}, {"maxLength", 10}}},
+                          {"unit", {{"enum", {"celsius", "fahrenheit"}}}}}},
+                        {"required", {"city", "unit"}},
+                        {"additionalProperties", false}};
+  const json add = {{"type", "object"},
+                    {"properties",
+                     {{"a", {{"type", "integer"}, {"minimum", -99}, {"maximum", 99}}},
+                      {"b", {{"type", "integer"}, {"minimum", -99}, {"maximum", 99}}}}},
+                    {"required", {"a", "b"}},
+                    {"additionalProperties", false}};
+  const json tools = {
+      {{"type", "function"},
+       {"function",
+        {{"name", "get_weather"}, {"description", "Weather in a city"}, {"parameters", weather}}}},
+      {{"type", "function"}, {"function", {{"name", "add"}, {"parameters", add}}}}};
+  const std::map<std::string, json> schemas = {{"get_weather", weather}, {"add", add}};
+  json cases = json::array();  // [{schema, documents}] for grammar_ajv_check.js
+  auto check_call = [&](const json& call) {
+    const std::string name = call["function"]["name"];
+    ASSERT_TRUE(schemas.count(name)) << call;
+    cases.push_back({{"schema", schemas.at(name)},
+                     {"documents", {call["function"]["arguments"].get<std::string>()}}});
+  };
+  auto c = client(port_, kApiKey);
+  const std::vector<json> choices = {
+      "required",
+      {{"type", "function"}, {"function", {{"name", "add"}}}},
+      {{"type", "function"}, {"function", {{"name", "get_weather"}}}}};
+  for (int seed = 0; seed < 3; ++seed) {
+    for (const json& tool_choice : choices) {
+      const json body = {{"messages", {{{"role", "user"}, {"content", "weather in Oslo?"}}}},
+                         {"tools", tools},
+                         {"tool_choice", tool_choice},
+                         {"parallel_tool_calls", false},
+                         {"max_tokens", 200},
+                         {"seed", seed}};
+      auto r = c->Post("/v1/chat/completions", body.dump(), "application/json");
+      ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+      const json choice = json::parse(r->body)["choices"][0];
+      EXPECT_EQ(choice["finish_reason"], "tool_calls") << choice;
+      EXPECT_TRUE(choice["message"]["content"].is_null()) << choice;
+      const json& calls = choice["message"]["tool_calls"];
+      ASSERT_EQ(calls.size(), 1u) << choice;
+      EXPECT_EQ(calls[0]["type"], "function");
+      EXPECT_EQ(calls[0]["id"].get<std::string>().rfind("chatcmpl-tool-", 0), 0u);
+      if (tool_choice.is_object()) {
+        EXPECT_EQ(calls[0]["function"]["name"], tool_choice["function"]["name"]);
+      }
+      check_call(calls[0]);
+
+      // The same request streamed: the deltas put together give the same call.
+      json streamed_body = body;
+      streamed_body["stream"] = true;
+      const StreamResult s = stream_request(port_, "/v1/chat/completions", streamed_body, kApiKey);
+      ASSERT_EQ(s.status, 200) << s.raw;
+      EXPECT_TRUE(s.done);
+      json finish;
+      const json streamed = streamed_tool_calls(s.raw, &finish);
+      EXPECT_EQ(finish, "tool_calls") << s.raw;
+      ASSERT_EQ(streamed.size(), 1u) << s.raw;
+      EXPECT_EQ(streamed[0]["function"], calls[0]["function"]) << s.raw;
+      EXPECT_EQ(s.text, "") << "no content beside a forced call";
+    }
+  }
+  // Parallel calls: any number of complete calls, each valid.
+  const json body = {{"messages", {{{"role", "user"}, {"content", "both please"}}}},
+                     {"tools", tools},
+                     {"tool_choice", "required"},
+                     {"max_tokens", 120},
+                     {"seed", 7}};
+  auto r = c->Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+  const json choice = json::parse(r->body)["choices"][0];
+  for (const json& call : choice["message"].value("tool_calls", json::array())) check_call(call);
+
+  // auto (the server runs with --enable-auto-tool-choice --tool-call-parser hermes): random
+  // weights write no calls, so the answer is text.
+  json auto_body = body;
+  auto_body["tool_choice"] = "auto";
+  r = c->Post("/v1/chat/completions", auto_body.dump(), "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+
+  const fs::path modules = pagoda::test::source_dir() / "tests/node/node_modules";
+  if (std::system("command -v node >/dev/null 2>&1") != 0 || !fs::exists(modules / "ajv"))
+    GTEST_SKIP() << "node or ajv not installed (npm install in tests/node)";
+  const fs::path in = dir_ / "tool_cases.json", out = dir_ / "tool_results.json";
+  std::ofstream(in) << cases.dump();
+  const std::string cmd =
+      "NODE_PATH=" + modules.string() + " node " +
+      (pagoda::test::source_dir() / "tests/node/grammar_ajv_check.js").string() + " " +
+      in.string() + " " + out.string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const json results = json::parse(read_file(out));
+  ASSERT_EQ(results.size(), cases.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_TRUE(results[i][0]["valid"].get<bool>())
+        << cases[i]["documents"][0] << ": " << results[i][0]["error"];
+  }
 }
 
 TEST_F(ServeProcess, BrokenCorpusWhileGreedyStreamsRun) {

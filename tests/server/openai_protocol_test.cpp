@@ -248,14 +248,15 @@ TEST(UnknownFields, AreIgnoredAndNamedUnlessStrictButUnsupportedOnesStayErrors) 
     EXPECT_EQ(e.status, 400) << body;
     EXPECT_NE(e.message.find("not supported"), std::string::npos) << body << ": " << e.message;
   }
+  // Tools with tool_choice auto (their default) need --enable-auto-tool-choice, lax or not.
   UnknownFields unknown;
   unknown.strict = false;
   EXPECT_EQ(error_of([&] {
               parse_chat_request(parse_json_body(R"({"messages": [{"role": "user", "content": "x"}],
-                                      "tools": [{"type": "function"}]})"),
+                                      "tools": [{"type": "function", "function": {"name": "f"}}]})"),
                                  SamplingParams{}, &unknown);
             }).param,
-            "tools");
+            "tool_choice");
 }
 
 TEST(ParseChat, MessagesContentPartsAndChatFields) {
@@ -298,7 +299,7 @@ TEST(ParseChat, InvalidMessages) {
       {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
-       "tools"},
+       "tools[0].function"},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []})",
        "chat_template_kwargs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "prompt": "y"})", "prompt"},

@@ -103,6 +103,78 @@ async function main() {
   assert.ok(lp[0].logprob <= 0);
   assert.equal(lp[0].top_logprobs.length, 2);
 
+  // Tool calls forced by tool_choice required: a well-formed call, finish_reason tool_calls;
+  // streamed, the SDK's own accumulator (chat.completions.stream) rebuilds the same call.
+  const tools = [{
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'Current weather in a city',
+      parameters: {
+        type: 'object',
+        properties: { city: { type: 'string', maxLength: 10 }, unit: { enum: ['celsius', 'fahrenheit'] } },
+        required: ['city', 'unit'],
+        additionalProperties: false,
+      },
+    },
+  }];
+  const weatherMessages = [{ role: 'user', content: 'Weather in Oslo?' }];
+  const toolRequest = {
+    model, messages: weatherMessages, tools, tool_choice: 'required', parallel_tool_calls: false,
+    max_tokens: 100, temperature: 0,
+  };
+  const called = await client.chat.completions.create(toolRequest);
+  const calledChoice = called.choices[0];
+  assert.equal(calledChoice.finish_reason, 'tool_calls');
+  assert.equal(calledChoice.message.content, null);
+  assert.equal(calledChoice.message.tool_calls.length, 1);
+  const call = calledChoice.message.tool_calls[0];
+  assert.equal(call.type, 'function');
+  assert.match(call.id, /^chatcmpl-tool-/);
+  assert.equal(call.function.name, 'get_weather');
+  const args = JSON.parse(call.function.arguments);
+  assert.deepEqual(Object.keys(args).sort(), ['city', 'unit']);
+  assert.ok(['celsius', 'fahrenheit'].includes(args.unit));
+
+  const toolStream = client.chat.completions.stream(toolRequest);
+  const streamedCompletion = await toolStream.finalChatCompletion();
+  const streamedChoice = streamedCompletion.choices[0];
+  assert.equal(streamedChoice.finish_reason, 'tool_calls');
+  assert.equal(streamedChoice.message.tool_calls.length, 1);
+  assert.deepEqual(streamedChoice.message.tool_calls[0].function, call.function);
+
+  // The named form, streamed by hand: the first delta names the function, the rest append.
+  const named = await client.chat.completions.create({
+    ...toolRequest, tool_choice: { type: 'function', function: { name: 'get_weather' } }, stream: true,
+  });
+  let namedArgs = '';
+  let namedName = null;
+  let namedFinish = null;
+  for await (const chunk of named) {
+    for (const choice of chunk.choices) {
+      for (const delta of choice.delta.tool_calls || []) {
+        assert.equal(delta.index, 0);
+        if (delta.function.name) namedName = delta.function.name;
+        namedArgs += delta.function.arguments || '';
+      }
+      if (choice.finish_reason) namedFinish = choice.finish_reason;
+    }
+  }
+  assert.equal(namedName, 'get_weather');
+  assert.equal(namedFinish, 'tool_calls');
+  assert.deepEqual(Object.keys(JSON.parse(namedArgs)).sort(), ['city', 'unit']);
+
+  // The call and its result go back into the history, rendered by the chat template.
+  const followUp = await client.chat.completions.create({
+    model, tools, tool_choice: 'none', max_tokens: 5, temperature: 0,
+    messages: [...weatherMessages, calledChoice.message, { role: 'tool', tool_call_id: call.id, content: '-3 C' }],
+  });
+  assert.equal(typeof followUp.choices[0].message.content, 'string');
+  assert.ok(!followUp.choices[0].message.tool_calls || followUp.choices[0].message.tool_calls.length === 0);
+  await expectError(client.chat.completions.create({
+    ...toolRequest, tool_choice: { type: 'function', function: { name: 'nope' } },
+  }), 400, (err) => assert.equal(err.param, 'tool_choice.function.name'));
+
   // Errors: the SDK's typed errors with OpenAI's fields.
   await expectError(client.completions.create({ ...base, temperature: -1 }), 400, (err) => {
     assert.ok(err instanceof OpenAI.BadRequestError);

@@ -132,6 +132,10 @@ TEST(VllmCommandLine, ParallelismAboveOneAndBadValuesAreClearErrors) {
       {{"serve", model}, {"VLLM_ALLOW_LONG_MAX_MODEL_LEN=maybe"}, "expected 1, true, 0 or false"},
       {{"serve", model, "--max-logprobs", "-2"}, {}, "--max-logprobs must be -1 or at least 0"},
       {{"serve", model, "--chat-template-content-format", "list"}, {}, "--chat-template-content"},
+      {{"serve", model, "--tool-call-parser", "mistral"}, {}, "--tool-call-parser must be one of"},
+      {{"serve", model, "--enable-auto-tool-choice"},
+       {},
+       "--enable-auto-tool-choice requires --tool-call-parser"},
   };
   for (const Case& c : cases) {
     const fs::path out = scratch.dir / "out.txt";
@@ -224,6 +228,8 @@ TEST(VllmCommandLine, ConfigFileInVllmsFormAndItsErrors) {
                         << "trust-remote-code: false\n"
                         << "served-model-name: [first, second]\n"
                         << "max-model-len: 2k\n"
+                        << "enable-auto-tool-choice: true\n"
+                        << "tool-call-parser: deepseek_v3\n"
                         << "log-level: error\n";
   const fs::path out = scratch.dir / "out.txt";
   EXPECT_EQ(wait_exit(spawn({"serve", "--config", config.string(), "--log-level", "info"},

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "pagoda/async_engine.h"
 #include "server/http_server.h"
 #include "server/log_file_sink.h"
+#include "server/tool_parsers/tool_call_parser.h"
 #include "tools/pagoda/commands.h"
 #include "tools/pagoda/engine_options.h"
 #include "tools/pagoda/http_options.h"
@@ -105,6 +107,15 @@ int run_serve(ServeFlags& f) {
   args.reasoning_parser = f.server.reasoning_parser;  // a grammar starts after </think>
   if (!f.server.reasoning_parser.empty() && f.server.reasoning_parser != "deepseek_r1") {
     fail("--reasoning-parser must be deepseek_r1, got '{}'", f.server.reasoning_parser);
+  }
+  const auto& parsers = server::tool_call_parser_names();
+  std::string& tool_parser = f.server.protocol.tool_call_parser;
+  if (!tool_parser.empty() &&
+      std::find(parsers.begin(), parsers.end(), tool_parser) == parsers.end()) {
+    fail("--tool-call-parser must be one of {}, got '{}'", fmt::join(parsers, ", "), tool_parser);
+  }
+  if (f.server.protocol.enable_auto_tool_choice && tool_parser.empty()) {
+    fail("--enable-auto-tool-choice requires --tool-call-parser");
   }
   if (f.max_waiting_requests < 1)
     fail("--max-waiting-requests must be at least 1, got {}", f.max_waiting_requests);
@@ -207,6 +218,12 @@ Command register_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--reasoning-parser", s.reasoning_parser,
                   "deepseek_r1: put <think>...</think> text into reasoning_content");
+  sub->add_flag("--enable-auto-tool-choice", s.protocol.enable_auto_tool_choice,
+                "Let the model decide when to call tools (tool_choice \"auto\", the default when "
+                "a request sends tools); needs --tool-call-parser");
+  sub->add_option("--tool-call-parser", s.protocol.tool_call_parser,
+                  "How the model writes tool calls: deepseek_v3 (DeepSeek-V3/R1), deepseek_v31 "
+                  "(DeepSeek-V3.1), hermes (Qwen 2.5, DeepSeek-R1-Distill-Qwen)");
   sub->add_flag("--strict-request-fields", s.strict_request_fields,
                 "Answer 400 to request fields the server does not know (default: ignore them "
                 "with a warning, as vLLM does)");
