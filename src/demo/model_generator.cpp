@@ -1,6 +1,6 @@
 // Random-weight model directories: presets, the tensor table, fast parallel filling straight
 // into the mapped output files, config/tokenizer files and the cached demo model.
-#include "model/model_generator.h"
+#include "demo/model_generator.h"
 
 #include <unistd.h>
 #include <cerrno>
@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "loader/safetensors.h"
-#include "model/builtin_tokenizer.h"
+#include "demo/builtin_tokenizer.h"
 #include "model/deepseek_config.h"
 #include "model/model_config.h"
 #include "util/error.h"
