@@ -89,7 +89,7 @@ FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_p
 }  // namespace
 
 // `org/name` names a Hub repository, fetched into the cache unless there (docs/models.md). The
-// built-in `demo` model is the CLI's: it resolves the name to a directory before the engine sees it.
+// built-in `demo` model is the CLI's, which passes its directory instead of the name.
 std::string resolve_model_dir(const EngineArgs& args) {
   hub::HubOptions options;
   options.revision = args.revision;
