@@ -190,7 +190,10 @@ const GgufArchitecture kQwen2Gguf{"qwen2", add_qwen2_config, add_qwen2_hparams, 
 const ModelFamily& llama_family() {
   static constexpr FamilyArchitecture kArchitectures[] = {
       {"LlamaForCausalLM", &kLlamaGguf},
-      {"Qwen2ForCausalLM", &kQwen2Gguf},  // Llama plus q/k/v biases
+      // Llama plus q/k/v biases; Qwen2Config's default context.
+      {"Qwen2ForCausalLM",
+       &kQwen2Gguf,
+       {.default_max_position_embeddings = 32768, .qkv_bias_only = true}},
   };
   static const ModelFamily kFamily{"dense", kArchitectures, create_llama_model,
                                    dense_tensor_names(), dense_tensor_layout};

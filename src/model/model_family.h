@@ -54,9 +54,18 @@ struct GgufArchitecture {
 using ModelFactory = std::unique_ptr<Model> (*)(const ModelConfig&, const TensorStore&,
                                                 const ModelOptions&);
 
+// What config parsing (model_config.cpp) takes from the architecture: the defaults and fixed
+// choices of its transformers config and attention classes.
+struct ArchitectureConfigRules {
+  int64_t default_max_position_embeddings = 2048;  // LlamaConfig, DeepseekV2Config
+  // Qwen2Attention: biases on q/k/v always, never on o_proj or the MLP, whatever config.json says.
+  bool qkv_bias_only = false;
+};
+
 struct FamilyArchitecture {
   const char* hf_name;  // config.json's architectures[0]
   const GgufArchitecture* gguf;
+  ArchitectureConfigRules config = {};
 };
 
 struct ModelFamily {
@@ -73,6 +82,7 @@ struct ModelFamily {
 // file and list what is supported.
 std::span<const ModelFamily* const> model_families();
 const ModelFamily* find_model_family(const std::string& hf_architecture);
+const FamilyArchitecture* find_family_architecture(const std::string& hf_architecture);
 const ModelFamily& model_family_of(const ModelConfig& config);
 // The GGUF form `config` exports as.
 const GgufArchitecture& gguf_architecture_of(const ModelConfig& config);

@@ -25,6 +25,15 @@ std::vector<std::string> supported_architectures() {
   return names;
 }
 
+const FamilyArchitecture* find_family_architecture(const std::string& hf_architecture) {
+  for (const ModelFamily* family : model_families()) {
+    for (const FamilyArchitecture& a : family->architectures) {
+      if (hf_architecture == a.hf_name) return &a;
+    }
+  }
+  return nullptr;
+}
+
 const ModelFamily* find_model_family(const std::string& hf_architecture) {
   for (const ModelFamily* family : model_families()) {
     for (const FamilyArchitecture& a : family->architectures) {
