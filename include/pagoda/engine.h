@@ -22,7 +22,7 @@ namespace pagoda {
 
 // Engine settings, with vLLM's names where vLLM has one.
 struct EngineArgs {
-  std::string model;      // HF model directory, GGUF file, Hub repo id, or "demo"
+  std::string model;      // HF model directory, GGUF file or Hub repo id (`demo` is the CLI's)
   std::string tokenizer;  // defaults to `model`
   // Models by name (`org/name`, `org/name:Q4_K_M`; docs/models.md): the branch, tag or commit
   // (vLLM's --revision; "" the default branch), the tokenizer repo's (--tokenizer-revision),

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <memory>
 
 #include <fmt/ranges.h>
@@ -27,7 +26,6 @@
 #include "model/generation_config.h"
 #include "model/gguf_model.h"
 #include "model/model_config.h"
-#include "model/model_generator.h"
 #include "model/model_registry.h"
 #include "model/model_source.h"
 #include "template/chat_template.h"
@@ -91,10 +89,9 @@ FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_p
 
 }  // namespace
 
-// "demo" names the built-in random model unless a directory of that name exists; `org/name`
-// a Hub repository, fetched into the cache unless there (docs/models.md).
+// `org/name` names a Hub repository, fetched into the cache unless there (docs/models.md). The
+// built-in `demo` model is the CLI's, which passes its directory instead of the name.
 std::string resolve_model_dir(const EngineArgs& args) {
-  if (args.model == "demo" && !std::filesystem::exists(args.model)) return ensure_demo_model();
   hub::HubOptions options;
   options.revision = args.revision;
   options.download_dir = args.download_dir;

@@ -28,8 +28,7 @@
 #include "model/layers/rms_norm.h"
 #include "model/layers/rotary_embedding.h"
 #include "model/model_config.h"
-#include "model/model_registry.h"
-#include "model/tensor_names.h"
+#include "model/model_family.h"
 #include "model/weights.h"
 #include "util/error.h"
 
@@ -201,31 +200,6 @@ void DeepseekModel::forward(const ExecutionContext& ctx, const ForwardBatch& bat
 }
 
 }  // namespace
-
-const FamilyTensorNames& deepseek2_tensor_names() {
-  static constexpr TensorName kLayer[] = {
-      {"attn_norm.weight", "input_layernorm.weight"},
-      {"attn_q.weight", "self_attn.q_proj.weight"},
-      {"attn_q_a.weight", "self_attn.q_a_proj.weight"},
-      {"attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"},
-      {"attn_q_b.weight", "self_attn.q_b_proj.weight"},
-      {"attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight"},
-      {"attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"},
-      {"attn_kv_b.weight", "self_attn.kv_b_proj.weight"},
-      {"attn_output.weight", "self_attn.o_proj.weight"},
-      {"ffn_norm.weight", "post_attention_layernorm.weight"},
-      {"ffn_gate.weight", "mlp.gate_proj.weight"},
-      {"ffn_up.weight", "mlp.up_proj.weight"},
-      {"ffn_down.weight", "mlp.down_proj.weight"},
-      {"ffn_gate_inp.weight", "mlp.gate.weight"},
-      {"exp_probs_b.bias", "mlp.gate.e_score_correction_bias"},
-      {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"},
-      {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"},
-      {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"},
-  };
-  static const FamilyTensorNames kNames{kLayer, causal_lm_global_tensor_names()};
-  return kNames;
-}
 
 std::unique_ptr<Model> create_deepseek_model(const ModelConfig& config, const TensorStore& store,
                                              const ModelOptions& options) {

@@ -1,10 +1,9 @@
-// GGUF file -> ModelConfig + TensorStore + Tokenizer; see gguf_model.h. Metadata keys and
-// tensor names are llama.cpp's (gguf-py/gguf/constants.py), mapped to what
-// convert_hf_to_gguf.py read them from.
+// GGUF file -> ModelConfig + TensorStore + Tokenizer; see gguf_model.h. The metadata every
+// architecture shares is read here (and written, for export); what is an architecture's own comes
+// from its family (model/model_family.h). Metadata keys and tensor names are llama.cpp's
+// (gguf-py/gguf/constants.py), mapped to what convert_hf_to_gguf.py read them from.
 #include "model/gguf_model.h"
 
-#include <cmath>
-#include <numbers>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -12,7 +11,8 @@
 #include <fmt/format.h>
 
 #include "loader/gguf_repack.h"
-#include "model/gguf_architecture.h"
+#include "loader/gguf_writer.h"
+#include "model/model_family.h"
 #include "util/error.h"
 
 namespace pagoda {
@@ -20,106 +20,8 @@ namespace {
 
 using nlohmann::json;
 
-// Llama 3.x stores its rope scaling only as the `rope_freqs` tensor (one divisor per
-// frequency, convert_hf_to_gguf's generate_extra_tensors). Find the HF llama3 parameters that
-// produce it; the grid covers the released Llama 3.1/3.2/3.3 configs.
-json llama3_rope_scaling(const GgufFile& file, const GgufTensorInfo& freqs, double theta,
-                         int64_t rotary_dim) {
-  if (freqs.type != ggml_type::kF32 || freqs.num_elements() != rotary_dim / 2) {
-    fail("{}: tensor rope_freqs.weight must be F32 [{}], got {} {}", file.path(), rotary_dim / 2,
-         ggml_type_name(freqs.type), format_shape(freqs.shape()));
-  }
-  const float* stored = reinterpret_cast<const float*>(freqs.data);
-  float factor = 1;
-  for (int64_t i = 0; i < rotary_dim / 2; ++i) factor = std::max(factor, stored[i]);
-  for (double original : {8192.0, 4096.0, 16384.0, 32768.0, 131072.0}) {
-    for (double low : {1.0, 2.0}) {
-      for (double high : {4.0, 8.0}) {
-        bool match = true;
-        for (int64_t i = 0; i < rotary_dim / 2 && match; ++i) {
-          const double freq = 1.0 / std::pow(theta, 2.0 * i / rotary_dim);
-          const double wavelen = 2 * std::numbers::pi / freq;
-          double want = 1;
-          if (wavelen > original / low) {
-            want = factor;
-          } else if (wavelen >= original / high) {
-            const double smooth = (original / wavelen - low) / (high - low);
-            want = 1 / ((1 - smooth) / factor + smooth);
-          }
-          match = std::fabs(want - stored[i]) <= 1e-3 * want;
-        }
-        if (match) {
-          return {{"rope_type", "llama3"},
-                  {"factor", factor},
-                  {"low_freq_factor", low},
-                  {"high_freq_factor", high},
-                  {"original_max_position_embeddings", static_cast<int64_t>(original)}};
-        }
-      }
-    }
-  }
-  fail(
-      "{}: tensor rope_freqs.weight does not match Llama 3 rope scaling for any known "
-      "original context / frequency factors",
-      file.path());
-}
-
-// llama and qwen2: one head size for q, k and v, rotated whole.
-void add_dense_config(const GgufFile& file, json& c, const char* hf_architecture,
-                      const std::string& a) {
-  auto key = [&](const char* suffix) { return a + "." + suffix; };
-  const int64_t hidden = c["hidden_size"].get<int64_t>();
-  const int64_t heads = c["num_attention_heads"].get<int64_t>();
-  c["architectures"] = {hf_architecture};
-  c["model_type"] = a;
-  c["num_key_value_heads"] = file.find_int(key("attention.head_count_kv")).value_or(heads);
-  if (heads <= 0 || hidden % heads != 0) {
-    fail("{}: {} = {} does not divide {} = {}", file.path(), key("attention.head_count"), heads,
-         key("embedding_length"), hidden);
-  }
-  const int64_t head_dim = file.find_int(key("attention.key_length")).value_or(hidden / heads);
-  c["head_dim"] = head_dim;
-  if (const auto v = file.find_int(key("attention.value_length")); v && *v != head_dim) {
-    fail("{}: {} = {} differs from the key length {}; Pagoda's {} model needs them equal",
-         file.path(), key("attention.value_length"), *v, head_dim, a);
-  }
-  if (const auto rot = file.find_int(key("rope.dimension_count")); rot && *rot != head_dim) {
-    fail("{}: {} = {}, but partial rotary embeddings (head size {}) are not supported for {}",
-         file.path(), key("rope.dimension_count"), *rot, head_dim, a);
-  }
-  if (const GgufTensorInfo* freqs = file.find_tensor("rope_freqs.weight")) {
-    c["rope_scaling"] = llama3_rope_scaling(file, *freqs, c["rope_theta"].get<double>(), head_dim);
-  }
-}
-
-void add_llama_config(const GgufFile& file, json& c) {
-  add_dense_config(file, c, "LlamaForCausalLM", "llama");
-  // Llama's attention_bias also means an o_proj bias; what the file has decides.
-  c["attention_bias"] = file.find_tensor("blk.0.attn_q.bias") != nullptr;
-  c["mlp_bias"] = false;
-}
-
-void add_qwen2_config(const GgufFile& file, json& c) {
-  add_dense_config(file, c, "Qwen2ForCausalLM", "qwen2");
-}
-
-const GgufArchitecture kLlama{"llama", add_llama_config, dense_tensor_names(), nullptr, true};
-const GgufArchitecture kQwen2{"qwen2", add_qwen2_config, dense_tensor_names(), nullptr, false};
-
-const GgufArchitecture* const kArchitectures[] = {&kLlama, &kQwen2, &gguf_deepseek2_architecture()};
-
-const GgufArchitecture& architecture_named(const std::string& arch, const std::string& path) {
-  for (const GgufArchitecture* a : kArchitectures) {
-    if (arch == a->gguf_name) return *a;
-  }
-  fail(
-      "{}: general.architecture '{}' is not supported for GGUF files (supported: llama, qwen2, "
-      "deepseek2)",
-      path, arch);
-}
-
-const GgufArchitecture& arch_of(const GgufFile& file) {
-  return architecture_named(file.get_string("general.architecture"), file.path());
+GgufFamily family_of(const GgufFile& file) {
+  return gguf_family_named(file.get_string("general.architecture"), file.path());
 }
 
 // "blk.<N>.<suffix>" -> {N, suffix}; nullopt for any other name.
@@ -133,13 +35,13 @@ std::optional<std::pair<std::string, std::string>> split_layer_name(const std::s
   return std::make_pair(std::move(layer), name.substr(dot + 1));
 }
 
-std::string hf_name_in(const GgufArchitecture& arch, const std::string& gguf_name) {
-  for (const TensorName& p : arch.names.global) {
+std::string hf_name_in(const FamilyTensorNames& names, const std::string& gguf_name) {
+  for (const TensorName& p : names.global) {
     if (gguf_name == p.gguf) return p.hf;
   }
   const auto layer = split_layer_name(gguf_name);
   if (!layer) return "";
-  for (const TensorName& p : arch.names.layer) {
+  for (const TensorName& p : names.layer) {
     if (layer->second == p.gguf) return fmt::format("model.layers.{}.{}", layer->first, p.hf);
   }
   return "";
@@ -161,6 +63,28 @@ Tensor tensor_part(const Tensor& whole, int64_t total_rows, const GgufTensorPart
   return t;
 }
 
+// The export side of gguf_config_json's rope_scaling.
+void add_rope_scaling(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
+  const RopeScalingConfig& r = c.rope_scaling;
+  if (r.type == "linear") {
+    w.set_string(arch + ".rope.scaling.type", "linear");
+    w.set_f32(arch + ".rope.scaling.factor", static_cast<float>(r.factor));
+  } else if (r.type == "yarn") {
+    w.set_string(arch + ".rope.scaling.type", "yarn");
+    w.set_f32(arch + ".rope.scaling.factor", static_cast<float>(r.factor));
+    if (r.original_max_position_embeddings > 0)
+      w.set_u32(arch + ".rope.scaling.original_context_length",
+                static_cast<uint32_t>(r.original_max_position_embeddings));
+    w.set_f32(arch + ".rope.scaling.yarn_beta_fast", static_cast<float>(r.beta_fast));
+    w.set_f32(arch + ".rope.scaling.yarn_beta_slow", static_cast<float>(r.beta_slow));
+  } else if (r.type != "default") {
+    // llama3 needs a rope_freqs tensor and dynamic has no GGUF form; refuse rather than write
+    // a file that runs with the wrong positions.
+    fail("{}: rope_scaling type '{}' is not exported to GGUF yet (default, linear, yarn)",
+         c.config_path, r.type);
+  }
+}
+
 }  // namespace
 
 bool is_gguf_path(const std::string& path) {
@@ -168,7 +92,8 @@ bool is_gguf_path(const std::string& path) {
 }
 
 std::string hf_tensor_name(const std::string& gguf_name, const std::string& architecture) {
-  return hf_name_in(architecture_named(architecture, "hf_tensor_name"), gguf_name);
+  return hf_name_in(gguf_family_named(architecture, "hf_tensor_name").family->tensor_names,
+                    gguf_name);
 }
 
 GgufVocab read_gguf_vocab(const GgufFile& file) {
@@ -192,7 +117,7 @@ GgufVocab read_gguf_vocab(const GgufFile& file) {
 }
 
 json gguf_config_json(const GgufFile& file) {
-  const GgufArchitecture& arch = arch_of(file);
+  const GgufArchitecture& arch = *family_of(file).gguf;
   const std::string a = arch.gguf_name;
   auto key = [&](const char* suffix) { return a + "." + suffix; };
   const int64_t hidden = file.get_int(key("embedding_length"));
@@ -240,9 +165,24 @@ json gguf_config_json(const GgufFile& file) {
   return c;
 }
 
+// The inverse of the shared part of gguf_config_json.
+void add_common_gguf_hparams(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  w.set_u32(arch + ".vocab_size", u32(c.vocab_size));
+  w.set_u32(arch + ".context_length", u32(c.max_position_embeddings));
+  w.set_u32(arch + ".embedding_length", u32(c.hidden_size));
+  w.set_u32(arch + ".block_count", u32(c.num_hidden_layers));
+  w.set_u32(arch + ".feed_forward_length", u32(c.intermediate_size));
+  w.set_u32(arch + ".attention.head_count", u32(c.num_attention_heads));
+  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  w.set_f32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
+  add_rope_scaling(w, c, arch);
+}
+
 GgufModel open_gguf_model(const std::string& path, FileMemory memory, Progress* progress) {
   auto file = std::make_shared<const GgufFile>(path, memory);
-  const GgufArchitecture& arch = arch_of(*file);
+  const GgufFamily family = family_of(*file);
+  const GgufArchitecture& arch = *family.gguf;
   const json config_json = gguf_config_json(*file);
   ModelConfig config = ModelConfig::from_json(config_json, path);
   config.dir = path;
@@ -262,7 +202,7 @@ GgufModel open_gguf_model(const std::string& path, FileMemory memory, Progress* 
     if (layer && arch.split) {
       parts = arch.split(info, layer->second, fmt::format("model.layers.{}.", layer->first));
     }
-    std::string name = hf_name_in(arch, info.name);
+    std::string name = hf_name_in(family.family->tensor_names, info.name);
     // Multi-token-prediction layers (DeepSeek-V3's nextn.*) follow the decoder layers; the model
     // does not run them, so their own tensors need no name.
     const bool beyond_decoder = layer && std::stoll(layer->first) >= config.num_hidden_layers;

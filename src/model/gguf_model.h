@@ -7,8 +7,8 @@
 // Architectures: llama (LlamaForCausalLM: Llama, DeepSeek-LLM, DeepSeek-Coder,
 // R1-Distill-Llama), qwen2 (Qwen2ForCausalLM: R1-Distill-Qwen) and deepseek2
 // (DeepseekV2ForCausalLM / DeepseekV3ForCausalLM: DeepSeek-V2, V2-Lite, V2.5, V3, R1; stacked
-// expert tensors split per expert, see gguf_deepseek2.cpp). Each is described by a
-// GgufArchitecture (model/gguf_architecture.h).
+// expert tensors split per expert, see deepseek_family.cpp). Each is described by a
+// GgufArchitecture in its family (model/model_family.h).
 #pragma once
 
 #include <memory>

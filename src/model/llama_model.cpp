@@ -24,8 +24,7 @@
 #include "model/layers/rms_norm.h"
 #include "model/layers/rotary_embedding.h"
 #include "model/model_config.h"
-#include "model/model_registry.h"
-#include "model/tensor_names.h"
+#include "model/model_family.h"
 #include "model/weights.h"
 
 namespace pagoda {
@@ -158,26 +157,6 @@ void LlamaModel::forward(const ExecutionContext& ctx, const ForwardBatch& batch,
 }
 
 }  // namespace
-
-const FamilyTensorNames& dense_tensor_names() {
-  static constexpr TensorName kLayer[] = {
-      {"attn_norm.weight", "input_layernorm.weight"},
-      {"attn_q.weight", "self_attn.q_proj.weight"},
-      {"attn_k.weight", "self_attn.k_proj.weight"},
-      {"attn_v.weight", "self_attn.v_proj.weight"},
-      {"attn_q.bias", "self_attn.q_proj.bias"},
-      {"attn_k.bias", "self_attn.k_proj.bias"},
-      {"attn_v.bias", "self_attn.v_proj.bias"},
-      {"attn_output.weight", "self_attn.o_proj.weight"},
-      {"attn_output.bias", "self_attn.o_proj.bias"},
-      {"ffn_norm.weight", "post_attention_layernorm.weight"},
-      {"ffn_gate.weight", "mlp.gate_proj.weight"},
-      {"ffn_up.weight", "mlp.up_proj.weight"},
-      {"ffn_down.weight", "mlp.down_proj.weight"},
-  };
-  static const FamilyTensorNames kNames{kLayer, causal_lm_global_tensor_names()};
-  return kNames;
-}
 
 std::unique_ptr<Model> create_llama_model(const ModelConfig& config, const TensorStore& store,
                                           const ModelOptions& options) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "model/model_family.h"
 #include "util/error.h"
 
 namespace pagoda {
@@ -230,16 +231,20 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& path) {
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
 
-  const bool qwen2 = c.architecture == "Qwen2ForCausalLM";
+  // The architecture's own defaults come from its family (model/model_family.h); an
+  // architecture no family serves parses as Llama and is refused by the registry.
+  const FamilyArchitecture* family_arch = find_family_architecture(c.architecture);
+  const ArchitectureConfigRules rules =
+      family_arch ? family_arch->config : ArchitectureConfigRules{};
   c.rms_norm_eps = r.optional_positive_number("rms_norm_eps", 1e-6);
   c.rope_theta = r.optional_positive_number("rope_theta", 10000.0);
   c.max_position_embeddings =
-      r.optional_positive_int("max_position_embeddings", qwen2 ? 32768 : 2048);
+      r.optional_positive_int("max_position_embeddings", rules.default_max_position_embeddings);
   if (const json* rope = find_value(j, "rope_scaling")) {
     c.rope_scaling = parse_rope_scaling(*rope, path);
   }
   c.tie_word_embeddings = r.optional_bool("tie_word_embeddings", false);
-  if (qwen2) {
+  if (rules.qkv_bias_only) {
     // Qwen2Attention hard-codes bias=True on q/k/v and bias=False on o_proj.
     c.attention_bias = true;
     c.o_proj_bias = false;

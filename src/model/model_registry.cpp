@@ -1,43 +1,77 @@
+// The families Pagoda serves, one line each, and the lookups every other room goes through.
 #include "model/model_registry.h"
 
-#include <map>
+#include <fmt/ranges.h>
 
 #include "model/model_config.h"
+#include "model/model_family.h"
 #include "util/error.h"
 
 namespace pagoda {
-namespace {
 
-const std::map<std::string, ModelFactory>& registry() {
-  static const std::map<std::string, ModelFactory> families = {
-      {"LlamaForCausalLM", create_llama_model},  // DeepSeek-LLM, DeepSeek-Coder, R1-Distill-Llama
-      {"Qwen2ForCausalLM", create_llama_model},  // R1-Distill-Qwen: Llama plus q/k/v biases
-      {"DeepseekV2ForCausalLM", create_deepseek_model},  // V2, V2-Lite, V2.5: MLA + MoE
-      {"DeepseekV3ForCausalLM", create_deepseek_model},  // V3, R1: MLA + MoE (sigmoid, noaux_tc)
+std::span<const ModelFamily* const> model_families() {
+  static const ModelFamily* const kFamilies[] = {
+      &llama_family(),     // Llama, Qwen2: DeepSeek-LLM, DeepSeek-Coder, R1-Distill-Llama/Qwen
+      &deepseek_family(),  // DeepSeek-V2, V2-Lite, V2.5, V3, R1: MLA + MoE
   };
-  return families;
+  return kFamilies;
 }
-
-}  // namespace
 
 std::vector<std::string> supported_architectures() {
   std::vector<std::string> names;
-  for (const auto& [name, factory] : registry()) names.push_back(name);
+  for (const ModelFamily* family : model_families()) {
+    for (const FamilyArchitecture& a : family->architectures) names.push_back(a.hf_name);
+  }
   return names;
+}
+
+const FamilyArchitecture* find_family_architecture(const std::string& hf_architecture) {
+  for (const ModelFamily* family : model_families()) {
+    for (const FamilyArchitecture& a : family->architectures) {
+      if (hf_architecture == a.hf_name) return &a;
+    }
+  }
+  return nullptr;
+}
+
+const ModelFamily* find_model_family(const std::string& hf_architecture) {
+  for (const ModelFamily* family : model_families()) {
+    for (const FamilyArchitecture& a : family->architectures) {
+      if (hf_architecture == a.hf_name) return family;
+    }
+  }
+  return nullptr;
+}
+
+const ModelFamily& model_family_of(const ModelConfig& config) {
+  if (const ModelFamily* family = find_model_family(config.architecture)) return *family;
+  fail("{}: unsupported architecture '{}' (supported: {})", config.config_path, config.architecture,
+       fmt::join(supported_architectures(), ", "));
+}
+
+const GgufArchitecture& gguf_architecture_of(const ModelConfig& config) {
+  for (const FamilyArchitecture& a : model_family_of(config).architectures) {
+    if (config.architecture == a.hf_name) return *a.gguf;
+  }
+  fail("{}: architecture '{}' has no GGUF form", config.config_path, config.architecture);
+}
+
+GgufFamily gguf_family_named(const std::string& gguf_name, const std::string& path) {
+  std::vector<std::string> supported;
+  for (const ModelFamily* family : model_families()) {
+    for (const FamilyArchitecture& a : family->architectures) {
+      if (gguf_name == a.gguf->gguf_name) return {family, a.gguf};
+      if (supported.empty() || supported.back() != a.gguf->gguf_name)
+        supported.push_back(a.gguf->gguf_name);
+    }
+  }
+  fail("{}: general.architecture '{}' is not supported for GGUF files (supported: {})", path,
+       gguf_name, fmt::join(supported, ", "));
 }
 
 std::unique_ptr<Model> create_model(const ModelConfig& config, const TensorStore& tensors,
                                     const ModelOptions& options) {
-  const auto it = registry().find(config.architecture);
-  if (it == registry().end()) {
-    std::string supported;
-    for (const std::string& name : supported_architectures()) {
-      supported += supported.empty() ? name : ", " + name;
-    }
-    fail("{}: unsupported architecture '{}' (supported: {})", config.config_path,
-         config.architecture, supported);
-  }
-  return it->second(config, tensors, options);
+  return model_family_of(config).create(config, tensors, options);
 }
 
 }  // namespace pagoda

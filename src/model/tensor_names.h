@@ -1,7 +1,7 @@
 // A model family's tensors, named once: each Hugging Face name (what checkpoints, the model files
 // and the generator use) beside llama.cpp's GGUF name for it (gguf-py/gguf/constants.py). GGUF
-// import (gguf_model.cpp, gguf_deepseek2.cpp) and `pagoda export-gguf` both read these tables,
-// so the two directions cannot disagree. Each family's table lives in its model file.
+// import (gguf_model.cpp) and `pagoda export-gguf` both read these tables,
+// so the two directions cannot disagree. Each family's table lives in its *_family.cpp.
 #pragma once
 
 #include <span>
@@ -22,9 +22,9 @@ struct FamilyTensorNames {
 // The global tensors every causal LM here has: embed_tokens, the final norm, lm_head.
 std::span<const TensorName> causal_lm_global_tensor_names();
 
-// LlamaForCausalLM and Qwen2ForCausalLM (GGUF "llama", "qwen2"); llama_model.cpp.
+// LlamaForCausalLM and Qwen2ForCausalLM (GGUF "llama", "qwen2"); llama_family.cpp.
 const FamilyTensorNames& dense_tensor_names();
-// DeepseekV2/V3ForCausalLM (GGUF "deepseek2"); deepseek_v2_model.cpp. The experts' stacked
+// DeepseekV2/V3ForCausalLM (GGUF "deepseek2"); deepseek_family.cpp. The experts' stacked
 // tensors and the per-head split of kv_b_proj are not one-to-one and are named where they are
 // stacked or split.
 const FamilyTensorNames& deepseek2_tensor_names();

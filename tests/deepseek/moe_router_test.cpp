@@ -241,7 +241,8 @@ TEST(MoeDispatcher, ReserveGrowsForWiderExperts) {
   MoeDispatcher fresh;
   fresh.forward(host_execution_context(), m.c, m.w, m.x.data(), MoeCase::kTokens, want.data());
   MoeDispatcher reserved;
-  reserved.reserve(m.c, MoeCase::kHidden, /*inter=*/2, /*shared_inter=*/0, 4 * MoeCase::kTokens);
+  reserved.reserve(host_execution_context(), m.c, MoeCase::kHidden, /*inter=*/2, /*shared_inter=*/0,
+                   4 * MoeCase::kTokens);
   reserved.forward(host_execution_context(), m.c, m.w, m.x.data(), MoeCase::kTokens, got.data());
   EXPECT_EQ(got, want);
 }

@@ -22,7 +22,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/model_config.h"
-#include "model/model_generator.h"
+#include "demo/model_generator.h"
 #include "model/model_registry.h"
 #include "pagoda/engine.h"
 #include "tiny_model.h"

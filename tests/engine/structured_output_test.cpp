@@ -18,7 +18,7 @@
 
 #include "engine/structured_outputs.h"
 #include "grammar/grammar_error.h"
-#include "model/model_generator.h"
+#include "demo/model_generator.h"
 #include "pagoda/engine.h"
 #include "tiny_model.h"
 #include "util/error.h"

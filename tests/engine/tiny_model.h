@@ -9,7 +9,7 @@
 #include <string>
 #include <system_error>
 
-#include "model/model_generator.h"
+#include "demo/model_generator.h"
 
 namespace pagoda::test {
 

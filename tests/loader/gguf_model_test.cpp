@@ -23,7 +23,7 @@
 #include "model/gguf_model.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
-#include "model/model_generator.h"
+#include "demo/model_generator.h"
 #include "model/model_registry.h"
 #include "test_helpers.h"
 #include "util/half.h"

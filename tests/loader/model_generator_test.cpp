@@ -14,10 +14,10 @@
 
 #include "common/test_paths.h"
 #include "loader/safetensors.h"
-#include "model/builtin_tokenizer.h"
+#include "demo/builtin_tokenizer.h"
 #include "model/deepseek_config.h"
 #include "model/model_config.h"
-#include "model/model_generator.h"
+#include "demo/model_generator.h"
 #include "test_helpers.h"
 #include "util/half.h"
 

@@ -19,7 +19,7 @@
 #include "model/fp8_model_writer.h"
 #include "model/logit_divergence.h"
 #include "model/model_config.h"
-#include "model/model_generator.h"
+#include "demo/model_generator.h"
 #include "model/model_registry.h"
 
 namespace pagoda {

@@ -19,7 +19,7 @@
 #include "loader/safetensors_writer.h"
 #include "model/logit_divergence.h"
 #include "model/model_config.h"
-#include "model/model_generator.h"
+#include "demo/model_generator.h"
 #include "model/model_registry.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"

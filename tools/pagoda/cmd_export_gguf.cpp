@@ -1,9 +1,10 @@
 // `pagoda export-gguf`: turn a Hugging Face Llama / Qwen2 / DeepSeek-V2/V3 directory into a GGUF
 // v3 file that llama.cpp loads (llama-cli, llama-bench, llama-server), so both engines can be
-// measured on the same weights. Owns the HF → GGUF mapping: architecture metadata, tensor names,
-// the q/k row permutation llama.cpp's "llama" graph expects, DeepSeek's stacked experts and
-// split kv_b_proj (deepseek2), per-tensor types, and the tokenizer
-// metadata taken from tokenizer.json / tokenizer_config.json. Names and conventions follow
+// measured on the same weights. The architecture's metadata, its tensor names and whether q/k
+// rows are permuted come from the model family (model/model_family.h), the same tables GGUF
+// import reads; this file owns the rest: DeepSeek's stacked experts and split kv_b_proj
+// (deepseek2), per-tensor types, and the tokenizer metadata taken from tokenizer.json /
+// tokenizer_config.json. Names and conventions follow
 // llama.cpp's convert_hf_to_gguf.py and gguf-py (read, not copied); see docs/gguf.md.
 #include <algorithm>
 #include <chrono>
@@ -25,7 +26,7 @@
 #include "loader/safetensors.h"
 #include "model/deepseek_config.h"
 #include "model/model_config.h"
-#include "model/tensor_names.h"
+#include "model/model_family.h"
 #include "tools/pagoda/commands.h"
 #include "util/error.h"
 #include "util/half.h"
@@ -276,110 +277,6 @@ void add_tokenizer(GgufWriter& w, const ModelConfig& config, const ExportOptions
 
 // ---- architecture and tensors ------------------------------------------------------------
 
-std::string gguf_architecture(const ModelConfig& c) {
-  if (c.architecture == "LlamaForCausalLM") return "llama";
-  if (c.architecture == "Qwen2ForCausalLM") return "qwen2";
-  if (c.architecture == "DeepseekV2ForCausalLM" || c.architecture == "DeepseekV3ForCausalLM")
-    return "deepseek2";
-  fail(
-      "{}: architecture {} cannot be exported to GGUF (LlamaForCausalLM, Qwen2ForCausalLM, "
-      "DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)",
-      c.config_path, c.architecture);
-}
-
-void add_rope_scaling(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
-  const RopeScalingConfig& r = c.rope_scaling;
-  if (r.type == "linear") {
-    w.set_string(arch + ".rope.scaling.type", "linear");
-    w.set_f32(arch + ".rope.scaling.factor", static_cast<float>(r.factor));
-  } else if (r.type == "yarn") {
-    w.set_string(arch + ".rope.scaling.type", "yarn");
-    w.set_f32(arch + ".rope.scaling.factor", static_cast<float>(r.factor));
-    if (r.original_max_position_embeddings > 0)
-      w.set_u32(arch + ".rope.scaling.original_context_length",
-                static_cast<uint32_t>(r.original_max_position_embeddings));
-    w.set_f32(arch + ".rope.scaling.yarn_beta_fast", static_cast<float>(r.beta_fast));
-    w.set_f32(arch + ".rope.scaling.yarn_beta_slow", static_cast<float>(r.beta_slow));
-  } else if (r.type != "default") {
-    // llama3 needs a rope_freqs tensor and dynamic has no GGUF form; refuse rather than write
-    // a file that runs with the wrong positions.
-    fail("{}: rope_scaling type '{}' is not exported to GGUF yet (default, linear, yarn)",
-         c.config_path, r.type);
-  }
-}
-
-void add_common_hparams(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
-  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
-  w.set_u32(arch + ".vocab_size", u32(c.vocab_size));
-  w.set_u32(arch + ".context_length", u32(c.max_position_embeddings));
-  w.set_u32(arch + ".embedding_length", u32(c.hidden_size));
-  w.set_u32(arch + ".block_count", u32(c.num_hidden_layers));
-  w.set_u32(arch + ".feed_forward_length", u32(c.intermediate_size));
-  w.set_u32(arch + ".attention.head_count", u32(c.num_attention_heads));
-  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
-  w.set_f32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
-  add_rope_scaling(w, c, arch);
-}
-
-void add_dense_hparams(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
-  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
-  add_common_hparams(w, c, arch);
-  w.set_u32(arch + ".attention.head_count_kv", u32(c.num_key_value_heads));
-  w.set_u32(arch + ".attention.key_length", u32(c.head_dim));
-  w.set_u32(arch + ".attention.value_length", u32(c.head_dim));
-  w.set_u32(arch + ".rope.dimension_count", u32(c.head_dim));
-}
-
-// The MLA form of llama.cpp's converter: attention as MQA over the latent (one KV head of
-// kv_lora + rope), the MHA head sizes as *_mla, and the MoE keys of its shared MoE code.
-void add_deepseek2_hparams(GgufWriter& w, const ModelConfig& c) {
-  const std::string a = "deepseek2";
-  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
-  const DeepseekConfig d = DeepseekConfig::from_model_config(c);
-  add_common_hparams(w, c, a);
-  w.set_u32(a + ".attention.head_count_kv", 1);
-  w.set_u32(a + ".rope.dimension_count", u32(d.qk_rope_head_dim));
-  // 0 = queries not compressed. llama.cpp's converter leaves the key out then, and llama.cpp
-  // only accepts that for V2-Lite's layer counts, so it is always written.
-  w.set_u32(a + ".attention.q_lora_rank", u32(d.q_lora_rank));
-  w.set_u32(a + ".attention.kv_lora_rank", u32(d.kv_lora_rank));
-  w.set_u32(a + ".attention.key_length", u32(d.latent_dim()));
-  w.set_u32(a + ".attention.value_length", u32(d.kv_lora_rank));
-  w.set_u32(a + ".attention.key_length_mla", u32(d.q_head_dim()));
-  w.set_u32(a + ".attention.value_length_mla", u32(d.v_head_dim));
-  const MoeRouterConfig& r = d.router;
-  const bool moe = r.num_experts > 0;
-  w.set_u32(a + ".leading_dense_block_count", u32(moe ? d.first_k_dense_replace : d.num_layers));
-  w.set_u32(a + ".expert_feed_forward_length",
-            u32(moe ? d.moe_intermediate_size : d.intermediate_size));
-  w.set_u32(a + ".expert_shared_count", u32(d.num_shared_experts));
-  if (moe) {
-    if (d.moe_layer_freq != 1)
-      fail(
-          "{}: moe_layer_freq {} has no GGUF form (llama.cpp runs every layer after the dense "
-          "ones as MoE)",
-          c.config_path, d.moe_layer_freq);
-    w.set_u32(a + ".expert_count", u32(r.num_experts));
-    w.set_u32(a + ".expert_used_count", u32(r.top_k));
-    w.set_f32(a + ".expert_weights_scale", r.routed_scaling_factor);
-    if (r.norm_topk_prob) w.set_bool(a + ".expert_weights_norm", true);
-    w.set_u32(a + ".expert_gating_func", r.scoring == MoeScoring::kSigmoid ? 2 : 1);
-    w.set_u32(a + ".expert_group_count", u32(r.num_groups));
-    w.set_u32(a + ".expert_group_used_count", u32(r.topk_groups));
-  }
-  if (c.rope_scaling.type == "yarn") {
-    // GGUF keeps one YaRN magnitude for both of DeepSeek's (cos/sin and softmax scale), which
-    // holds when they are equal, as in every released config; refuse anything else.
-    const double mscale = c.rope_scaling.mscale > 0 ? c.rope_scaling.mscale : 1.0;
-    if (mscale != c.rope_scaling.mscale_all_dim)
-      fail("{}: rope_scaling mscale {} differs from mscale_all_dim {}, which GGUF cannot express",
-           c.config_path, mscale, c.rope_scaling.mscale_all_dim);
-    // The converter's convention: 0.1 * mscale_all_dim (llama.cpp divides the 0.1 out again).
-    w.set_f32(a + ".rope.scaling.yarn_log_multiplier",
-              static_cast<float>(0.1 * c.rope_scaling.mscale_all_dim));
-  }
-}
-
 // "model.layers.<N>.<suffix>": the layer and the suffix.
 const std::regex kLayerTensor(R"(model\.layers\.(\d+)\.(.+))");
 
@@ -387,11 +284,9 @@ const std::regex kLayerTensor(R"(model\.layers\.(\d+)\.(.+))");
 // Throws on a name we do not know. Experts and kv_b_proj of deepseek2 are stacked / split by
 // run_export_gguf, not named here.
 std::string gguf_tensor_name(const std::string& hf, const std::string& path,
-                             const std::string& arch) {
+                             const FamilyTensorNames& names) {
   // Precomputed rope frequencies some checkpoints carry: the model computes its own.
   if (hf.ends_with(".self_attn.rotary_emb.inv_freq")) return "";
-  const FamilyTensorNames& names =
-      arch == "deepseek2" ? deepseek2_tensor_names() : dense_tensor_names();
   std::string name = pagoda::gguf_tensor_name(names, hf);
   if (name.empty()) fail("{}: tensor {} has no GGUF name in export-gguf", path, hf);
   return name;
@@ -531,7 +426,9 @@ int run_export_gguf(const ExportOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const ExportType export_type = parse_export_type(o.type);
   const ModelConfig config = ModelConfig::from_dir(o.model);
-  const std::string arch = gguf_architecture(config);
+  const ModelFamily& family = model_family_of(config);
+  const GgufArchitecture& gguf = gguf_architecture_of(config);
+  const std::string arch = gguf.gguf_name;
   const TensorStore store = TensorStore::open(o.model);
 
   GgufWriter w;
@@ -543,12 +440,8 @@ int run_export_gguf(const ExportOptions& o) {
   w.set_u32("general.file_type", export_type.file_type);
   w.set_u32("general.quantization_version", 2);  // ggml's GGML_QNT_VERSION
   std::optional<DeepseekConfig> deepseek;
-  if (arch == "deepseek2") {
-    deepseek = DeepseekConfig::from_model_config(config);
-    add_deepseek2_hparams(w, config);
-  } else {
-    add_dense_hparams(w, config, arch);
-  }
+  gguf.add_hparams(w, config);
+  if (arch == "deepseek2") deepseek = DeepseekConfig::from_model_config(config);
   add_tokenizer(w, config, o);
 
   std::vector<TensorPlan> plans;
@@ -566,14 +459,14 @@ int run_export_gguf(const ExportOptions& o) {
         }
       }
     }
-    std::string name = gguf_tensor_name(hf_name, tensor.path, arch);
+    std::string name = gguf_tensor_name(hf_name, tensor.path, family.tensor_names);
     if (name.empty()) continue;
     check_float(tensor);
     TensorPlan p{layer_of(name), name, tensor.shape, nullptr};
     p.keep_f32 = tensor.shape.size() == 1 || name.find(".ffn_gate_inp.") != std::string::npos;
     const int64_t cols = tensor.shape.back();
-    const bool permuted = arch == "llama" && (name.find(".attn_q.") != std::string::npos ||
-                                              name.find(".attn_k.") != std::string::npos);
+    const bool permuted = gguf.permuted_qk && (name.find(".attn_q.") != std::string::npos ||
+                                               name.find(".attn_k.") != std::string::npos);
     const int64_t head_dim = config.head_dim;
     if (!permuted) {
       p.row = [&tensor, cols](int64_t r, float* dst) { widen_row(tensor, r, cols, dst); };

@@ -16,7 +16,7 @@
 #include "model/deepseek_config.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
-#include "model/model_generator.h"
+#include "demo/model_generator.h"
 #include "model/model_registry.h"
 #include "model/model_source.h"
 #include "tools/pagoda/commands.h"

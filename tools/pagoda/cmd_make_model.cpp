@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/fp8_model_writer.h"
-#include "model/model_generator.h"
+#include "demo/model_generator.h"
 #include "tools/pagoda/commands.h"
 #include "util/error.h"
 #include "util/units.h"

@@ -15,7 +15,7 @@
 #include "hub/resolve_model.h"
 #include "loader/gguf.h"
 #include "model/gguf_model.h"
-#include "model/model_generator.h"
+#include "demo/model_generator.h"
 #include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/pagoda/commands.h"

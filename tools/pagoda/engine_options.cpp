@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 
 #include <fmt/ranges.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "demo/model_generator.h"
 #include "kernels/kernels.h"
 #include "kernels/thread_placement.h"
 #include "model/kv_cache.h"
@@ -183,6 +185,13 @@ EngineArgs EngineFlags::to_engine_args() const {
   EngineArgs a = args;
   if (a.model.empty()) fail("no model given: pass --model DIR (or `pagoda serve DIR`)");
   if (!served_model_names.empty()) a.served_model_name = served_model_names.front();
+  // "demo" names the built-in random model unless a directory of that name exists. The generator
+  // is test scaffolding the engine library does not carry, so the name is resolved here; the
+  // model keeps answering to "demo".
+  if (a.model == "demo" && !std::filesystem::exists(a.model)) {
+    a.model = ensure_demo_model();
+    if (a.served_model_name.empty()) a.served_model_name = "demo";
+  }
   const crypto::ModelKeySource key = model_key_source(model_key);
   a.model_key_file = key.file;
   a.model_key_command = key.command;

@@ -119,8 +119,8 @@ void route_token(const MoeRouterConfig& c, const float* logits, const float* bia
   }
 }
 
-void MoeDispatcher::reserve(const MoeRouterConfig& c, int64_t hidden, int64_t inter,
-                            int64_t shared_inter, int64_t max_tokens) {
+void MoeDispatcher::reserve(const ExecutionContext& ctx, const MoeRouterConfig& c, int64_t hidden,
+                            int64_t inter, int64_t shared_inter, int64_t max_tokens) {
   // Layers of one model may differ (a dense first layer's wider inter, V3's groups), so every
   // buffer only ever grows to what the largest caller needs.
   hidden_ = hidden;  // one model, one hidden size
@@ -130,18 +130,23 @@ void MoeDispatcher::reserve(const MoeRouterConfig& c, int64_t hidden, int64_t in
   const auto grow = [](auto& buffer, size_t size) {
     if (buffer.size() < size) buffer.resize(size);
   };
-  grow(logits_, n * c.num_experts);
-  grow(route_scratch_, n * (2 * c.num_experts + c.num_groups));
+  // Rows of at least `row_size` floats for every token of the capacity.
+  const auto grow_rows = [&](Activation& buffer, int64_t row_size) {
+    if (buffer.row_size() < row_size) buffer.set_row_size(row_size);
+    buffer.reserve(ctx, capacity_);
+  };
+  grow_rows(logits_, c.num_experts);
+  grow_rows(route_scratch_, 2 * c.num_experts + c.num_groups);
   grow(expert_ids_, n * c.top_k);
   grow(route_weights_, n * c.top_k);
   grow(expert_offsets_, static_cast<size_t>(c.num_experts) + 1);
   grow(expert_cursor_, static_cast<size_t>(c.num_experts));
   grow(expert_rows_, n * c.top_k);
   grow(expert_row_weights_, n * c.top_k);
-  grow(gathered_, n * hidden_);
-  grow(gate_, n * max_inter_);
-  grow(up_, n * max_inter_);
-  grow(expert_out_, n * hidden_);
+  grow_rows(gathered_, hidden_);
+  grow_rows(gate_, max_inter_);
+  grow_rows(up_, max_inter_);
+  grow_rows(expert_out_, hidden_);
 }
 
 void MoeDispatcher::forward(const ExecutionContext& ctx, const MoeRouterConfig& c,
@@ -149,7 +154,7 @@ void MoeDispatcher::forward(const ExecutionContext& ctx, const MoeRouterConfig& 
   const int64_t T = num_tokens;
   const int32_t E = c.num_experts;
   const int32_t K = c.top_k;
-  reserve(c, w.router.cols, w.experts.empty() ? 0 : w.experts[0].gate.rows,
+  reserve(ctx, c, w.router.cols, w.experts.empty() ? 0 : w.experts[0].gate.rows,
           w.has_shared ? w.shared.gate.rows : 0, T);
 
   // Router logits in fp32 (HF casts both operands to fp32 for the gate).
@@ -159,8 +164,7 @@ void MoeDispatcher::forward(const ExecutionContext& ctx, const MoeRouterConfig& 
   ctx.threads().parallel_for(
       T,
       [&](int64_t t) {
-        route_token(c, &logits_[static_cast<size_t>(t * E)], bias,
-                    &route_scratch_[static_cast<size_t>(t * scratch_per_token)],
+        route_token(c, logits_.data() + t * E, bias, route_scratch_.data() + t * scratch_per_token,
                     &expert_ids_[static_cast<size_t>(t * K)],
                     &route_weights_[static_cast<size_t>(t * K)]);
       },
@@ -221,16 +225,15 @@ void MoeDispatcher::run_groups(const KernelTable& k, size_t first, size_t last, 
     const int64_t inter = g.mlp->gate.rows;
     const float* input = x;  // the shared MLP reads every token as it is
     if (g.slot_begin >= 0) {
-      input = &gathered_[static_cast<size_t>(row * hidden_)];
+      input = gathered_.data() + row * hidden_;
       for (int32_t r = 0; r < g.num_rows; ++r) {
         const int64_t t = expert_rows_[static_cast<size_t>(g.slot_begin + r)];
-        std::copy(x + t * hidden_, x + (t + 1) * hidden_,
-                  &gathered_[static_cast<size_t>((row + r) * hidden_)]);
+        std::copy(x + t * hidden_, x + (t + 1) * hidden_, gathered_.data() + (row + r) * hidden_);
       }
     }
-    g.gate = &gate_[static_cast<size_t>(inter_offset)];
-    g.up = &up_[static_cast<size_t>(inter_offset)];
-    g.output = &expert_out_[static_cast<size_t>(row * hidden_)];
+    g.gate = gate_.data() + inter_offset;
+    g.up = up_.data() + inter_offset;
+    g.output = expert_out_.data() + row * hidden_;
     jobs_.push_back({input, g.num_rows, &g.mlp->gate, g.gate, inter});
     jobs_.push_back({input, g.num_rows, &g.mlp->up, g.up, inter});
     row += g.num_rows;

@@ -20,6 +20,7 @@
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "model/deepseek_config.h"
+#include "model/layers/activation.h"
 
 namespace pagoda {
 
@@ -44,11 +45,13 @@ void route_token(const MoeRouterConfig& config, const float* logits, const float
                  float* scratch, int32_t* expert_ids, float* weights);
 
 // Runs MoE layers. Owns its scratch, sized once by reserve() and grown only if a larger batch
-// ever arrives; forward() itself does not allocate after that.
+// ever arrives; forward() itself does not allocate after that. The float scratch (router logits,
+// gathered tokens, expert activations) is activation memory of the context's device; the
+// routing bookkeeping stays on the host.
 class MoeDispatcher {
  public:
-  void reserve(const MoeRouterConfig& config, int64_t hidden, int64_t inter, int64_t shared_inter,
-               int64_t max_tokens);
+  void reserve(const ExecutionContext& ctx, const MoeRouterConfig& config, int64_t hidden,
+               int64_t inter, int64_t shared_inter, int64_t max_tokens);
 
   // out[T, hidden] = MoE(x[T, hidden]). `out` may not alias `x`.
   void forward(const ExecutionContext& ctx, const MoeRouterConfig& config,
@@ -74,8 +77,8 @@ class MoeDispatcher {
   int64_t hidden_ = 0;
   int64_t max_inter_ = 0;
   int64_t capacity_ = 0;
-  std::vector<float> logits_;              // [T, E]
-  std::vector<float> route_scratch_;       // [T, 2E + groups]
+  Activation logits_;                      // [T, E]
+  Activation route_scratch_;               // [T, 2E + groups]
   std::vector<int32_t> expert_ids_;        // [T, top_k]
   std::vector<float> route_weights_;       // [T, top_k]
   std::vector<int32_t> expert_offsets_;    // [E + 1] counting sort of (token, slot) by expert
@@ -84,9 +87,9 @@ class MoeDispatcher {
   std::vector<float> expert_row_weights_;  // [T * top_k]
   std::vector<ExpertGroup> groups_;        // this layer's experts with tokens, then shared
   std::vector<ops::MatmulJob> jobs_;
-  std::vector<float> gathered_;    // [T, hidden] the tokens of one chunk of experts
-  std::vector<float> gate_, up_;   // [T, inter] ditto
-  std::vector<float> expert_out_;  // [T, hidden] ditto
+  Activation gathered_;    // [T, hidden] the tokens of one chunk of experts
+  Activation gate_, up_;   // [T, inter] ditto
+  Activation expert_out_;  // [T, hidden] ditto
 };
 
 }  // namespace pagoda

@@ -1,8 +1,8 @@
 // Writes complete Hugging Face model directories with random weights (config.json,
 // generation_config.json, *.safetensors with an index when sharded, tokenizer.json,
 // tokenizer_config.json) at any shape: for tests, benchmarks and the built-in `demo` model.
-// The tensor table below (model_tensor_layout) is the one list of names and shapes the
-// generator writes; the loader's tests read it back.
+// The names and shapes it writes are the model family's table (model/model_family.h), which
+// the loader and GGUF export read too.
 #pragma once
 
 #include <cstdint>
@@ -86,7 +86,8 @@ std::vector<std::string> generator_architectures();
 ModelSpec model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 
-// Every weight tensor with its HF name and shape, in file order.
+// Every weight tensor with its HF name and shape, in file order: the family's tensor_layout
+// for the config.json that `spec` writes.
 std::vector<TensorLayout> model_tensor_layout(const ModelSpec& spec);
 
 struct GeneratedModel {

@@ -1,7 +1,7 @@
 // The built-in byte-level BPE tokenizer: alphabet, trainer and the two JSON files.
 // Format as Hugging Face `tokenizers` writes it (tokenizer.json "version": "1.0"); the
 // structure mirrors DeepSeek-V3's own tokenizer.json except for the simpler pre-tokenizer.
-#include "model/builtin_tokenizer.h"
+#include "demo/builtin_tokenizer.h"
 
 #include <algorithm>
 #include <cctype>

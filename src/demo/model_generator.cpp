@@ -1,6 +1,7 @@
-// Random-weight model directories: presets, the tensor table, fast parallel filling straight
-// into the mapped output files, config/tokenizer files and the cached demo model.
-#include "model/model_generator.h"
+// Random-weight model directories: presets, config.json, fast parallel filling straight into
+// the mapped output files of the family's tensor table, tokenizer files and the cached demo
+// model.
+#include "demo/model_generator.h"
 
 #include <unistd.h>
 #include <cerrno>
@@ -16,10 +17,12 @@
 
 #include <fmt/format.h>
 
+#include "demo/builtin_tokenizer.h"
 #include "loader/safetensors.h"
-#include "model/builtin_tokenizer.h"
 #include "model/deepseek_config.h"
 #include "model/model_config.h"
+#include "model/model_family.h"
+#include "model/model_registry.h"
 #include "util/error.h"
 #include "util/half.h"
 
@@ -363,7 +366,7 @@ json deepseek_yarn(double mscale) {
 }  // namespace
 
 std::vector<std::string> generator_architectures() {
-  return {"LlamaForCausalLM", "Qwen2ForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"};
+  return supported_architectures();
 }
 
 std::vector<std::string> model_preset_names() {
@@ -492,111 +495,12 @@ ModelSpec model_preset(const std::string& name) {
   return s;
 }
 
-namespace {
-
-void append_mlp(std::vector<TensorLayout>& t, const std::string& p, const std::string& dtype,
-                int64_t hidden, int64_t inter) {
-  t.push_back({p + "gate_proj.weight", dtype, {inter, hidden}});
-  t.push_back({p + "up_proj.weight", dtype, {inter, hidden}});
-  t.push_back({p + "down_proj.weight", dtype, {hidden, inter}});
-}
-
-// One DeepSeek decoder layer (tensor names as in the published safetensors); an MTP layer adds
-// what it needs to predict the token after next from this layer's output and the next token's
-// embedding: enorm/hnorm/eh_proj in front, its own embed_tokens and shared_head (a copy of the
-// final norm and lm_head) behind.
-void append_deepseek_layer(std::vector<TensorLayout>& t, const ModelSpec& s, int64_t layer) {
-  const DeepseekSpec& d = s.deepseek;
-  const std::string dtype = safetensors_dtype_name(s.dtype);
-  const int64_t hidden = s.hidden_size, heads = s.num_heads;
-  const int64_t q_head = d.qk_nope_head_dim + d.qk_rope_head_dim;
-  const bool mtp = layer >= s.num_layers;
-  const std::string p = fmt::format("model.layers.{}.", layer);
-  if (mtp) {
-    t.push_back({p + "embed_tokens.weight", dtype, {s.vocab_size, hidden}});
-    t.push_back({p + "enorm.weight", dtype, {hidden}});
-    t.push_back({p + "hnorm.weight", dtype, {hidden}});
-    t.push_back({p + "eh_proj.weight", dtype, {hidden, 2 * hidden}});
-  }
-  t.push_back({p + "input_layernorm.weight", dtype, {hidden}});
-  const std::string a = p + "self_attn.";
-  if (d.q_lora_rank > 0) {
-    t.push_back({a + "q_a_proj.weight", dtype, {d.q_lora_rank, hidden}});
-    t.push_back({a + "q_a_layernorm.weight", dtype, {d.q_lora_rank}});
-    t.push_back({a + "q_b_proj.weight", dtype, {heads * q_head, d.q_lora_rank}});
-  } else {
-    t.push_back({a + "q_proj.weight", dtype, {heads * q_head, hidden}});
-  }
-  t.push_back(
-      {a + "kv_a_proj_with_mqa.weight", dtype, {d.kv_lora_rank + d.qk_rope_head_dim, hidden}});
-  t.push_back({a + "kv_a_layernorm.weight", dtype, {d.kv_lora_rank}});
-  t.push_back({a + "kv_b_proj.weight",
-               dtype,
-               {heads * (d.qk_nope_head_dim + d.v_head_dim), d.kv_lora_rank}});
-  t.push_back({a + "o_proj.weight", dtype, {hidden, heads * d.v_head_dim}});
-  t.push_back({p + "post_attention_layernorm.weight", dtype, {hidden}});
-  if (!d.is_moe_layer(layer, s.num_layers)) {
-    append_mlp(t, p + "mlp.", dtype, hidden, s.intermediate_size);
-  } else {
-    t.push_back({p + "mlp.gate.weight", dtype, {d.n_routed_experts, hidden}});
-    // DeepSeek-V3 keeps the routing bias in fp32 whatever the weights' type.
-    if (d.topk_method == "noaux_tc")
-      t.push_back({p + "mlp.gate.e_score_correction_bias", "F32", {d.n_routed_experts}});
-    for (int64_t e = 0; e < d.n_routed_experts; ++e) {
-      append_mlp(t, fmt::format("{}mlp.experts.{}.", p, e), dtype, hidden, d.moe_intermediate_size);
-    }
-    if (d.n_shared_experts > 0) {
-      append_mlp(t, p + "mlp.shared_experts.", dtype, hidden,
-                 d.moe_intermediate_size * d.n_shared_experts);
-    }
-  }
-  if (mtp) {
-    t.push_back({p + "shared_head.norm.weight", dtype, {hidden}});
-    t.push_back({p + "shared_head.head.weight", dtype, {s.vocab_size, hidden}});
-  }
-}
-
-std::vector<TensorLayout> deepseek_tensor_layout(const ModelSpec& s) {
-  const std::string dtype = safetensors_dtype_name(s.dtype);
-  std::vector<TensorLayout> t;
-  t.push_back({"model.embed_tokens.weight", dtype, {s.vocab_size, s.hidden_size}});
-  const int64_t num_layers = s.num_layers + s.deepseek.num_nextn_predict_layers;
-  for (int64_t layer = 0; layer < num_layers; ++layer) append_deepseek_layer(t, s, layer);
-  t.push_back({"model.norm.weight", dtype, {s.hidden_size}});
-  if (!s.tie_word_embeddings) t.push_back({"lm_head.weight", dtype, {s.vocab_size, s.hidden_size}});
-  return t;
-}
-
-}  // namespace
-
+// The family's own table (model/model_family.h) for the config.json this spec writes: the
+// generator writes exactly the tensors the loader and GGUF export expect.
 std::vector<TensorLayout> model_tensor_layout(const ModelSpec& s) {
-  if (s.is_deepseek()) return deepseek_tensor_layout(s);
-  const std::string dtype = safetensors_dtype_name(s.dtype);
-  const int64_t hidden = s.hidden_size;
-  const int64_t q_size = s.num_heads * s.effective_head_dim();
-  const int64_t kv_size = s.num_kv_heads * s.effective_head_dim();
-  std::vector<TensorLayout> t;
-  t.push_back({"model.embed_tokens.weight", dtype, {s.vocab_size, hidden}});
-  for (int64_t layer = 0; layer < s.num_layers; ++layer) {
-    const std::string p = fmt::format("model.layers.{}.", layer);
-    t.push_back({p + "input_layernorm.weight", dtype, {hidden}});
-    t.push_back({p + "self_attn.q_proj.weight", dtype, {q_size, hidden}});
-    t.push_back({p + "self_attn.k_proj.weight", dtype, {kv_size, hidden}});
-    t.push_back({p + "self_attn.v_proj.weight", dtype, {kv_size, hidden}});
-    if (s.qkv_bias()) {
-      t.push_back({p + "self_attn.q_proj.bias", dtype, {q_size}});
-      t.push_back({p + "self_attn.k_proj.bias", dtype, {kv_size}});
-      t.push_back({p + "self_attn.v_proj.bias", dtype, {kv_size}});
-    }
-    t.push_back({p + "self_attn.o_proj.weight", dtype, {hidden, q_size}});
-    t.push_back({p + "post_attention_layernorm.weight", dtype, {hidden}});
-    t.push_back({p + "mlp.gate_proj.weight", dtype, {s.intermediate_size, hidden}});
-    t.push_back({p + "mlp.up_proj.weight", dtype, {s.intermediate_size, hidden}});
-    t.push_back({p + "mlp.down_proj.weight", dtype, {hidden, s.intermediate_size}});
-  }
-  t.push_back({"model.norm.weight", dtype, {hidden}});
-  if (!s.tie_word_embeddings) t.push_back({"lm_head.weight", dtype, {s.vocab_size, hidden}});
-  return t;
+  const ModelConfig config =
+      ModelConfig::from_json(make_config(s, s.vocab_size, std::nullopt, {}), "config.json");
+  return model_family_of(config).tensor_layout(config, safetensors_dtype_name(s.dtype));
 }
 
 GeneratedModel generate_model(const ModelSpec& spec_in, const std::string& out_dir) {
