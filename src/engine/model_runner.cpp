@@ -7,8 +7,8 @@
 
 namespace pagoda {
 
-ModelRunner::ModelRunner(Model& model, KvCache& cache)
-    : model_(model), cache_(cache), context_(host_execution_context()) {}
+ModelRunner::ModelRunner(Model& model, KvCache& cache, bool samples)
+    : model_(model), cache_(cache), sampling_(samples), context_(host_execution_context()) {}
 
 void ModelRunner::update_states(const SchedulerOutput& out) {
   for (const std::string& id : out.finished_request_ids) requests_.erase(id);
@@ -18,9 +18,11 @@ void ModelRunner::update_states(const SchedulerOutput& out) {
     r.num_prompt_tokens = static_cast<int32_t>(data.prompt_token_ids.size());
     r.block_ids = data.block_ids;
     r.num_computed_tokens = data.num_computed_tokens;
-    r.sampler = std::make_unique<RequestSampler>(data.sampling_params, data.prompt_token_ids,
-                                                 data.eos_token_ids, data.sampling_seed);
-    if (data.grammar) {
+    if (sampling_) {
+      r.sampler = std::make_unique<RequestSampler>(data.sampling_params, data.prompt_token_ids,
+                                                   data.eos_token_ids, data.sampling_seed);
+    }
+    if (data.grammar && sampling_) {
       r.sampler->add_logits_processor(std::make_unique<GrammarLogitsProcessor>(data.grammar));
     }
     r.wants_logprobs = data.sampling_params.logprobs.has_value();
@@ -99,6 +101,7 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
   result.prompt_logprobs.resize(num);
   if (num == 0) return result;
   model_.forward(context_, batch_, cache_, logits_.data());
+  if (!sampling_) return result;
   compute_prompt_logprobs(out, result);
 
   // Sample every request whose last row was computed; samplers are independent.
@@ -129,6 +132,16 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
     }
   }
   return result;
+}
+
+void ModelRunner::accept_sampled_tokens(std::span<const int32_t> sampled_token_ids) {
+  if (sampled_token_ids.size() != scheduled_.size()) {
+    fail("model runner: {} sampled tokens for a step of {} requests", sampled_token_ids.size(),
+         scheduled_.size());
+  }
+  for (size_t k = 0; k < scheduled_.size(); ++k) {
+    if (sampled_token_ids[k] >= 0) scheduled_[k]->token_ids.push_back(sampled_token_ids[k]);
+  }
 }
 
 void ModelRunner::compute_prompt_logprobs(const SchedulerOutput& out, ModelRunnerOutput& result) {
