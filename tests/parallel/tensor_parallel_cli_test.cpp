@@ -6,12 +6,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_process.h"
@@ -177,6 +179,60 @@ TEST(TensorParallelGenerate, KilledFollowerFailsTheRunWithoutHanging) {
   EXPECT_NE(code, 0) << p.err();
   EXPECT_NE(code, -1) << "generate hung after its follower died:\n" << p.err();
   EXPECT_LT(Clock::now() - start, 30s);
+  EXPECT_NE(p.err().find("rank 1"), std::string::npos) << p.err();
+}
+
+// `pagoda serve -tp 2`: a completion as one process generates it; then a follower killed: the
+// next completion is refused with the reason and the server exits non-zero, never hangs.
+TEST(TensorParallelServe, ServesThenExitsWhenAFollowerDies) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  const std::string model = tiny_model(scratch, "LlamaForCausalLM");
+  const auto one = run_pagoda({"generate", "--model", model, "--prompt", "Once upon",
+                               "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--json"},
+                              scratch.dir());
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::string want = nlohmann::json::parse(one.out).at("text").get<std::string>();
+
+  PagodaProcess p(
+      {"serve", model, "--host", "127.0.0.1", "--port", "0", "-tp", "2", "--log-level", "info"},
+      scratch.dir());
+  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+  int port = 0;
+  ASSERT_TRUE(p.wait_until(
+      [&] {
+        std::smatch m;
+        const std::string err = p.err();
+        if (std::regex_search(err, m, listening)) port = std::stoi(m[1]);
+        if (port == 0) return false;
+        httplib::Client client("127.0.0.1", port);
+        const auto health = client.Get("/health");
+        return health && health->status == 200;
+      },
+      120s))
+      << p.err();
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(60, 0);
+  const std::string body = R"({"model":")" + model +
+                           R"(","prompt":"Once upon","max_tokens":8,"temperature":0,)"
+                           R"("ignore_eos":true})";
+  const auto first = client.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(first) << p.err();
+  ASSERT_EQ(first->status, 200) << first->body;
+  EXPECT_EQ(nlohmann::json::parse(first->body).at("choices").at(0).at("text"), want);
+
+  const std::vector<pid_t> followers = processes_with({model, std::string("--tensor-parallel-rank\0"
+                                                                          "1",
+                                                                          24)});
+  ASSERT_EQ(followers.size(), 1u);
+  ::kill(followers.front(), SIGKILL);
+  const auto second = client.Post("/v1/completions", body, "application/json");
+  if (second) {
+    EXPECT_GE(second->status, 500) << second->body;
+  }
+  const int code = p.wait_exit(30s);
+  EXPECT_NE(code, 0) << p.err();
+  EXPECT_NE(code, -1) << "serve hung after its follower died:\n" << p.err();
   EXPECT_NE(p.err().find("rank 1"), std::string::npos) << p.err();
 }
 
