@@ -98,6 +98,14 @@ struct EngineArgs {
   // "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 1}; "" off.
   // docs/speculative_decoding.md.
   std::string speculative_config;
+  // Tensor parallelism on one machine (docs/parallel.md): this process is rank
+  // `tensor_parallel_rank` of `tensor_parallel_size` processes that find each other by
+  // `tensor_parallel_job_id` (a shared-memory segment). Rank 0 builds the Engine; the others
+  // call run_tensor_parallel_follower with the same arguments. `pagoda generate/serve -tp N`
+  // starts the others itself.
+  int32_t tensor_parallel_size = 1;
+  int32_t tensor_parallel_rank = 0;
+  std::string tensor_parallel_job_id;
 };
 
 struct TokenLogprobInfo {
@@ -221,10 +229,18 @@ class PAGODA_API Engine {
   std::string model_name() const;
   int32_t max_model_len() const;
   SamplingParams default_sampling_params() const;  // from generation_config.json
+  // Tensor parallel: bytes and time of communication per decode step and per prefill token so
+  // far, one line; "" in one process.
+  std::string communication_summary() const;
 
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// A tensor-parallel follower (args.tensor_parallel_rank >= 1): loads its shard of the model
+// as rank 0 does, then runs rank 0's steps until rank 0 shuts down. Throws pagoda::Error when a
+// rank dies or the model does not split.
+PAGODA_API void run_tensor_parallel_follower(const EngineArgs& args);
 
 }  // namespace pagoda

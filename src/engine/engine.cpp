@@ -19,6 +19,7 @@
 #include "engine/kv_cache_sizing.h"
 #include "engine/output_processor.h"
 #include "engine/speculative_config.h"
+#include "engine/tensor_parallel_executor.h"
 #include "hub/resolve_model.h"
 #include "kernels/thread_placement.h"
 #include "loader/safetensors.h"
@@ -28,10 +29,13 @@
 #include "model/model_config.h"
 #include "model/model_registry.h"
 #include "model/model_source.h"
+#include "parallel/counting_communicator.h"
+#include "parallel/shm_communicator.h"
 #include "template/chat_template.h"
 #include "template/chat_template_options.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/numa.h"
 #include "util/progress.h"
 #include "util/units.h"
 
@@ -62,6 +66,10 @@ class Engine::Impl {
   GenerationConfig generation_config_;
   TensorStore store_;
   Tokenizer tokenizer_;
+  // Tensor parallel: the group (declared before the model and the core, which use it, so that
+  // it goes last); nullptr in one process.
+  std::unique_ptr<CountingCommunicator> communicator_;
+  TensorParallelExecutor* tensor_parallel_executor_ = nullptr;  // owned by core_
   std::unique_ptr<Model> model_;
   int32_t max_model_len_ = 0;
   KvCacheSpec kv_spec_;
@@ -82,6 +90,9 @@ namespace {
 // be quantized or repacked are mapped, since a copy would only cost memory and load time.
 FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_path) {
   if (args.weights_memory != "auto") return parse_file_memory(args.weights_memory);
+  // A tensor-parallel rank uses a part of each matrix: mapped, it faults in only its part's
+  // pages (shared with the other ranks through the page cache), where a copy would be whole.
+  if (args.tensor_parallel_size > 1) return FileMemory::kMap;
   const bool read_once =
       !args.quantization.empty() || is_gguf_path(model_path) || is_fp8_checkpoint(model_path);
   return read_once ? FileMemory::kMap : FileMemory::kHugePageCopy;
@@ -103,7 +114,12 @@ namespace {
 
 // Opens the model; copying weight files into memory (seconds per GB) shows progress.
 ModelSource open_model_with_progress(const EngineArgs& args) {
-  parse_speculative_config(args.speculative_config);  // fail before minutes of loading
+  // Fail before minutes of loading.
+  if (parse_speculative_config(args.speculative_config).enabled() &&
+      args.tensor_parallel_size > 1) {
+    // Followers learn one sampled token per request and step; accepted drafts bring several.
+    fail("--speculative-config cannot be combined with --tensor-parallel-size > 1 yet");
+  }
   const std::string path = resolve_model_dir(args);
   hub::HubOptions tokenizer_options;
   tokenizer_options.revision = args.tokenizer_revision;
@@ -147,6 +163,37 @@ ThreadPlacement thread_placement_for(const EngineArgs& args) {
   return placement;
 }
 
+// The tensor-parallel group of args' rank, over shared memory, one rank per NUMA node when
+// the machine has several (ranks beyond the node count wrap around); nullptr for one process.
+std::unique_ptr<CountingCommunicator> join_tensor_parallel_group(const EngineArgs& args) {
+  if (args.tensor_parallel_size <= 1) return nullptr;
+  if (args.tensor_parallel_job_id.empty())
+    fail("--tensor-parallel-size {}: no job id to find the other ranks by",
+         args.tensor_parallel_size);
+  ShmCommunicatorOptions options;
+  options.job_id = args.tensor_parallel_job_id;
+  options.rank = args.tensor_parallel_rank;
+  options.world_size = args.tensor_parallel_size;
+  // Every rank reads its weights before it attaches: give a slow disk time.
+  options.attach_timeout = std::chrono::minutes(10);
+  const int num_nodes = numa_node_count();
+  if (num_nodes > 1) options.numa_node = args.tensor_parallel_rank % num_nodes;
+  auto group = std::make_unique<CountingCommunicator>(std::make_unique<ShmCommunicator>(options));
+  spdlog::info("tensor parallel: rank {} of {}{}", options.rank, options.world_size,
+               options.numa_node >= 0 ? fmt::format(", on NUMA node {}", options.numa_node) : "");
+  return group;
+}
+
+ModelOptions model_options_for(const EngineArgs& args, Communicator* group) {
+  ModelOptions options;
+  options.max_num_batched_tokens = args.max_num_batched_tokens;
+  options.weights.quantize_to = parse_quantization(args.quantization);
+  options.weights.group_size = args.quantization_group_size;
+  options.weights.int8_activations = args.int8_activations;
+  options.tensor_parallel = TensorParallel(group);
+  return options;
+}
+
 // The model's EOS ids, its generation config's and the tokenizer's, sorted and unique.
 std::vector<int32_t> collect_eos_token_ids(const ModelConfig& config,
                                            const GenerationConfig& generation,
@@ -172,11 +219,8 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
       tokenizer_(std::move(source.tokenizer)) {
   const ThreadPlacement placement = thread_placement_for(args);
   apply_thread_placement(placement);  // loading quantizes in parallel too
-  ModelOptions options;
-  options.max_num_batched_tokens = args.max_num_batched_tokens;
-  options.weights.quantize_to = parse_quantization(args.quantization);
-  options.weights.group_size = args.quantization_group_size;
-  options.weights.int8_activations = args.int8_activations;
+  communicator_ = join_tensor_parallel_group(args);
+  ModelOptions options = model_options_for(args, communicator_.get());
   {
     // Quantizing at load reads and converts every float matrix: the slow part of such a load.
     Progress quantizing("quantizing weights", is_quantized(options.weights.quantize_to)
@@ -247,9 +291,16 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   cc.scheduler.num_kv_blocks = kv_ceiling_.num_blocks;
   cc.scheduler.enable_prefix_caching = args.enable_prefix_caching;
   cc.kv_cache_by_need = args.kv_cache_by_need;
-  core_ = std::make_unique<EngineCore>(
-      cc, std::make_unique<InProcessExecutor>(*model_, kv_spec_, args.block_size, placement,
-                                              parse_speculative_config(args.speculative_config)));
+  auto local =
+      std::make_unique<InProcessExecutor>(*model_, kv_spec_, args.block_size, placement,
+                                          parse_speculative_config(args.speculative_config));
+  if (communicator_) {
+    auto executor = std::make_unique<TensorParallelExecutor>(std::move(local), *communicator_);
+    tensor_parallel_executor_ = executor.get();
+    core_ = std::make_unique<EngineCore>(cc, std::move(executor));
+  } else {
+    core_ = std::make_unique<EngineCore>(cc, std::move(local));
+  }
   if (!placement.cpus.empty())
     spdlog::info("{} kernel threads pinned to CPUs {}", placement.num_threads,
                  fmt::join(placement.cpus, ","));
@@ -406,6 +457,29 @@ EngineStats Engine::stats() const {
   st.spec_num_accepted_tokens = core.spec_num_accepted_tokens;
   st.spec_num_accepted_tokens_per_pos = core.spec_num_accepted_tokens_per_pos;
   return st;
+}
+
+std::string Engine::communication_summary() const {
+  const TensorParallelExecutor* executor = impl_->tensor_parallel_executor_;
+  return executor != nullptr ? executor->stats_summary() : "";
+}
+
+void run_tensor_parallel_follower(const EngineArgs& args) {
+  if (args.tensor_parallel_rank < 1 || args.tensor_parallel_rank >= args.tensor_parallel_size) {
+    fail("tensor parallel: rank {} is not a follower of a group of {}", args.tensor_parallel_rank,
+         args.tensor_parallel_size);
+  }
+  ModelSource source = open_model_with_progress(args);
+  const ThreadPlacement placement = thread_placement_for(args);
+  apply_thread_placement(placement);
+  std::unique_ptr<CountingCommunicator> group = join_tensor_parallel_group(args);
+  std::unique_ptr<Model> model =
+      create_model(source.config, source.tensors, model_options_for(args, group.get()));
+  KvCacheSpec spec = model->kv_cache_spec();
+  spec.dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
+  InProcessExecutor local(*model, spec, args.block_size, placement, SpeculativeConfig{},
+                          /*samples=*/false);
+  run_tensor_parallel_follower(local, *group);
 }
 
 CacheInfo Engine::cache_info() const {

@@ -10,12 +10,13 @@ namespace pagoda {
 
 InProcessExecutor::InProcessExecutor(Model& model, const KvCacheSpec& spec, int32_t block_size,
                                      ThreadPlacement placement,
-                                     SpeculativeConfig speculative_config)
+                                     SpeculativeConfig speculative_config, bool samples)
     : model_(model),
       spec_(spec),
       block_size_(block_size),
       placement_(std::move(placement)),
-      speculative_config_(std::move(speculative_config)) {
+      speculative_config_(std::move(speculative_config)),
+      samples_(samples) {
   place_threads();  // loading quantized in parallel on this thread already; keep it placed
 }
 
@@ -45,7 +46,7 @@ double InProcessExecutor::initialize_kv_cache(int32_t num_blocks) {
     fail("KV cache pool: {}; lower --kv-cache-space", e.what());
   }
   kv_cache_ = std::make_unique<KvCache>(spec_, num_blocks, block_size_, kv_memory_.data());
-  runner_ = std::make_unique<ModelRunner>(model_, *kv_cache_, speculative_config_);
+  runner_ = std::make_unique<ModelRunner>(model_, *kv_cache_, speculative_config_, samples_);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -53,6 +54,11 @@ ModelRunnerOutput InProcessExecutor::execute_model(const SchedulerOutput& schedu
   if (!runner_) fail("executor: execute_model before initialize_kv_cache");
   place_threads();
   return runner_->execute_model(scheduler_output);
+}
+
+void InProcessExecutor::accept_sampled_tokens(std::span<const int32_t> sampled_token_ids) {
+  if (!runner_) fail("executor: accept_sampled_tokens before initialize_kv_cache");
+  runner_->accept_sampled_tokens(sampled_token_ids);
 }
 
 }  // namespace pagoda

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <thread>
 
 #include "device/device.h"
@@ -16,14 +17,17 @@ namespace pagoda {
 
 class InProcessExecutor final : public Executor {
  public:
-  // `model` must outlive the executor.
+  // `model` must outlive the executor. `samples` false: a tensor-parallel follower's runner
+  // (ModelRunner), which learns the sampled tokens through accept_sampled_tokens.
   InProcessExecutor(Model& model, const KvCacheSpec& spec, int32_t block_size,
-                    ThreadPlacement placement, SpeculativeConfig speculative_config = {});
+                    ThreadPlacement placement, SpeculativeConfig speculative_config = {},
+                    bool samples = true);
 
   const KvCacheSpec& kv_cache_spec() const override { return spec_; }
   double initialize_kv_cache(int32_t num_blocks) override;
   std::string kv_cache_memory_kind() const override { return std::string(kv_memory_.kind_name()); }
   ModelRunnerOutput execute_model(const SchedulerOutput& scheduler_output) override;
+  void accept_sampled_tokens(std::span<const int32_t> sampled_token_ids);
 
  private:
   // OpenMP settings are per thread, and the server's engine thread is not the one that built
@@ -35,6 +39,7 @@ class InProcessExecutor final : public Executor {
   int32_t block_size_;
   ThreadPlacement placement_;
   SpeculativeConfig speculative_config_;
+  bool samples_ = true;
   std::thread::id placed_thread_;
   DeviceBuffer kv_memory_;
   std::unique_ptr<KvCache> kv_cache_;

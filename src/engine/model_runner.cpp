@@ -9,8 +9,9 @@
 
 namespace pagoda {
 
-ModelRunner::ModelRunner(Model& model, KvCache& cache, const SpeculativeConfig& speculative_config)
-    : model_(model), cache_(cache), context_(host_execution_context()) {
+ModelRunner::ModelRunner(Model& model, KvCache& cache, const SpeculativeConfig& speculative_config,
+                         bool samples)
+    : model_(model), cache_(cache), sampling_(samples), context_(host_execution_context()) {
   if (speculative_config.enabled()) proposer_.emplace(speculative_config);
 }
 
@@ -22,15 +23,17 @@ void ModelRunner::update_states(const SchedulerOutput& out) {
     r.num_prompt_tokens = static_cast<int32_t>(data.prompt_token_ids.size());
     r.block_ids = data.block_ids;
     r.num_computed_tokens = data.num_computed_tokens;
-    r.sampler = std::make_unique<RequestSampler>(data.sampling_params, data.prompt_token_ids,
-                                                 data.eos_token_ids, data.sampling_seed);
-    if (data.grammar) {
-      GrammarRequestOptions options;
-      options.stop_token_ids = data.sampling_params.stop_token_ids;
-      options.reasoning_end_token_ids = data.reasoning_end_token_ids;
-      if (data.sampling_params.ignore_eos) options.masked_eos_token_ids = data.eos_token_ids;
-      r.sampler->add_logits_processor(
-          std::make_unique<GrammarLogitsProcessor>(data.grammar, std::move(options)));
+    if (sampling_) {
+      r.sampler = std::make_unique<RequestSampler>(data.sampling_params, data.prompt_token_ids,
+                                                   data.eos_token_ids, data.sampling_seed);
+      if (data.grammar) {
+        GrammarRequestOptions options;
+        options.stop_token_ids = data.sampling_params.stop_token_ids;
+        options.reasoning_end_token_ids = data.reasoning_end_token_ids;
+        if (data.sampling_params.ignore_eos) options.masked_eos_token_ids = data.eos_token_ids;
+        r.sampler->add_logits_processor(
+            std::make_unique<GrammarLogitsProcessor>(data.grammar, std::move(options)));
+      }
     }
     r.wants_logprobs = data.sampling_params.logprobs.has_value();
     r.num_top_prompt_logprobs = data.sampling_params.prompt_logprobs.value_or(0);
@@ -114,6 +117,7 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
   result.prompt_logprobs.resize(num);
   if (num == 0) return result;
   model_.forward(context_, batch_, cache_, logits_.data());
+  if (!sampling_) return result;
   compute_prompt_logprobs(out, result);
 
   // Sample every request whose last row was computed; samplers are independent.
@@ -183,6 +187,16 @@ void ModelRunner::sample_request(size_t k, const ScheduledRequest& scheduled) {
   // token per step.
   if (proposer_ && !r.wants_logprobs) {
     proposer_->propose(r.token_ids, std::numeric_limits<int32_t>::max(), drafts_[k]);
+  }
+}
+
+void ModelRunner::accept_sampled_tokens(std::span<const int32_t> sampled_token_ids) {
+  if (sampled_token_ids.size() != scheduled_.size()) {
+    fail("model runner: {} sampled tokens for a step of {} requests", sampled_token_ids.size(),
+         scheduled_.size());
+  }
+  for (size_t k = 0; k < scheduled_.size(); ++k) {
+    if (sampled_token_ids[k] >= 0) scheduled_[k]->token_ids.push_back(sampled_token_ids[k]);
   }
 }
 

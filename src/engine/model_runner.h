@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -26,12 +27,19 @@ namespace pagoda {
 class ModelRunner {
  public:
   // With speculation enabled the runner drafts each decoding request's next tokens after
-  // sampling it and verifies them in the request's next step (rejection_sampler.h).
-  ModelRunner(Model& model, KvCache& cache, const SpeculativeConfig& speculative_config = {});
+  // sampling it and verifies them in the request's next step (rejection_sampler.h). A runner
+  // that does not sample is a tensor-parallel follower's: it runs its shard of each forward
+  // pass and learns the sampled tokens from rank 0 (accept_sampled_tokens).
+  ModelRunner(Model& model, KvCache& cache, const SpeculativeConfig& speculative_config = {},
+              bool samples = true);
 
   // Applies the step's request changes, performs its block copies, runs one forward pass and
-  // samples every request whose last row was computed (and prompt logprobs where asked).
+  // samples every request whose last row was computed (and prompt logprobs where asked). A
+  // runner that does not sample returns no ids (-1 for every request).
   ModelRunnerOutput execute_model(const SchedulerOutput& scheduler_output);
+  // Appends the tokens rank 0 sampled in the last step (its sampled_token_ids: one per request
+  // of that step, -1 where none) to this runner's copies of the requests.
+  void accept_sampled_tokens(std::span<const int32_t> sampled_token_ids);
 
   int64_t num_requests() const { return static_cast<int64_t>(requests_.size()); }
 
@@ -60,6 +68,7 @@ class ModelRunner {
 
   Model& model_;
   KvCache& cache_;
+  bool sampling_ = true;
   ExecutionContext context_;  // the host's: the CPU device and this CPU's kernel table
   std::unordered_map<std::string, RunnerRequest> requests_;
   // This step's requests in batch order, and per request its first logits row (-1: none).

@@ -203,6 +203,13 @@ void DeepseekModel::forward(const ExecutionContext& ctx, const ForwardBatch& bat
 
 std::unique_ptr<Model> create_deepseek_model(const ModelConfig& config, const TensorStore& store,
                                              const ModelOptions& options) {
+  // MLA head splitting and expert parallelism are not written yet (docs/parallel.md).
+  if (options.tensor_parallel.enabled()) {
+    fail(
+        "{}: tensor parallelism is not implemented for {} (MLA attention, MoE); run it with "
+        "--tensor-parallel-size 1",
+        config.config_path, config.architecture);
+  }
   return std::make_unique<DeepseekModel>(config, store, options);
 }
 

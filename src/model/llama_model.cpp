@@ -7,6 +7,10 @@
 //   logits = lm_head(norm(h))
 // This file only says which layers, in which order, on which tensors; the layers
 // (model/layers/) do the work on the execution context they are given.
+// Tensor parallel (ModelOptions::tensor_parallel, after Megatron-LM): each rank holds
+// heads/T query heads and kv_heads/T KV heads (q/k/v column-parallel, o_proj row-parallel),
+// inter/T MLP rows (gate/up column-parallel, down row-parallel) and a vocabulary range
+// (embedding and lm_head); its KV cache holds only its KV heads.
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -23,6 +27,7 @@
 #include "model/layers/residual.h"
 #include "model/layers/rms_norm.h"
 #include "model/layers/rotary_embedding.h"
+#include "model/layers/row_parallel_linear.h"
 #include "model/model_config.h"
 #include "model/model_family.h"
 #include "model/weights.h"
@@ -35,7 +40,8 @@ struct LlamaLayer {
   RmsNorm post_attn_norm;  // [hidden]
   // q [heads*hd, hidden], k/v [kv_heads*hd, hidden] (biased in Qwen2 and Llama with
   // attention_bias), o [hidden, heads*hd] (biased with attention_bias)
-  Linear q, k, v, o;
+  Linear q, k, v;
+  RowParallelLinear o;
   GatedMlp mlp;  // gate/up [inter, hidden], down [hidden, inter] (biased with mlp_bias)
 };
 
@@ -53,6 +59,7 @@ class LlamaModel final : public Model {
  private:
   void reserve(const ExecutionContext& ctx, int64_t num_tokens);
 
+  // num_heads_ and num_kv_heads_ are this rank's (all of them on one rank).
   int64_t hidden_, intermediate_, num_layers_, num_heads_, num_kv_heads_, head_dim_, vocab_size_;
   WeightLoader weights_;
   Embedding embed_;
@@ -66,9 +73,9 @@ class LlamaModel final : public Model {
   // zeroing and faulting in memory it never touches (200 MB at R1-Distill-Qwen-1.5B's shape,
   // 21 MB and most of the start-up of `generate --model demo` once its KV pool is small).
   Activation residual_, x_;  // [T, hidden]
-  Activation q_, attn_;      // [T, heads*hd]
-  Activation k_, v_;         // [T, kv_heads*hd]
-  Activation gate_, up_;     // [T, inter]
+  Activation q_, attn_;      // [T, heads*hd]     (this rank's heads)
+  Activation k_, v_;         // [T, kv_heads*hd]  (this rank's KV heads)
+  Activation gate_, up_;     // [T, inter]        (this rank's rows)
   RotaryRows rope_rows_;
   AttentionBatch attn_batch_;
 };
@@ -77,39 +84,53 @@ LlamaModel::LlamaModel(const ModelConfig& c, const TensorStore& store, const Mod
     : hidden_(c.hidden_size),
       intermediate_(c.intermediate_size),
       num_layers_(c.num_hidden_layers),
-      num_heads_(c.num_attention_heads),
-      num_kv_heads_(c.num_key_value_heads),
+      num_heads_(options.tensor_parallel
+                     .even_split(c.num_attention_heads, "attention heads (num_attention_heads)")
+                     .count),
+      num_kv_heads_(options.tensor_parallel
+                        .even_split(c.num_key_value_heads, "KV heads (num_key_value_heads)")
+                        .count),
       head_dim_(c.head_dim),
       vocab_size_(c.vocab_size),
       weights_(store, options.weights),
       rope_(rope_params_from_config(c, c.head_dim)),
-      attention_{static_cast<int32_t>(c.num_attention_heads),
+      attention_{static_cast<int32_t>(num_heads_),
                  1.0f / std::sqrt(static_cast<float>(c.head_dim))},
       residual_(c.hidden_size),
       x_(c.hidden_size),
-      q_(c.num_attention_heads * c.head_dim),
-      attn_(c.num_attention_heads * c.head_dim),
-      k_(c.num_key_value_heads * c.head_dim),
-      v_(c.num_key_value_heads * c.head_dim),
-      gate_(c.intermediate_size),
-      up_(c.intermediate_size) {
+      q_(num_heads_ * c.head_dim),
+      attn_(num_heads_ * c.head_dim),
+      k_(num_kv_heads_ * c.head_dim),
+      v_(num_kv_heads_ * c.head_dim) {
+  const TensorParallel& tp = options.tensor_parallel;
   const auto eps = static_cast<float>(c.rms_norm_eps);
-  embed_ = Embedding::load(weights_, "model.embed_tokens.weight", vocab_size_, hidden_);
-  const int64_t q_dim = num_heads_ * head_dim_;
-  const int64_t kv_dim = num_kv_heads_ * head_dim_;
+  embed_ = Embedding::load_sharded(weights_, "model.embed_tokens.weight", vocab_size_, hidden_, tp);
+  // Rows of q are heads * head_dim, of k and v kv_heads * head_dim: rank r's heads are rows
+  // [r * heads/T * hd, ...), and its query heads map onto its KV heads as they would unsplit
+  // (GQA groups never straddle ranks, since both head counts divide by T).
+  const int64_t q_dim = c.num_attention_heads * head_dim_;
+  const int64_t kv_dim = c.num_key_value_heads * head_dim_;
+  const DimShard q_rows{tp.rank() * num_heads_ * head_dim_, num_heads_ * head_dim_};
+  const DimShard kv_rows{tp.rank() * num_kv_heads_ * head_dim_, num_kv_heads_ * head_dim_};
   layers_.resize(static_cast<size_t>(num_layers_));
   for (int64_t i = 0; i < num_layers_; ++i) {
     LlamaLayer& l = layers_[static_cast<size_t>(i)];
     const std::string p = fmt::format("model.layers.{}.", i);
     l.input_norm = RmsNorm::load(weights_, p + "input_layernorm.weight", hidden_, eps);
     l.post_attn_norm = RmsNorm::load(weights_, p + "post_attention_layernorm.weight", hidden_, eps);
-    l.q = Linear::load(weights_, p + "self_attn.q_proj", q_dim, hidden_, c.attention_bias);
-    l.k = Linear::load(weights_, p + "self_attn.k_proj", kv_dim, hidden_, c.attention_bias);
-    l.v = Linear::load(weights_, p + "self_attn.v_proj", kv_dim, hidden_, c.attention_bias);
-    l.o = Linear::load(weights_, p + "self_attn.o_proj", hidden_, q_dim, c.o_proj_bias);
-    l.mlp = GatedMlp::load(weights_, p + "mlp.", hidden_, intermediate_, c.mlp_bias);
+    l.q = Linear::load_rows(weights_, p + "self_attn.q_proj", q_dim, hidden_, q_rows,
+                            c.attention_bias);
+    l.k = Linear::load_rows(weights_, p + "self_attn.k_proj", kv_dim, hidden_, kv_rows,
+                            c.attention_bias);
+    l.v = Linear::load_rows(weights_, p + "self_attn.v_proj", kv_dim, hidden_, kv_rows,
+                            c.attention_bias);
+    l.o = RowParallelLinear::load(weights_, p + "self_attn.o_proj", hidden_, q_dim, tp,
+                                  c.o_proj_bias);
+    l.mlp = GatedMlp::load_sharded(weights_, p + "mlp.", hidden_, intermediate_, tp, c.mlp_bias);
   }
-  head_ = LogitsHead(weights_, embed_, c.tie_word_embeddings, vocab_size_, hidden_, eps);
+  gate_.set_row_size(layers_.empty() ? 0 : layers_.front().mlp.intermediate_size());
+  up_.set_row_size(gate_.row_size());
+  head_ = LogitsHead(weights_, embed_, c.tie_word_embeddings, vocab_size_, hidden_, eps, tp);
 }
 
 KvCacheSpec LlamaModel::kv_cache_spec() const {

@@ -9,6 +9,7 @@
 #include "device/execution_context.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 
 namespace pagoda {
@@ -37,6 +38,9 @@ struct ModelOptions {
   // Activation rows the scratch buffers are sized for up front (grown if ever exceeded).
   int64_t max_num_batched_tokens = 2048;
   WeightOptions weights;  // load-time quantization
+  // This process's rank of a tensor-parallel group: the model loads and computes its shard
+  // (docs/parallel.md). The default is one process holding everything.
+  TensorParallel tensor_parallel;
 };
 
 }  // namespace pagoda

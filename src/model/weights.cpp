@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <cstring>
+
 #include "kernels/quantize.h"
 #include "loader/safetensors.h"
 #include "util/error.h"
@@ -16,6 +18,54 @@ WeightView weight_rows(const WeightView& w, int64_t first, int64_t count) {
     if (w.mins) r.mins = w.mins + first * groups;
   }
   return r;
+}
+
+WeightView slice_columns(const WeightView& w, int64_t first, int64_t count, const std::string& name,
+                         std::vector<std::shared_ptr<const void>>& owned) {
+  if (first < 0 || count <= 0 || first + count > w.cols)
+    fail("{}: columns [{}, {}) are outside its {} columns", name, first, first + count, w.cols);
+  const int64_t value_bytes = dtype_row_bytes(w.dtype, count);
+  auto values = std::shared_ptr<uint8_t[]>(new uint8_t[static_cast<size_t>(w.rows * value_bytes)]);
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  const int64_t src_row_bytes = dtype_row_bytes(w.dtype, w.cols);
+  const int64_t first_byte = dtype_row_bytes(w.dtype, first);
+  WeightView out = w;
+  out.cols = count;
+  out.data = values.get();
+  if (is_quantized(w.dtype)) {
+    const int64_t g = w.group_size;
+    const bool runs = first % 32 == 0 && count % 32 == 0;
+    const bool whole_groups = count % g == 0 && first % g == 0;
+    const bool part_of_group = g % count == 0 && first / g == (first + count - 1) / g;
+    if (!runs || !(whole_groups || part_of_group)) {
+      fail(
+          "{}: a tensor-parallel shard of columns [{}, {}) does not fall on its quantization "
+          "groups of {} columns (each shard needs a multiple of 32 columns and whole groups, or a "
+          "part of one group); use another --tensor-parallel-size or group size",
+          name, first, first + count, g);
+    }
+    const int64_t src_groups = w.cols / g;
+    const int64_t groups = whole_groups ? count / g : 1;
+    out.group_size = whole_groups ? g : count;
+    auto copy_plane = [&](const uint16_t* plane) -> const uint16_t* {
+      if (plane == nullptr) return nullptr;
+      auto dst = std::shared_ptr<uint16_t[]>(new uint16_t[static_cast<size_t>(w.rows * groups)]);
+      for (int64_t r = 0; r < w.rows; ++r) {
+        std::memcpy(dst.get() + r * groups, plane + r * src_groups + first / g,
+                    static_cast<size_t>(groups) * sizeof(uint16_t));
+      }
+      owned.push_back(dst);
+      return dst.get();
+    };
+    out.scales = copy_plane(w.scales);
+    out.mins = copy_plane(w.mins);
+  }
+  for (int64_t r = 0; r < w.rows; ++r) {
+    std::memcpy(values.get() + r * value_bytes, src + r * src_row_bytes + first_byte,
+                static_cast<size_t>(value_bytes));
+  }
+  owned.push_back(values);
+  return out;
 }
 
 DType parse_quantization(const std::string& name) {
@@ -68,17 +118,24 @@ WeightView WeightLoader::matrix(const std::string& name, int64_t rows, int64_t c
   return out;
 }
 
-WeightView WeightLoader::prepare(const WeightView& stored, const std::string& name) {
+int64_t WeightLoader::load_group_size(const WeightView& stored) {
   const DType to = options_.quantize_to;
-  if (!is_quantized(to) || is_quantized(stored.dtype)) return stored;
+  if (!is_quantized(to) || is_quantized(stored.dtype)) return 0;
   const int64_t group =
       options_.group_size > 0 ? options_.group_size : default_group_size(to, stored.cols);
   // Kernels work on runs of 32 values: a matrix whose rows do not split into whole groups
   // (e.g. stories260K's 172-wide MLP) stays in its float type, as llama.cpp falls back too.
   if (stored.cols % group != 0 || group % 32 != 0) {
     ++num_kept_float_;
-    return stored;
+    return 0;
   }
+  return group;
+}
+
+WeightView WeightLoader::prepare(const WeightView& stored, const std::string& name) {
+  const int64_t group = load_group_size(stored);
+  if (group == 0) return stored;
+  const DType to = options_.quantize_to;
   QuantizedMatrix q = quantize_matrix(stored, to, group);
   if (options_.progress != nullptr)
     options_.progress->advance(static_cast<uint64_t>(pagoda::weight_bytes(stored)));
@@ -89,6 +146,41 @@ WeightView WeightLoader::prepare(const WeightView& stored, const std::string& na
   weight_bytes_ += q.size_bytes;
   if (options_.on_quantized) options_.on_quantized(name, q.view);
   return q.view;
+}
+
+WeightView WeightLoader::matrix_rows(const std::string& name, int64_t rows, int64_t cols,
+                                     int64_t first, int64_t count) {
+  if (first < 0 || count <= 0 || first + count > rows)
+    fail("{}: rows [{}, {}) are outside its {} rows", name, first, first + count, rows);
+  const WeightView w = weight_rows(view_of(name, rows, cols), first, count);
+  num_parameters_ += count * cols;
+  const WeightView out = prepare(w, name);
+  if (out.data == w.data) weight_bytes_ += pagoda::weight_bytes(w);  // else prepare counted it
+  return out;
+}
+
+WeightView WeightLoader::matrix_columns(const std::string& name, int64_t rows, int64_t cols,
+                                        int64_t first, int64_t count) {
+  const WeightView stored = view_of(name, rows, cols);
+  num_parameters_ += rows * count;
+  WeightView source = stored;
+  QuantizedMatrix whole;  // the whole matrix quantized, dropped once its columns are copied
+  if (const int64_t group = load_group_size(stored); group > 0) {
+    whole = quantize_matrix(stored, options_.quantize_to, group);
+    whole.view.int8_activations = options_.int8_activations;
+    source = whole.view;
+  }
+  const WeightView out = slice_columns(source, first, count, name, owned_);
+  weight_bytes_ += pagoda::weight_bytes(out);
+  return out;
+}
+
+std::vector<float> WeightLoader::vector_range(const std::string& name, int64_t n, int64_t first,
+                                              int64_t count) {
+  std::vector<float> all = vector(name, n);
+  num_parameters_ -= n - count;
+  weight_bytes_ -= (n - count) * static_cast<int64_t>(sizeof(float));
+  return {all.begin() + first, all.begin() + first + count};
 }
 
 std::vector<float> WeightLoader::vector(const std::string& name, int64_t n) {

@@ -38,6 +38,15 @@ struct WeightOptions {
 // a stacked matrix); scale planes follow for quantized types.
 WeightView weight_rows(const WeightView& w, int64_t first, int64_t count);
 
+// Columns [first, first + count) of `w` as a matrix of its own, copied into `owned` (values,
+// scales, mins). Float types take any range. Quantized rows are cut where the groups allow it:
+// first and count multiples of 32 (the kernels' runs, and int4's packing), and either whole
+// groups (count a multiple of the group size) or a part of one group (the group a multiple of
+// count, as a per-channel scale is): the part keeps that group's scale. Throws Error naming
+// `name` otherwise.
+WeightView slice_columns(const WeightView& w, int64_t first, int64_t count, const std::string& name,
+                         std::vector<std::shared_ptr<const void>>& owned);
+
 // "int8" / "int4" / "" (none) → WeightOptions::quantize_to; throws on anything else.
 DType parse_quantization(const std::string& name);
 int64_t default_group_size(DType quantize_to, int64_t cols);
@@ -57,6 +66,22 @@ class WeightLoader {
   // A [n] vector widened to fp32.
   std::vector<float> vector(const std::string& name, int64_t n);
 
+  // Tensor-parallel shards (docs/parallel.md). Rows [first, first + count) of the [rows, cols]
+  // matrix `name`, quantized per the options: the shard of a column-parallel linear (its heads,
+  // its intermediate rows, its vocabulary range). Rows are independent in every format, so the
+  // shard is a view of the stored rows, or the quantization of just those rows, which gives the
+  // same values as quantizing the whole matrix.
+  WeightView matrix_rows(const std::string& name, int64_t rows, int64_t cols, int64_t first,
+                         int64_t count);
+  // Columns [first, first + count) of the [rows, cols] matrix `name`, quantized per the options:
+  // the shard of a row-parallel linear. A copy the loader owns. Quantizing at load happens on
+  // the whole matrix first (a per-channel int8 scale depends on the whole row); quantized columns
+  // are cut at group boundaries (see slice_columns). Throws Error otherwise.
+  WeightView matrix_columns(const std::string& name, int64_t rows, int64_t cols, int64_t first,
+                            int64_t count);
+  // Elements [first, first + count) of the [n] vector `name`, widened to fp32.
+  std::vector<float> vector_range(const std::string& name, int64_t n, int64_t first, int64_t count);
+
   const TensorStore& store() const { return store_; }
   int64_t num_parameters() const { return num_parameters_; }
   // Resident bytes of everything loaded (mapped, quantized copies and widened vectors).
@@ -68,6 +93,8 @@ class WeightLoader {
 
  private:
   WeightView view_of(const std::string& name, int64_t rows, int64_t cols) const;
+  // The group a float matrix is quantized with at load, or 0 when it is kept as stored.
+  int64_t load_group_size(const WeightView& stored);
 
   const TensorStore& store_;
   WeightOptions options_;

@@ -117,7 +117,7 @@ TEST(VllmCommandLine, ParallelismAboveOneAndBadValuesAreClearErrors) {
   };
   const std::string model = (scratch.dir / "m").string();
   const Case cases[] = {
-      {{"serve", model, "-tp", "2"}, {}, "tensor parallelism is not available yet"},
+      {{"serve", model, "-tp", "0"}, {}, "--tensor-parallel-size"},
       {{"serve", model, "--pipeline-parallel-size", "4"}, {}, "pipeline parallelism"},
       {{"serve", model, "--device", "cuda"}, {}, "--device"},
       {{"serve", model, "--max-model-len", "1.5K"}, {}, "decimals need a decimal suffix"},

@@ -11,6 +11,7 @@
 
 #include "tools/pagoda/commands.h"
 #include "tools/pagoda/engine_options.h"
+#include "tools/pagoda/tensor_parallel_launch.h"
 #include "util/error.h"
 
 namespace pagoda::cli {
@@ -137,6 +138,8 @@ int run_generate(const GenerateFlags& f) {
   if (num_sources != 1) fail("give exactly one of --prompt, --chat or --prompts-file");
   EngineArgs args = f.engine.to_engine_args();
   args.kv_cache_by_need = true;  // the prompts at hand, not a quarter of the machine
+  if (args.tensor_parallel_rank > 0) return run_follower_rank(args);
+  const FollowerRanks followers(args);  // -tp N: ranks 1..N-1, waited for after the engine
   Engine engine(args);
   const SamplingParams defaults = f.sampling.apply(engine.default_sampling_params());
 
@@ -184,6 +187,8 @@ int run_generate(const GenerateFlags& f) {
   }
   std::fflush(stdout);
   print_stats(outputs);
+  if (const std::string comm = engine.communication_summary(); !comm.empty())
+    std::fprintf(stderr, "%s\n", comm.c_str());
   return 0;
 }
 
@@ -193,6 +198,7 @@ Command register_generate(CLI::App& app) {
   auto flags = std::make_shared<GenerateFlags>();
   CLI::App* sub = app.add_subcommand("generate", "Generate text offline for prompts");
   add_engine_options(sub, flags->engine);
+  add_tensor_parallel_options(sub, flags->engine.args);
   add_sampling_options(sub, flags->sampling);
   sub->add_option("--prompt", flags->prompts, "Prompt text (repeatable)");
   sub->add_option("--chat", flags->chat, "A user message, wrapped in the model's chat template");

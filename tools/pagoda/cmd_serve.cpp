@@ -24,6 +24,7 @@
 #include "tools/pagoda/commands.h"
 #include "tools/pagoda/engine_options.h"
 #include "tools/pagoda/http_options.h"
+#include "tools/pagoda/tensor_parallel_launch.h"
 #include "tools/pagoda/vllm_compat.h"
 #include "util/error.h"
 
@@ -104,6 +105,7 @@ int run_serve(ServeFlags& f) {
   apply_http_options(*f.command, f.http, f.server);
   spdlog::info("server args (non-default): {}", non_default_server_flags(*f.command));
   EngineArgs args = f.engine.to_engine_args();
+  if (args.tensor_parallel_rank > 0) return run_follower_rank(args);
   args.reasoning_parser = f.server.reasoning_parser;  // a grammar starts after </think>
   if (!f.server.reasoning_parser.empty() && f.server.reasoning_parser != "deepseek_r1") {
     fail("--reasoning-parser must be deepseek_r1, got '{}'", f.server.reasoning_parser);
@@ -122,6 +124,9 @@ int run_serve(ServeFlags& f) {
   if (f.shutdown_timeout_s < 0)
     fail("--shutdown-timeout must not be negative, got {}", f.shutdown_timeout_s);
   f.server.version = PAGODA_VERSION;
+  // -tp N: ranks 1..N-1 (started before signals are blocked, which they would inherit), waited
+  // for after the engine, which tells them to stop as it goes.
+  const FollowerRanks followers(args);
 
   // Signals go to one thread that waits for them; every other thread inherits the blocked mask.
   sigset_t signals;
@@ -198,6 +203,7 @@ Command register_serve(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
   f->command = sub;
   add_engine_options(sub, f->engine);
+  add_tensor_parallel_options(sub, f->engine.args);
   add_vllm_serve_options(sub, f->vllm);
   add_http_options(sub, f->http, f->server);
   server::ServerOptions& s = f->server;

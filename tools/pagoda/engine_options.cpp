@@ -173,7 +173,7 @@ std::string cpu_bind_from_vllm(const std::string& value) {
   if (value.find('|') != std::string::npos) {
     fail(
         "VLLM_CPU_OMP_THREADS_BIND='{}' gives one CPU list per tensor-parallel rank; Pagoda "
-        "runs one rank (tensor parallelism is not available yet), so give one list",
+        "takes one list for every rank (per-rank lists are not implemented), so give one list",
         value);
   }
   return value;

@@ -113,7 +113,6 @@ void add_vllm_serve_options(CLI::App* serve, VllmServeFlags& f) {
                     "YAML file of options in vLLM's form (`max-model-len: 4096`, `enforce-eager: "
                     "true`, lists for multi-value options); the command line wins");
   const std::pair<const char*, int*> sizes[] = {
-      {"--tensor-parallel-size", &f.tensor_parallel_size},
       {"--pipeline-parallel-size", &f.pipeline_parallel_size},
       {"--data-parallel-size", &f.data_parallel_size},
   };
@@ -179,7 +178,6 @@ void apply_vllm_serve_options(const CLI::App& serve, const VllmServeFlags& f, En
     }
     engine.args.model = f.model_tag;
   }
-  check_parallel_size("--tensor-parallel-size", f.tensor_parallel_size, "tensor parallelism");
   check_parallel_size("--pipeline-parallel-size", f.pipeline_parallel_size, "pipeline parallelism");
   check_parallel_size("--data-parallel-size", f.data_parallel_size, "data parallelism");
   if (f.dtype != "auto") {

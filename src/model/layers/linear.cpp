@@ -28,6 +28,15 @@ Linear Linear::load(WeightLoader& loader, const std::string& prefix, int64_t row
   return l;
 }
 
+Linear Linear::load_rows(WeightLoader& loader, const std::string& prefix, int64_t rows,
+                         int64_t cols, DimShard shard, bool with_bias) {
+  if (shard.first == 0 && shard.count == rows) return load(loader, prefix, rows, cols, with_bias);
+  Linear l;
+  l.weight = loader.matrix_rows(prefix + ".weight", rows, cols, shard.first, shard.count);
+  if (with_bias) l.bias = loader.vector_range(prefix + ".bias", rows, shard.first, shard.count);
+  return l;
+}
+
 void Linear::forward(const ExecutionContext& ctx, const float* x, int64_t num_tokens, float* y,
                      int64_t ldy) const {
   ops::matmul(ctx.kernels(), x, num_tokens, weight, y, ldy);

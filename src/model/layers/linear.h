@@ -11,6 +11,7 @@
 
 #include "device/execution_context.h"
 #include "kernels/kernels.h"
+#include "model/tensor_parallel.h"
 
 namespace pagoda {
 
@@ -24,6 +25,10 @@ struct Linear {
   // [rows] when `with_bias`.
   static Linear load(WeightLoader& loader, const std::string& prefix, int64_t rows, int64_t cols,
                      bool with_bias = false);
+  // Column-parallel: this rank's output rows `shard` of the [rows, cols] weight (and bias). Its
+  // outputs are this rank's part of y and need no communication.
+  static Linear load_rows(WeightLoader& loader, const std::string& prefix, int64_t rows,
+                          int64_t cols, DimShard shard, bool with_bias = false);
 
   int64_t out_features() const { return weight.rows; }
   int64_t in_features() const { return weight.cols; }

@@ -1,0 +1,124 @@
+// One rank of a tensor-parallel forward pass, as a program of its own (the test launches every
+// rank, and the one-process reference, with posix_spawn: no rank inherits another's OpenMP
+// state through fork):
+//   tp_forward MODEL_DIR OUT_FILE JOB_ID RANK WORLD_SIZE QUANTIZATION
+// WORLD_SIZE 1 runs the model whole, with no communicator. The schedule is fixed: two prompts
+// (ids spread over the vocabulary) prefilled in one batch, then kSteps greedy decode steps of
+// both. Rank 0 writes, for every step, each sequence's greedy token (int32) and its logits row
+// (fp32 [vocab]). QUANTIZATION: none, int8 or int4 (at load), optionally with a group size
+// (int8/64).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/host_context.h"
+#include "loader/safetensors.h"
+#include "model/forward_batch.h"
+#include "model/gguf_model.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+#include "model/model_registry.h"
+#include "model/model_source.h"
+#include "parallel/shm_communicator.h"
+
+using namespace pagoda;
+
+namespace {
+
+constexpr int32_t kBlockSize = 4;
+constexpr int kSteps = 6;
+
+struct Sequence {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> block_table;
+  int32_t num_computed = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 7) {
+    std::fprintf(stderr, "usage: %s MODEL_DIR OUT_FILE JOB_ID RANK WORLD_SIZE QUANT\n", argv[0]);
+    return 2;
+  }
+  try {
+    const std::string dir = argv[1];
+    const int rank = std::atoi(argv[4]);
+    const int world_size = std::atoi(argv[5]);
+    const std::string quantization = argv[6];
+    std::unique_ptr<ShmCommunicator> comm;
+    if (world_size > 1) {
+      ShmCommunicatorOptions options;
+      options.job_id = argv[3];
+      options.rank = rank;
+      options.world_size = world_size;
+      comm = std::make_unique<ShmCommunicator>(options);
+    }
+    ModelSource source = open_model_source(dir);
+    ModelOptions options;
+    const size_t slash = quantization.find('/');
+    options.weights.quantize_to = parse_quantization(quantization.substr(0, slash));
+    if (slash != std::string::npos)
+      options.weights.group_size = std::stoll(quantization.substr(slash + 1));
+    options.tensor_parallel = TensorParallel(comm.get());
+    std::unique_ptr<Model> model = create_model(source.config, source.tensors, options);
+    const int64_t vocab = model->vocab_size();
+
+    std::vector<Sequence> seqs(2);
+    const int32_t lengths[] = {7, 11};
+    int32_t next_block = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      for (int32_t p = 0; p < lengths[i]; ++p)
+        seqs[i].ids.push_back(static_cast<int32_t>((37 * p + 101 * i + 3) % vocab));
+      const int32_t num_blocks = (lengths[i] + kSteps + kBlockSize - 1) / kBlockSize;
+      for (int32_t b = 0; b < num_blocks; ++b) seqs[i].block_table.push_back(next_block++);
+    }
+    const KvCacheSpec spec = model->kv_cache_spec();
+    std::vector<float> memory(
+        static_cast<size_t>(KvCache::bytes_needed(spec, next_block, kBlockSize) / 4 + 1));
+    KvCache cache(spec, next_block, kBlockSize, memory.data());
+
+    FILE* out = rank == 0 ? std::fopen(argv[2], "wb") : nullptr;
+    if (rank == 0 && out == nullptr) throw std::runtime_error("cannot write the output file");
+    std::vector<float> logits;
+    for (int step = 0; step <= kSteps; ++step) {
+      ForwardBatch batch;
+      for (Sequence& s : seqs) {
+        ForwardSequence fs;
+        fs.token_begin = static_cast<int32_t>(batch.token_ids.size());
+        fs.num_tokens = static_cast<int32_t>(s.ids.size()) - s.num_computed;
+        fs.context_len = static_cast<int32_t>(s.ids.size());
+        fs.block_table = s.block_table.data();
+        fs.needs_logits = true;
+        for (int32_t p = s.num_computed; p < fs.context_len; ++p) {
+          batch.token_ids.push_back(s.ids[static_cast<size_t>(p)]);
+          batch.positions.push_back(p);
+          batch.slot_mapping.push_back(int64_t{s.block_table[static_cast<size_t>(p / kBlockSize)]} *
+                                           kBlockSize +
+                                       p % kBlockSize);
+        }
+        s.num_computed = fs.context_len;
+        batch.sequences.push_back(fs);
+      }
+      logits.assign(static_cast<size_t>(batch.num_logit_rows() * vocab), 0.0f);
+      model->forward(host_execution_context(), batch, cache, logits.data());
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const float* row = logits.data() + static_cast<int64_t>(i) * vocab;
+        const auto token = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+        seqs[i].ids.push_back(token);
+        if (out != nullptr) {
+          std::fwrite(&token, sizeof(token), 1, out);
+          std::fwrite(row, sizeof(float), static_cast<size_t>(vocab), out);
+        }
+      }
+    }
+    if (out != nullptr && std::fclose(out) != 0) throw std::runtime_error("write failed");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %s: error: %s\n", argv[4], e.what());
+    return 1;
+  }
+  return 0;
+}
