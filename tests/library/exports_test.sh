@@ -4,7 +4,7 @@
 # symbols, e.g. the standard library's template instantiations, are the toolchain's.)
 set -euo pipefail
 library=$1
-public='^(pagoda::(Engine|Error|AsyncEngine|AsyncEngineObserver|EngineBackend|EngineUnavailableError|OutputQueue)(::|$)|pagoda::make_engine_backend\(|pagoda::version\(\)|pagoda::log_to_stderr\()'
+public='^(pagoda::(Engine|Error|AsyncEngine|AsyncEngineObserver|EngineBackend|EngineUnavailableError|OutputQueue)(::|$)|pagoda::make_engine_backend\(|pagoda::run_tensor_parallel_follower\(|pagoda::version\(\)|pagoda::log_to_stderr\()'
 symbols=$(nm -D --defined-only -C "$library" | cut -d' ' -f3- | sed -E 's/^(typeinfo name for|typeinfo for|vtable for) //')
 leaked=$(grep -E '^pagoda::' <<<"$symbols" | grep -vE "$public" || true)
 if [ -n "$leaked" ]; then
