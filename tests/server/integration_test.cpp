@@ -126,6 +126,31 @@ class ServeProcess : public ::testing::Test {
                                  : "";
   }
 
+  // Why the agent-library scripts (LangChain JS, the Vercel AI SDK, zod) cannot run here, or "".
+  static std::string missing_client_libraries() {
+    if (std::system("command -v node >/dev/null 2>&1") != 0) return "node is not installed";
+    const fs::path modules = pagoda::test::source_dir() / "tests/node/node_modules";
+    for (const char* package :
+         {"@langchain/openai", "@langchain/core", "ai", "@ai-sdk/openai", "zod"}) {
+      if (!fs::exists(modules / package))
+        return std::string("run `npm install` in tests/node for ") + package;
+    }
+    return "";
+  }
+
+  // Runs tests/server/SCRIPT with node against the server: its exit status, its output in *log.
+  static int run_client_script(const std::string& script, std::string* log) {
+    const fs::path source = pagoda::test::source_dir();
+    const fs::path out = dir_ / (script + ".log");
+    const std::string cmd =
+        "PAGODA_BASE_URL=http://127.0.0.1:" + std::to_string(port_) + " PAGODA_API_KEY=" + kApiKey +
+        " NODE_PATH=" + (source / "tests/node/node_modules").string() + " timeout 300 node " +
+        (source / "tests/server" / script).string() + " > " + out.string() + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    *log = read_file(out);
+    return rc;
+  }
+
   static inline fs::path dir_, log_;
   static inline pid_t pid_ = -1;
   static inline int port_ = 0;
@@ -150,21 +175,17 @@ TEST_F(ServeProcess, OpenAiNodeSdk) {
 // LangChain JS withStructuredOutput (jsonSchema and jsonMode) and the Vercel AI SDK's
 // generateObject, each with a zod schema, against the server (structured_clients_test.cjs).
 TEST_F(ServeProcess, LangChainAndVercelStructuredOutput) {
-  const fs::path source = pagoda::test::source_dir();
-  const fs::path modules = source / "tests/node/node_modules";
-  if (std::system("command -v node >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
-  for (const char* package : {"@langchain/openai", "ai", "@ai-sdk/openai", "zod"}) {
-    if (!fs::exists(modules / package))
-      GTEST_SKIP() << "run `npm install` in tests/node for " << package;
-  }
-  const fs::path out = dir_ / "structured_clients.log";
-  const std::string cmd = "PAGODA_BASE_URL=http://127.0.0.1:" + std::to_string(port_) +
-                          " PAGODA_API_KEY=" + kApiKey + " NODE_PATH=" + modules.string() +
-                          " timeout 300 node " +
-                          (source / "tests/server/structured_clients_test.cjs").string() + " > " +
-                          out.string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  EXPECT_EQ(rc, 0) << read_file(out);
+  if (const std::string why = missing_client_libraries(); !why.empty()) GTEST_SKIP() << why;
+  std::string log;
+  EXPECT_EQ(run_client_script("structured_clients_test.cjs", &log), 0) << log;
+}
+
+// Forced tool calls (`required` and named) through LangChain JS bindTools (invoke and stream)
+// and the Vercel AI SDK's generateText and streamText, with zod tools (tool_clients_test.cjs).
+TEST_F(ServeProcess, LangChainAndVercelToolCalls) {
+  if (const std::string why = missing_client_libraries(); !why.empty()) GTEST_SKIP() << why;
+  std::string log;
+  EXPECT_EQ(run_client_script("tool_clients_test.cjs", &log), 0) << log;
 }
 
 TEST_F(ServeProcess, EchoWithLogprobsFromTheRealEngine) {

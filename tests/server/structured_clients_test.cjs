@@ -11,6 +11,7 @@ const { z } = require('zod');
 const { ChatOpenAI } = require('@langchain/openai');
 const { generateObject } = require('ai');
 const { createOpenAI } = require('@ai-sdk/openai');
+const { closerBias } = require('./closer_bias.cjs');
 
 const serverURL = process.env.PAGODA_BASE_URL;
 const baseURL = serverURL + '/v1';
@@ -25,29 +26,10 @@ const Person = z.object({
   manager: z.string().max(6).nullable(),
 });
 
-// A random model rarely draws the one token that closes a string or a structure among the
-// hundreds the grammar allows inside it; favouring those few keeps answers within max_tokens.
-// The bias changes which allowed token is drawn, never what the grammar allows.
-async function closerBias() {
-  const bias = {};
-  for (const text of ['"', ',', '}', ']']) {
-    const res = await fetch(serverURL + '/tokenize', {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${apiKey}` },
-      body: JSON.stringify({ prompt: text, add_special_tokens: false }),
-    });
-    assert.equal(res.status, 200);
-    const { tokens } = await res.json();
-    assert.equal(tokens.length, 1, `'${text}' is one token`);
-    bias[tokens[0]] = 4;
-  }
-  return bias;
-}
-
 async function main() {
   const models = await (await fetch(baseURL + '/models', { headers: { Authorization: `Bearer ${apiKey}` } })).json();
   const model = models.data[0].id;
-  const bias = await closerBias();
+  const bias = await closerBias(serverURL, apiKey);
   const prompt = 'Describe a person as JSON.';
 
   // LangChain, jsonSchema: the zod schema goes to the server as response_format json_schema,
