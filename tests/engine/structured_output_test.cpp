@@ -13,12 +13,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
+#include "common/pcre2_full_match.h"
+#include "demo/model_generator.h"
 #include "engine/structured_outputs.h"
 #include "grammar/grammar_error.h"
-#include "demo/model_generator.h"
 #include "pagoda/engine.h"
 #include "tiny_model.h"
 #include "util/error.h"
@@ -26,6 +24,7 @@
 namespace pagoda {
 namespace {
 
+using test::Pcre2FullMatch;
 using test::tiny_model_dir;
 
 Engine& engine() {
@@ -148,39 +147,6 @@ TEST(StructuredOutputTest, RegexAndChoice) {
   }
 }
 
-// Whole-string matching by PCRE2, the reference for regex outputs (its ECMAScript-escape mode,
-// as the patterns below are written for JavaScript and Python alike).
-class Pcre2FullMatch {
- public:
-  explicit Pcre2FullMatch(const std::string& pattern) {
-    int error = 0;
-    PCRE2_SIZE offset = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                          PCRE2_UTF | PCRE2_ALT_BSUX | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &error,
-                          &offset, nullptr);
-    if (code_) data_ = pcre2_match_data_create_from_pattern(code_, nullptr);
-  }
-  ~Pcre2FullMatch() {
-    pcre2_match_data_free(data_);
-    pcre2_code_free(code_);
-  }
-  bool ok() const { return code_ != nullptr; }
-  bool matches(const std::string& s) const {
-    return pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, data_,
-                       nullptr) >= 0;
-  }
-  // `s` can be continued into a match.
-  bool prefix_of_match(const std::string& s) const {
-    const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0,
-                               PCRE2_PARTIAL_HARD, data_, nullptr);
-    return rc >= 0 || rc == PCRE2_ERROR_PARTIAL;
-  }
-
- private:
-  pcre2_code* code_ = nullptr;
-  pcre2_match_data* data_ = nullptr;
-};
-
 // Patterns of the kinds requests send (identifiers, dates, phone numbers, enumerations, simple
 // markup), written so that a random model reaches their end within max_tokens.
 const char* const kRequestPatterns[] = {
@@ -223,7 +189,9 @@ TEST(StructuredOutputTest, RegexOutputsMatchUnderPcre2) {
   int num_checked = 0;
   for (const char* pattern : kRequestPatterns) {
     SCOPED_TRACE(pattern);
-    const Pcre2FullMatch reference(pattern);
+    // PCRE2 in its ECMAScript-escape mode: the patterns are written for JavaScript and Python
+    // alike.
+    const Pcre2FullMatch reference(pattern, PCRE2_ALT_BSUX);
     ASSERT_TRUE(reference.ok());
     StructuredOutputsParams so;
     so.regex = pattern;

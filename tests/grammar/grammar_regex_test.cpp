@@ -6,9 +6,7 @@
 #include <random>
 #include <regex>
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
+#include "common/pcre2_full_match.h"
 #include "grammar/grammar_error.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex_parser.h"
@@ -17,6 +15,7 @@
 namespace pagoda::grammar {
 namespace {
 
+using pagoda::test::Pcre2FullMatch;
 using test::accepts;
 using test::byte_grammar;
 
@@ -101,31 +100,6 @@ TEST(Regex, AgreesWithStdRegex) {
   }
 }
 
-// Whole-string matching with PCRE2 in UTF mode.
-class Pcre2Pattern {
- public:
-  explicit Pcre2Pattern(const std::string& pattern) {
-    int error = 0;
-    PCRE2_SIZE offset = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), PCRE2_ZERO_TERMINATED,
-                          PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &error, &offset, nullptr);
-    if (code_) data_ = pcre2_match_data_create_from_pattern(code_, nullptr);
-  }
-  ~Pcre2Pattern() {
-    pcre2_match_data_free(data_);
-    pcre2_code_free(code_);
-  }
-  bool ok() const { return code_ != nullptr; }
-  bool matches(const std::string& s) const {
-    return pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, data_,
-                       nullptr) >= 0;
-  }
-
- private:
-  pcre2_code* code_ = nullptr;
-  pcre2_match_data* data_ = nullptr;
-};
-
 // Characters of `text` (UTF-8), as strings.
 std::vector<std::string> characters_of(const std::string& text) {
   std::vector<std::string> out;
@@ -160,7 +134,7 @@ TEST(Regex, AgreesWithPcre2OnUnicode) {
     std::string theirs = raw;
     for (size_t at; (at = theirs.find("\\u0301")) != std::string::npos;)
       theirs.replace(at, 6, "\\x{301}");
-    const Pcre2Pattern reference(theirs);
+    const Pcre2FullMatch reference(theirs);
     ASSERT_TRUE(reference.ok());
     const auto grammar = byte_grammar(regex_grammar(ours));
     std::vector<std::string> sentences;
@@ -235,7 +209,7 @@ TEST(Regex, UnsupportedFeaturesAreErrors) {
 TEST(Regex, WhatPcre2CannotCompileIsRefused) {
   for (const char* pattern : {"(?<n>a)(?<n>b)", "a{2}{3}", "a**", "(?<1a>x)", "[\\d-z]"}) {
     SCOPED_TRACE(pattern);
-    EXPECT_FALSE(Pcre2Pattern(pattern).ok());
+    EXPECT_FALSE(Pcre2FullMatch(pattern).ok());
     try {
       regex_grammar(pattern);
       ADD_FAILURE() << "accepted";
