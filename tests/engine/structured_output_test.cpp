@@ -248,6 +248,19 @@ TEST(StructuredOutputTest, GreedyEbnfFollowsTheGrammar) {
   }
 }
 
+using Ids = std::vector<int32_t>;
+
+// The ids among `num_rows` logit rows that `processor` leaves unmasked.
+Ids allowed_ids(GrammarLogitsProcessor& processor, int64_t num_rows) {
+  std::vector<float> logits(static_cast<size_t>(num_rows), 1.0f);
+  processor.apply(logits.data(), num_rows);
+  Ids ids;
+  for (int32_t id = 0; id < num_rows; ++id) {
+    if (logits[static_cast<size_t>(id)] == 1.0f) ids.push_back(id);
+  }
+  return ids;
+}
+
 // The processor alone, on a vocabulary small enough to list what each step must allow.
 TEST(GrammarLogitsProcessorTest, MasksAdvancesAndRollsBack) {
   auto vocabulary = std::make_shared<const grammar::Vocabulary>(
@@ -256,16 +269,7 @@ TEST(GrammarLogitsProcessorTest, MasksAdvancesAndRollsBack) {
   GrammarLogitsProcessor processor(compiler.regex("ab?c"));
   // Ids past the vocabulary (padding rows of the embedding) are never allowed.
   constexpr int64_t kRows = 8;
-  auto allowed = [&] {
-    std::vector<float> logits(kRows, 0.0f);
-    processor.apply(logits.data(), kRows);
-    std::vector<int32_t> ids;
-    for (int32_t id = 0; id < kRows; ++id) {
-      if (logits[static_cast<size_t>(id)] == 0.0f) ids.push_back(id);
-    }
-    return ids;
-  };
-  using Ids = std::vector<int32_t>;
+  auto allowed = [&] { return allowed_ids(processor, kRows); };
   EXPECT_EQ(allowed(), (Ids{0, 2}));  // "a", "ab"
   processor.accept(0);
   EXPECT_EQ(allowed(), (Ids{1, 3}));  // "b", "c"
@@ -292,16 +296,7 @@ TEST(GrammarLogitsProcessorTest, RequestStopIdsEndTheGrammar) {
   options.stop_token_ids = {4, 6};
   GrammarLogitsProcessor processor(compiler.regex("ab?c"), options);
   constexpr int64_t kRows = 8;
-  auto allowed = [&] {
-    std::vector<float> logits(kRows, 1.0f);
-    processor.apply(logits.data(), kRows);
-    std::vector<int32_t> ids;
-    for (int32_t id = 0; id < kRows; ++id) {
-      if (logits[static_cast<size_t>(id)] == 1.0f) ids.push_back(id);
-    }
-    return ids;
-  };
-  using Ids = std::vector<int32_t>;
+  auto allowed = [&] { return allowed_ids(processor, kRows); };
   EXPECT_EQ(allowed(), (Ids{0, 2}));
   processor.accept(0);
   EXPECT_EQ(allowed(), (Ids{1, 3}));
@@ -326,16 +321,7 @@ TEST(GrammarLogitsProcessorTest, ConstraintStartsAfterTheThinkEnd) {
   options.masked_eos_token_ids = {6};        // ignore_eos
   GrammarLogitsProcessor processor(compiler.regex("ab?c"), options);
   constexpr int64_t kRows = 7;
-  auto allowed = [&] {
-    std::vector<float> logits(kRows, 1.0f);
-    processor.apply(logits.data(), kRows);
-    std::vector<int32_t> ids;
-    for (int32_t id = 0; id < kRows; ++id) {
-      if (logits[static_cast<size_t>(id)] == 1.0f) ids.push_back(id);
-    }
-    return ids;
-  };
-  using Ids = std::vector<int32_t>;
+  auto allowed = [&] { return allowed_ids(processor, kRows); };
   const Ids free = {0, 1, 2, 3, 4, 5};
   EXPECT_FALSE(processor.active());
   EXPECT_EQ(allowed(), free);
