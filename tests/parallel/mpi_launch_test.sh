@@ -101,16 +101,16 @@ run_over_veth() {
   namespaces+=("$b")
   ip link add "$va" type veth peer name "$vb" 2>"$scratch/ip.err" ||
     skip "cannot create a veth pair: $(cat "$scratch/ip.err")"
-  ip link set "$va" netns "$a" && ip link set "$vb" netns "$b" &&
+  if ! { ip link set "$va" netns "$a" && ip link set "$vb" netns "$b" &&
     ip -n "$a" addr add 10.233.77.1/24 dev "$va" && ip -n "$b" addr add 10.233.77.2/24 dev "$vb" &&
     ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up &&
-    ip -n "$a" link set lo up && ip -n "$b" link set lo up || die "veth setup failed"
+    ip -n "$a" link set lo up && ip -n "$b" link set lo up; }; then
+    die "veth setup failed"
+  fi
   if [ -n "$1" ]; then
-    for end in "$a $va" "$b $vb"; do
-      set -- "$1" $end
-      ip netns exec "$2" tc qdisc add dev "$3" root netem delay "$1" 2>"$scratch/tc.err" ||
-        skip "no netem here (tc qdisc add ... netem: $(cat "$scratch/tc.err"))"
-    done
+    ip netns exec "$a" tc qdisc add dev "$va" root netem delay "$1" 2>"$scratch/tc.err" ||
+      skip "no netem here (tc qdisc add ... netem: $(cat "$scratch/tc.err"))"
+    ip netns exec "$b" tc qdisc add dev "$vb" root netem delay "$1" || die "netem on $vb"
     echo "netem: $1 each way between 10.233.77.1 and 10.233.77.2"
   fi
   local agent=$scratch/enter_namespace.sh
