@@ -7,7 +7,11 @@
 //   memcpy = one-thread memcpy of the same buffer, GB/s (the copy bandwidth a rank has)
 // and busbw / memcpy: reduce-scatter + all-gather copies each byte in, reads it once to sum and
 // copies it out, so a ratio near 1/2 means the communicator runs at the machine's copy speed.
-// Usage: bench_allreduce [--ranks N] [--max-mib M] [--bf16] [--iters K]
+// With --mpi, under `mpirun -np N bench_allreduce --mpi`, the ranks are MPI processes instead
+// (MpiCommunicator; across machines, or network namespaces, what the network gives): the small
+// sizes then measure the per-collective latency and the large ones the bandwidth that
+// docs/parallel.md's model takes (scripts/measure_parallel.sh runs both).
+// Usage: bench_allreduce [--ranks N] [--min-bytes B] [--max-mib M] [--bf16] [--iters K] [--mpi]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +24,9 @@
 #include <vector>
 
 #include "parallel/shm_communicator.h"
+#if PAGODA_HAVE_MPI
+#include "parallel/mpi_communicator.h"
+#endif
 
 namespace {
 
@@ -27,9 +34,11 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   int ranks = 2;
+  size_t min_bytes = 4096;
   size_t max_bytes = size_t{64} << 20;
   bool bf16 = false;
   int iters = 20;  // timed calls per size (fewer for the largest sizes, at least 3)
+  bool mpi = false;
 };
 
 int iterations_for(const Options& options, size_t bytes) {
@@ -55,24 +64,29 @@ double memcpy_gbps(size_t bytes, int iters) {
   return static_cast<double>(bytes) / best / 1e9;
 }
 
-void run_rank(const Options& options, const std::string& job_id, int rank,
+// The memcpy bandwidth of every size the ranks will sum.
+std::vector<double> memcpy_by_size(const Options& options) {
+  std::vector<double> gbps;
+  for (size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 4) {
+    gbps.push_back(memcpy_gbps(bytes, iterations_for(options, bytes)));
+  }
+  return gbps;
+}
+
+void run_rank(const Options& options, pagoda::Communicator& comm, const std::string& transport,
               const std::vector<double>& memcpy_by_size) {
-  pagoda::ShmCommunicatorOptions comm_options;
-  comm_options.job_id = job_id;
-  comm_options.rank = rank;
-  comm_options.world_size = options.ranks;
-  pagoda::ShmCommunicator comm(comm_options);
+  const int rank = comm.rank();
   const pagoda::DType dtype = options.bf16 ? pagoda::DType::kBF16 : pagoda::DType::kF32;
   const size_t element_bytes = options.bf16 ? 2 : 4;
   std::vector<char> buffer(options.max_bytes, 0);
   if (rank == 0) {
-    std::printf("%d ranks, %s, slot %zu KiB per rank\n", options.ranks,
-                options.bf16 ? "bf16" : "fp32", comm_options.slot_bytes >> 10);
+    std::printf("%d ranks, %s, %s\n", options.ranks, options.bf16 ? "bf16" : "fp32",
+                transport.c_str());
     std::printf("%12s %10s %10s %10s %10s %8s\n", "bytes", "time_us", "algbw", "busbw", "memcpy",
                 "bus/cpy");
   }
   size_t index = 0;
-  for (size_t bytes = 4096; bytes <= options.max_bytes; bytes *= 4, ++index) {
+  for (size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 4, ++index) {
     const size_t count = bytes / element_bytes;
     const int iters = iterations_for(options, bytes);
     comm.all_reduce_sum(buffer.data(), count, dtype);  // warm-up: faults pages, fills caches
@@ -101,6 +115,10 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--ranks" && i + 1 < argc) {
       options.ranks = std::atoi(argv[++i]);
+    } else if (arg == "--min-bytes" && i + 1 < argc) {
+      options.min_bytes = static_cast<size_t>(std::atol(argv[++i]));
+    } else if (arg == "--mpi") {
+      options.mpi = true;
     } else if (arg == "--max-mib" && i + 1 < argc) {
       options.max_bytes = static_cast<size_t>(std::atol(argv[++i])) << 20;
     } else if (arg == "--iters" && i + 1 < argc) {
@@ -108,26 +126,65 @@ int main(int argc, char** argv) {
     } else if (arg == "--bf16") {
       options.bf16 = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--ranks N] [--max-mib M] [--bf16] [--iters K]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--ranks N] [--min-bytes B] [--max-mib M] [--bf16] [--iters K] "
+                   "[--mpi]\n",
+                   argv[0]);
       return 2;
     }
   }
-  if (options.ranks < 2 || options.max_bytes < 4096) {
-    std::fprintf(stderr, "need --ranks >= 2 and --max-mib >= 1\n");
+  if (options.min_bytes < 4 || options.min_bytes % 4 != 0 ||
+      options.max_bytes < options.min_bytes) {
+    std::fprintf(stderr, "need --min-bytes a multiple of 4, at most --max-mib\n");
+    return 2;
+  }
+  if (options.mpi) {
+#if PAGODA_HAVE_MPI
+    try {
+      pagoda::MpiCommunicator comm;
+      options.ranks = comm.world_size();
+      if (options.ranks < 2) {
+        std::fprintf(stderr, "--mpi: run under mpirun -np N with N >= 2\n");
+        return 2;
+      }
+      // memcpy first, each rank after the previous one, so they never compete for the bus.
+      std::vector<double> copy;
+      for (int r = 0; r < options.ranks; ++r) {
+        if (r == comm.rank()) copy = memcpy_by_size(options);
+        comm.barrier();
+      }
+      run_rank(options, comm, "MPI", copy);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 1;
+    }
+    return 0;
+#else
+    std::fprintf(stderr, "--mpi: this build has no MPI (libopenmpi-dev)\n");
+    return 2;
+#endif
+  }
+  if (options.ranks < 2) {
+    std::fprintf(stderr, "need --ranks >= 2\n");
     return 2;
   }
   // memcpy first, before any rank runs, so the two never compete for the memory bus.
-  std::vector<double> memcpy_by_size;
-  for (size_t bytes = 4096; bytes <= options.max_bytes; bytes *= 4) {
-    memcpy_by_size.push_back(memcpy_gbps(bytes, iterations_for(options, bytes)));
-  }
+  const std::vector<double> copy = memcpy_by_size(options);
   const std::string job_id = "bench-allreduce-" + std::to_string(getpid());
   std::vector<pid_t> children;
   for (int rank = 0; rank < options.ranks; ++rank) {
     const pid_t pid = fork();
     if (pid == 0) {
       try {
-        run_rank(options, job_id, rank, memcpy_by_size);
+        pagoda::ShmCommunicatorOptions comm_options;
+        comm_options.job_id = job_id;
+        comm_options.rank = rank;
+        comm_options.world_size = options.ranks;
+        pagoda::ShmCommunicator comm(comm_options);
+        run_rank(options, comm,
+                 "shared memory, slot " + std::to_string(comm_options.slot_bytes >> 10) +
+                     " KiB per rank",
+                 copy);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
         _exit(1);

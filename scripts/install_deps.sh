@@ -26,6 +26,7 @@ tests=(
   python3-cryptography                                 # the encrypted weight format, re-read
   prometheus                                           # promtool parses /metrics in tests
   curl openssl                                         # the tests' HTTPS certificates
+  iproute2                                             # ip netns / tc netem: MPI ranks over veth
 )
 # The AArch64 kernels, cross-built and tested under qemu (scripts/cross-build.sh, tests/cross):
 # on x86-64 only, with Debian's arm64 libraries through multiarch.

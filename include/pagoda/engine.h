@@ -106,6 +106,10 @@ struct EngineArgs {
   int32_t tensor_parallel_size = 1;
   int32_t tensor_parallel_rank = 0;
   std::string tensor_parallel_job_id;
+  // The ranks are MPI processes (`mpirun -np N pagoda ...`, possibly on several machines): the
+  // group is MPI_COMM_WORLD, whose size must be tensor_parallel_size and whose rank this
+  // process's tensor_parallel_rank; no job id. Needs a build with MPI.
+  bool tensor_parallel_mpi = false;
 };
 
 struct TokenLogprobInfo {

@@ -13,7 +13,10 @@ import itertools
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
+import time
 import warnings
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -84,12 +87,44 @@ def _kv_cache_space_bytes(kv_cache_space: Union[None, int, float, str]) -> int:
     return int(kv_cache_space * 1024**3)
 
 
+def _start_followers(args: Dict[str, Any], size: int) -> List[subprocess.Popen]:
+    """For tensor_parallel_size > 1: adds rank 0's group to args and starts ranks 1..size-1,
+    each `python -m pagoda._follower` with the same arguments (as `pagoda generate -tp N` starts
+    copies of itself). They leave when rank 0's engine shuts down, or die with this process."""
+    if size == 1:
+        return []
+    args["tensor_parallel_size"] = size
+    args["tensor_parallel_job_id"] = f"pagoda-py-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+    followers = []
+    for rank in range(1, size):
+        rank_args = dict(args, tensor_parallel_rank=rank)
+        followers.append(subprocess.Popen(
+            [sys.executable, "-m", "pagoda._follower", str(os.getpid()), json.dumps(rank_args)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
+    return followers
+
+
+def _stop_followers(followers: List[subprocess.Popen]) -> None:
+    for p in followers:
+        p.terminate()
+    for p in followers:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 class LLM:
     """A model loaded for offline batch generation, as vLLM's LLM.
 
     Generation releases the GIL: other Python threads run while a batch is computed. One LLM
     serves one generate/chat/stream at a time; a second one meanwhile (from another thread, or
     inside a stream's loop) raises RuntimeError.
+
+    tensor_parallel_size=N (Llama, Qwen2) starts ranks 1..N-1 as processes of their own
+    (`python -m pagoda._follower`) on this machine, as `pagoda generate -tp N` does; this process
+    is rank 0 and its OpenMP threads become its share of the CPUs.
     """
 
     def __init__(
@@ -106,11 +141,13 @@ class LLM:
         seed: Optional[int] = None,
         **kwargs: Any,
     ) -> None:
-        if tensor_parallel_size != 1 or pipeline_parallel_size != 1:
+        if pipeline_parallel_size != 1:
             raise ValueError(
-                f"tensor_parallel_size={tensor_parallel_size}, pipeline_parallel_size="
-                f"{pipeline_parallel_size}: Pagoda's Python LLM runs the model in one process; "
-                "use 1 (the default)")
+                f"pipeline_parallel_size={pipeline_parallel_size}: Pagoda's Python LLM has no "
+                "pipeline parallelism; use 1 (the default)")
+        if not isinstance(tensor_parallel_size, int) or tensor_parallel_size < 1:
+            raise ValueError(
+                f"tensor_parallel_size must be a positive int, got {tensor_parallel_size!r}")
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
         if dtype != "auto":
@@ -147,7 +184,13 @@ class LLM:
 
         level = os.environ.get("PAGODA_LOG_LEVEL") or os.environ.get("VLLM_LOGGING_LEVEL")
         _pagoda.log_to_stderr(level or "info")
-        self._engine = _pagoda.Engine(args)
+        # Ranks 1..N-1 first: every rank loads its shard, then they join rank 0's engine.
+        self._followers = _start_followers(args, tensor_parallel_size)
+        try:
+            self._engine = _pagoda.Engine(args)
+        except BaseException:
+            _stop_followers(self._followers)
+            raise
         self._request_counter = itertools.count()
         # The engine runs one batch at a time, stepped by whoever holds this.
         self._busy = threading.Lock()

@@ -65,6 +65,12 @@ const std::map<std::string, FieldSetter>& engine_arg_setters() {
        [](EngineArgs& a, const py::handle& v) { set_from(a.int8_activations, v); }},
       {"speculative_config",
        [](EngineArgs& a, const py::handle& v) { set_from(a.speculative_config, v); }},
+      {"tensor_parallel_size",
+       [](EngineArgs& a, const py::handle& v) { set_from(a.tensor_parallel_size, v); }},
+      {"tensor_parallel_rank",
+       [](EngineArgs& a, const py::handle& v) { set_from(a.tensor_parallel_rank, v); }},
+      {"tensor_parallel_job_id",
+       [](EngineArgs& a, const py::handle& v) { set_from(a.tensor_parallel_job_id, v); }},
   };
   return setters;
 }

@@ -131,6 +131,15 @@ PYBIND11_MODULE(_pagoda, m) {
   py::register_exception<Error>(m, "Error", PyExc_ValueError);
   m.def("version", [] { return std::string(pagoda::version()); });
   m.def("log_to_stderr", &pagoda::log_to_stderr, py::arg("level"));
+  // A tensor-parallel follower rank (pagoda._follower): returns when rank 0 shuts down.
+  m.def(
+      "run_tensor_parallel_follower",
+      [](const py::dict& args) {
+        const EngineArgs engine_args = python::engine_args_from_dict(args);
+        py::gil_scoped_release release;
+        run_tensor_parallel_follower(engine_args);
+      },
+      py::arg("args"));
   bind_outputs(m);
   bind_engine(m);
 }

@@ -33,6 +33,9 @@
 #include "model/model_registry.h"
 #include "model/model_source.h"
 #include "parallel/counting_communicator.h"
+#if PAGODA_HAVE_MPI
+#include "parallel/mpi_communicator.h"
+#endif
 #include "parallel/shm_communicator.h"
 #include "template/chat_template.h"
 #include "template/chat_template_options.h"
@@ -184,7 +187,26 @@ ThreadPlacement thread_placement_for(const EngineArgs& args) {
 
 // The tensor-parallel group of args' rank, over shared memory, one rank per NUMA node when
 // the machine has several (ranks beyond the node count wrap around); nullptr for one process.
+// The group of args' rank over MPI (launched by mpirun): MPI numbers the ranks, and they must
+// be the ones the arguments name.
+std::unique_ptr<CountingCommunicator> join_mpi_group(const EngineArgs& args) {
+#if PAGODA_HAVE_MPI
+  auto mpi = std::make_unique<MpiCommunicator>();
+  if (mpi->world_size() != args.tensor_parallel_size || mpi->rank() != args.tensor_parallel_rank) {
+    fail("tensor parallel: MPI says rank {} of {}, the arguments rank {} of {}", mpi->rank(),
+         mpi->world_size(), args.tensor_parallel_rank, args.tensor_parallel_size);
+  }
+  spdlog::info("tensor parallel: rank {} of {} over MPI", mpi->rank(), mpi->world_size());
+  return std::make_unique<CountingCommunicator>(std::move(mpi));
+#else
+  fail(
+      "tensor parallel over MPI: this pagoda was built without MPI (install libopenmpi-dev and "
+      "rebuild)");
+#endif
+}
+
 std::unique_ptr<CountingCommunicator> join_tensor_parallel_group(const EngineArgs& args) {
+  if (args.tensor_parallel_mpi) return join_mpi_group(args);
   if (args.tensor_parallel_size <= 1) return nullptr;
   if (args.tensor_parallel_job_id.empty())
     fail("--tensor-parallel-size {}: no job id to find the other ranks by",

@@ -29,9 +29,12 @@ MpiCommunicator::MpiCommunicator() {
   int initialized = 0;
   check(MPI_Initialized(&initialized), "MPI_Initialized");
   if (!initialized) {
-    // The engine thread alone calls MPI.
+    // One thread at a time calls MPI, but not always the one that initialised it: a server
+    // builds its engine on the main thread and steps it on the engine thread.
     int provided = 0;
-    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    if (provided < MPI_THREAD_SERIALIZED)
+      fail("MPI_Init_thread: this MPI cannot be called from more than one thread");
     finalize_ = true;
   }
   // Errors come back as codes (turned into Error), not as an abort of the whole job.

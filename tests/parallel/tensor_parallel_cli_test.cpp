@@ -1,7 +1,7 @@
-// `pagoda generate -tp N`: rank 0 starts its follower ranks (copies of itself) and the greedy
-// tokens are those of one process, for Llama and Qwen2 in bf16, int8 and GGUF Q8_0, and for the
-// real stories260K; a follower killed mid-generation makes generate fail with the reason, soon,
-// instead of hanging. Ranks are oversubscribed on this 2-core machine.
+// `pagoda generate -tp N` (and chat, bench): rank 0 starts its follower ranks (copies of itself)
+// and the greedy tokens are those of one process, for Llama and Qwen2 in bf16, int8 and GGUF Q8_0,
+// and for the real stories260K; a follower killed mid-generation makes generate fail with the
+// reason, soon, instead of hanging. Ranks are oversubscribed on this 2-core machine.
 #include <signal.h>
 
 #include <filesystem>
@@ -134,6 +134,47 @@ TEST(TensorParallelGenerate, DeepSeekIsRefused) {
                             scratch.dir(), {}, 120s);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("tensor parallelism is not implemented"), std::string::npos) << r.err;
+}
+
+// `pagoda chat -tp 2`: the same answer as one process.
+TEST(TensorParallelChat, AnswersAsOneProcess) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  const std::string model = tiny_model(scratch, "LlamaForCausalLM");
+  std::vector<std::string> answers;
+  for (const char* tp : {"1", "2"}) {
+    PagodaProcess p(
+        {"chat", "--model", model, "--temperature", "0", "--max-tokens", "12", "-tp", tp},
+        scratch.dir());
+    p.write_stdin("hello there\n");
+    p.close_stdin();
+    ASSERT_EQ(p.wait_exit(120s), 0) << p.err();
+    answers.push_back(p.out());
+  }
+  EXPECT_FALSE(answers[0].empty());
+  EXPECT_EQ(answers[1], answers[0]);
+}
+
+// `pagoda bench latency/throughput -tp 2` run the ranks and report what they communicated.
+TEST(TensorParallelBench, LatencyAndThroughputReportCommunication) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  const std::string model = tiny_model(scratch, "LlamaForCausalLM");
+  const auto latency =
+      run_pagoda({"bench", "latency", "--model", model, "--input-len", "16", "--output-len", "8",
+                  "--batch-size", "2", "--num-iters", "1", "--json", "-tp", "2"},
+                 scratch.dir(), {}, 120s);
+  ASSERT_EQ(latency.exit_code, 0) << latency.err;
+  EXPECT_GT(nlohmann::json::parse(latency.out).at("tg_tokens_per_s").get<double>(), 0.0);
+  EXPECT_NE(latency.err.find("tensor parallel (2 ranks) communication: decode"), std::string::npos)
+      << latency.err;
+  const auto throughput = run_pagoda({"bench", "throughput", "--model", model, "--num-prompts", "4",
+                                      "--input-len", "16", "--output-len", "8", "-tp", "2"},
+                                     scratch.dir(), {}, 120s);
+  ASSERT_EQ(throughput.exit_code, 0) << throughput.err;
+  EXPECT_NE(throughput.out.find("Throughput:"), std::string::npos) << throughput.out;
+  EXPECT_NE(throughput.err.find("tensor parallel (2 ranks) communication"), std::string::npos)
+      << throughput.err;
 }
 
 // pids of processes whose command line holds every one of `parts`.

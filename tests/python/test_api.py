@@ -210,9 +210,9 @@ class LLMTest(unittest.TestCase):
 
 
 class ConstructionTest(unittest.TestCase):
-    def test_tensor_parallel_is_a_clear_error(self):
-        with self.assertRaisesRegex(ValueError, "tensor_parallel_size=2"):
-            LLM(model=MODEL, tensor_parallel_size=2)
+    def test_pipeline_parallel_is_a_clear_error(self):
+        with self.assertRaisesRegex(ValueError, "pipeline_parallel_size=2"):
+            LLM(model=MODEL, pipeline_parallel_size=2)
 
     def test_missing_model_names_the_path(self):
         with self.assertRaisesRegex(pagoda.Error, "no-such-model"):
@@ -237,6 +237,23 @@ class ConstructionTest(unittest.TestCase):
                                                  "lookahead": 1})
         with self.assertRaisesRegex(pagoda.Error, '"mtp" is not supported yet'):
             LLM(model=MODEL, speculative_config={"method": "mtp", "num_speculative_tokens": 1})
+
+
+# Last (unittest runs classes by name): rank 0's engine gives OpenMP its share of the CPUs, for the
+# whole process, which would slow the other classes' timing checks.
+class TensorParallelTest(unittest.TestCase):
+    def test_tensor_parallel_generates_as_one_process(self):
+        # Rank 1 is a process of its own; greedy tokens are those of one process. (The tiny
+        # preset has 2 KV heads: 2 ranks at most.)
+        prompts = ["Once upon a time", "The sky"]
+        params = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+        one = [o.outputs[0].token_ids for o in LLM(model=MODEL).generate(prompts, params)]
+        llm = LLM(model=MODEL, tensor_parallel_size=2)
+        self.assertEqual([o.outputs[0].token_ids for o in llm.generate(prompts, params)], one)
+        followers = llm._followers
+        self.assertEqual(len(followers), 1)
+        del llm  # rank 0's engine shuts down: the follower leaves
+        self.assertEqual(followers[0].wait(timeout=30), 0)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 
 #include "tools/pagoda/commands.h"
 #include "tools/pagoda/engine_options.h"
+#include "tools/pagoda/tensor_parallel_launch.h"
 #include "util/error.h"
 
 namespace pagoda::cli {
@@ -58,7 +59,11 @@ struct ThroughputFlags {
 
 int run_throughput(const ThroughputFlags& f) {
   init_runtime(f.engine);
-  Engine engine(f.engine.to_engine_args());
+  EngineArgs args = f.engine.to_engine_args();
+  adopt_mpi_rank(args);  // under mpirun: this process is one rank of its world
+  if (args.tensor_parallel_rank > 0) return run_follower_rank(args);
+  const FollowerRanks followers(args);  // -tp N: ranks 1..N-1, waited for after the engine
+  Engine engine(args);
   std::mt19937_64 rng(0);
   const int32_t vocab = prompt_vocab(engine);
   SamplingParams p;
@@ -97,6 +102,8 @@ int run_throughput(const ThroughputFlags& f) {
         result["output_tokens_per_s"].get<double>(), result["total_tokens_per_s"].get<double>(),
         elapsed);
   }
+  if (const std::string comm = engine.communication_summary(); !comm.empty())
+    std::fprintf(stderr, "%s\n", comm.c_str());
   return 0;
 }
 
@@ -151,6 +158,9 @@ int run_latency(const LatencyFlags& f) {
   args.max_num_seqs = std::max(args.max_num_seqs, f.batch_size);
   args.enable_prefix_caching = false;  // random prompts would not hit anyway; keep runs independent
   args.kv_cache_by_need = true;        // sized by the warm-up run
+  adopt_mpi_rank(args);                // under mpirun: this process is one rank of its world
+  if (args.tensor_parallel_rank > 0) return run_follower_rank(args);
+  const FollowerRanks followers(args);  // -tp N: ranks 1..N-1, waited for after the engine
   Engine engine(args);
   std::mt19937_64 rng(0);
   const int32_t vocab = prompt_vocab(engine);
@@ -186,6 +196,9 @@ int run_latency(const LatencyFlags& f) {
                 result["decode_step_p99_ms"].get<double>(),
                 result["tg_tokens_per_s"].get<double>());
   }
+  // -tp N: what the collectives cost per decode step and prefill token (docs/parallel.md).
+  if (const std::string comm = engine.communication_summary(); !comm.empty())
+    std::fprintf(stderr, "%s\n", comm.c_str());
   return 0;
 }
 
@@ -196,6 +209,7 @@ Command register_bench_engine(CLI::App& app) {
   CLI::App* throughput = bench_command(app)->add_subcommand(
       "throughput", "Offline throughput on random prompts (like vLLM's benchmark_throughput)");
   add_engine_options(throughput, tf->engine);
+  add_tensor_parallel_options(throughput, tf->engine.args);
   throughput->add_option("--num-prompts", tf->num_prompts)->capture_default_str();
   throughput->add_option("--input-len", tf->input_len)->capture_default_str();
   throughput->add_option("--output-len", tf->output_len)->capture_default_str();
@@ -207,6 +221,7 @@ Command register_bench_engine(CLI::App& app) {
       "latency",
       "Prefill time and per-step decode latency of one batch (like vLLM's benchmark_latency)");
   add_engine_options(latency, lf->engine);
+  add_tensor_parallel_options(latency, lf->engine.args);
   latency->add_option("--batch-size", lf->batch_size)->capture_default_str();
   latency->add_option("--input-len", lf->input_len)->capture_default_str();
   latency->add_option("--output-len", lf->output_len)->capture_default_str();

@@ -21,6 +21,7 @@
 #include "tools/pagoda/chat_history.h"
 #include "tools/pagoda/commands.h"
 #include "tools/pagoda/engine_options.h"
+#include "tools/pagoda/tensor_parallel_launch.h"
 #include "util/error.h"
 
 namespace pagoda::cli {
@@ -152,6 +153,9 @@ int run_chat(const ChatFlags& f) {
   init_runtime(f.engine);
   EngineArgs args = f.engine.to_engine_args();
   args.kv_cache_by_need = true;  // grows with the conversation
+  adopt_mpi_rank(args);          // under mpirun: this process is one rank of its world
+  if (args.tensor_parallel_rank > 0) return run_follower_rank(args);
+  const FollowerRanks followers(args);  // -tp N: ranks 1..N-1, waited for after the engine
   Engine engine(args);
   SamplingParams params = f.sampling.apply(engine.default_sampling_params());
   params.n = 1;
@@ -231,6 +235,7 @@ Command register_chat(CLI::App& app) {
       "Interactive chat in the terminal (answers use the context left, at most --max-tokens; "
       "the oldest turns are dropped when it is full)");
   add_engine_options(sub, flags->engine);
+  add_tensor_parallel_options(sub, flags->engine.args);
   add_sampling_options(sub, flags->sampling);
   sub->add_option("--system", flags->system_prompt, "System prompt");
   return [flags] { return run_chat(*flags); };

@@ -138,6 +138,7 @@ int run_generate(const GenerateFlags& f) {
   if (num_sources != 1) fail("give exactly one of --prompt, --chat or --prompts-file");
   EngineArgs args = f.engine.to_engine_args();
   args.kv_cache_by_need = true;  // the prompts at hand, not a quarter of the machine
+  adopt_mpi_rank(args);          // under mpirun: this process is one rank of its world
   if (args.tensor_parallel_rank > 0) return run_follower_rank(args);
   const FollowerRanks followers(args);  // -tp N: ranks 1..N-1, waited for after the engine
   Engine engine(args);

@@ -105,6 +105,7 @@ int run_serve(ServeFlags& f) {
   apply_http_options(*f.command, f.http, f.server);
   spdlog::info("server args (non-default): {}", non_default_server_flags(*f.command));
   EngineArgs args = f.engine.to_engine_args();
+  adopt_mpi_rank(args);  // under mpirun: this process is one rank of its world
   if (args.tensor_parallel_rank > 0) return run_follower_rank(args);
   args.reasoning_parser = f.server.reasoning_parser;  // a grammar starts after </think>
   if (!f.server.reasoning_parser.empty() && f.server.reasoning_parser != "deepseek_r1") {

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
@@ -50,12 +53,41 @@ bool reap_before(pid_t pid, std::chrono::steady_clock::time_point deadline, int&
   }
 }
 
+// An integer environment variable, or -1 when unset or not a number.
+int environment_int(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return -1;
+  char* end = nullptr;
+  const long n = std::strtol(value, &end, 10);
+  return *end == '\0' && n >= 0 && n <= INT_MAX ? static_cast<int>(n) : -1;
+}
+
 }  // namespace
+
+void adopt_mpi_rank(EngineArgs& args) {
+  int size = environment_int("OMPI_COMM_WORLD_SIZE");
+  int rank = environment_int("OMPI_COMM_WORLD_RANK");
+  if (size < 0 || rank < 0) {
+    size = environment_int("PMI_SIZE");
+    rank = environment_int("PMI_RANK");
+  }
+  if (size <= 1 || rank < 0) return;
+  if (size != args.tensor_parallel_size) {
+    fail(
+        "started as {} MPI processes, but --tensor-parallel-size is {}: run mpirun -np N with "
+        "--tensor-parallel-size N",
+        size, args.tensor_parallel_size);
+  }
+  if (!args.tensor_parallel_job_id.empty() || args.tensor_parallel_rank != 0)
+    fail("under mpirun, MPI numbers the ranks: no --tensor-parallel-rank or -job-id");
+  args.tensor_parallel_mpi = true;
+  args.tensor_parallel_rank = rank;
+}
 
 void add_tensor_parallel_options(CLI::App* app, EngineArgs& a) {
   app->add_option("--tensor-parallel-size", a.tensor_parallel_size,
-                  "Ranks to split Llama/Qwen2 models over on this machine (vLLM's -tp), one "
-                  "process per rank, bound one per NUMA node")
+                  "Ranks to split Llama/Qwen2 models over (vLLM's -tp): on this machine one "
+                  "process per rank, bound one per NUMA node; under mpirun, the MPI world")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   // Set by rank 0 on the ranks it starts; hidden from --help.
@@ -64,7 +96,8 @@ void add_tensor_parallel_options(CLI::App* app, EngineArgs& a) {
 }
 
 FollowerRanks::FollowerRanks(EngineArgs& args) {
-  if (args.tensor_parallel_size <= 1 || args.tensor_parallel_rank != 0) return;
+  if (args.tensor_parallel_size <= 1 || args.tensor_parallel_rank != 0 || args.tensor_parallel_mpi)
+    return;
   args.tensor_parallel_job_id =
       fmt::format("pagoda-tp-{}-{}", getpid(),
                   std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000);
@@ -113,9 +146,15 @@ FollowerRanks::~FollowerRanks() {
 }
 
 int run_follower_rank(const EngineArgs& args) {
-  // Rank 0 gone before the group formed: nothing would tell this rank, so die with it.
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (getppid() == 1) return 1;
+  if (args.tensor_parallel_mpi) {
+    // mpirun gathers every rank's stdout into its own, which carries rank 0's output alone.
+    if (std::freopen("/dev/null", "w", stdout) == nullptr)
+      spdlog::warn("tensor parallel: cannot silence rank {}'s stdout", args.tensor_parallel_rank);
+  } else {
+    // Rank 0 gone before the group formed: nothing would tell this rank, so die with it.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() == 1) return 1;
+  }
   run_tensor_parallel_follower(args);
   return 0;
 }

@@ -16,7 +16,12 @@ namespace pagoda::cli {
 // --tensor-parallel-size (-tp), and the hidden flags a follower rank is started with.
 void add_tensor_parallel_options(CLI::App* app, EngineArgs& args);
 
-// The processes of ranks 1..N-1, started by rank 0.
+// Started by mpirun (Open MPI's OMPI_COMM_WORLD_* or a PMI's PMI_* variables name a world of
+// more than one process): args become that rank of an MPI group, which must be as large as
+// --tensor-parallel-size. Fails with the reason when they differ. Does nothing otherwise.
+void adopt_mpi_rank(EngineArgs& args);
+
+// The processes of ranks 1..N-1, started by rank 0 (not under mpirun, which starts them).
 class FollowerRanks {
  public:
   // When args ask for N > 1 ranks and this is rank 0: gives args a job id and starts the
@@ -32,8 +37,9 @@ class FollowerRanks {
   std::vector<pid_t> pids_;
 };
 
-// A follower rank (args.tensor_parallel_rank >= 1): dies with its parent, then runs
-// run_tensor_parallel_follower. Returns the exit code.
+// A follower rank (args.tensor_parallel_rank >= 1): dies with its parent (unless under mpirun,
+// which stops the job when a rank ends), then runs run_tensor_parallel_follower. Returns the
+// exit code.
 int run_follower_rank(const EngineArgs& args);
 
 }  // namespace pagoda::cli
