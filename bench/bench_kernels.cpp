@@ -3,7 +3,15 @@
 //    streamed and as a fraction of the read bandwidth probe (bandwidth.h);
 //  - prefill GFLOP/s at 128 and 512 tokens;
 //  - the selected ISA against the scalar reference table on the same work.
-// Threads: OMP_NUM_THREADS (default: every core). Usage: bench_kernels [repeats]
+// Threads: OMP_NUM_THREADS (default: every core).
+// Usage: bench_kernels [repeats] [--isa NAME] [--attention]
+//   --isa NAME     force a kernel table (avx2 on an AVX-512 CPU: the AVX2 figures)
+//   --attention    instead, causal prefill attention of one prompt at the DeepSeek-Coder-1.3B
+//                  shape (16 heads of 128, fp16 paged cache, blocks of 16) for 512- and
+//                  4096-token prompts: time per prompt token, GFLOP/s (q.k and p.v, 2 * 16 *
+//                  (128 + 128) * L(L+1)/2) as a share of the fp32 FMA peak measured in the
+//                  same run, and the 4096/512 ratio of the per-token times. Attention is the
+//                  only part of a prefill whose cost per token grows with the prompt.
 //
 // Each figure is also given per CPU-second of this process (user + system time): on a machine
 // shared with other work, wall time counts time the scheduler gave to others, CPU time does not.
@@ -14,11 +22,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "compute_peak.h"
+#include "kernels/attention.h"
 #include "kernels/bandwidth.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
@@ -100,15 +113,75 @@ void matmul_with(const pagoda::KernelTable& table, const float* x, int64_t num_t
   }
 }
 
+// The --attention table.
+void prefill_attention(int repeats, const pagoda::bench::ComputePeak& peak) {
+  constexpr int32_t kHeads = 16, kHeadDim = 128, kBlock = 16;
+  std::printf(
+      "prefill attention, one prompt, %d heads x %d, fp16 cache, blocks of %d (best of %d); "
+      "%%fma: of the fp32 FMA peak above\n",
+      kHeads, kHeadDim, kBlock, repeats);
+  std::printf("  %6s %10s %12s %9s %7s %12s %9s\n", "tokens", "ms/prompt", "us/token", "GFLOP/s",
+              "%fma", "GFLOP/s/CPU", "%fma/CPU");
+  double per_token_512 = 0.0;
+  for (const int32_t len : {512, 4096}) {
+    const int32_t num_blocks = len / kBlock;
+    const int64_t values = int64_t{num_blocks} * kBlock * kHeads * kHeadDim;
+    std::vector<uint16_t> k(static_cast<size_t>(values)), v(static_cast<size_t>(values));
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (auto& h : k) h = pagoda::f32_to_f16(dist(rng));
+    for (auto& h : v) h = pagoda::f32_to_f16(dist(rng));
+    pagoda::PagedKvLayer cache{k.data(), v.data(), kBlock, kHeads, kHeadDim, kHeadDim, DType::kF16};
+    std::vector<int32_t> table(static_cast<size_t>(num_blocks));
+    for (int32_t b = 0; b < num_blocks; ++b) table[static_cast<size_t>(b)] = b;
+    const pagoda::AttentionSequence seq{0, len, len, table.data()};
+    const std::vector<float> q = random_f32(int64_t{len} * kHeads * kHeadDim, 4);
+    std::vector<float> out(q.size());
+    const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    const Timing t = best_of(repeats, [&] {
+      pagoda::paged_attention(q.data(), kHeads, cache, &seq, 1, scale, out.data());
+    });
+    const double flops =
+        2.0 * kHeads * (2.0 * kHeadDim) * (static_cast<double>(len) * (len + 1) / 2.0);
+    const double gflops = flops / t.wall_s / 1e9, per_cpu = flops / t.cpu_s / 1e9;
+    const double per_token = t.wall_s / len;
+    if (len == 512) per_token_512 = per_token;
+    std::printf("  %6d %10.2f %12.2f %9.1f %6.1f%% %12.1f %8.1f%%\n", len, t.wall_s * 1e3,
+                per_token * 1e6, gflops, 100.0 * gflops / peak.fp32_gflops, per_cpu,
+                100.0 * per_cpu / peak.fp32_gflops_per_cpu);
+    if (len == 4096) {
+      std::printf("  attention per token, 4096 vs 512 tokens: %.2fx\n", per_token / per_token_512);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int repeats = argc > 1 ? std::atoi(argv[1]) : 5;
+  int repeats = 5;
+  bool attention = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--isa") == 0 && i + 1 < argc) {
+      pagoda::set_kernel_isa(argv[++i]);
+    } else if (std::strcmp(argv[i], "--attention") == 0) {
+      attention = true;
+    } else {
+      repeats = std::atoi(argv[i]);
+    }
+  }
   const int threads = omp_get_max_threads();
   const pagoda::KernelTable& fast = pagoda::kernels();
   const pagoda::KernelTable& scalar = *pagoda::kernels_for("scalar");
   std::printf("ISA %s%s, %d thread%s\n", fast.isa,
               fast.matmul_bf16_activations ? " (vdpbf16ps)" : "", threads, threads == 1 ? "" : "s");
+  if (attention) {
+    const pagoda::bench::ComputePeak peak =
+        pagoda::bench::measure_compute_peak(threads, std::strcmp(fast.isa, "avx2") == 0);
+    std::printf("fp32 FMA peak (%s): %.1f GFLOP/s, %.1f per CPU-s\n", peak.fp32_instructions,
+                peak.fp32_gflops, peak.fp32_gflops_per_cpu);
+    prefill_attention(repeats, peak);
+    return 0;
+  }
 
   pagoda::BandwidthOptions probe;
   probe.num_threads = threads;

@@ -13,6 +13,11 @@
 //   --prefill-only   skip the 512 MiB decode streams: one call of TOKENS (default 128) tokens
 //                    and one of 1 token (compute-bound decode, matrix in cache) per weight type
 //                    at 2048x2048, 5504x2048 and 2048x5504, each as a share of both peaks.
+//   --moe [TOKENS]   instead, one DeepSeek-V2-Lite MoE layer (hidden 2048, 64 experts of 1408,
+//                    top-6, 2 shared fused into one MLP of 2816) through MoeDispatcher::forward,
+//                    per weight type, at TOKENS tokens (default 128 and 32): the experts' token
+//                    groups run through the same tiles as a dense prefill, so the same shares
+//                    of peak are the aim. Ops count the router, the routed and shared MLPs.
 // Every figure is also given per CPU-second of this process (see bench_kernels.cpp: on a
 // machine shared with other work that is the ratio to trust; run with OMP_WAIT_POLICY=passive).
 #include <omp.h>
@@ -28,9 +33,11 @@
 
 #include "compute_peak.h"
 #include "kernels/bandwidth.h"
+#include "kernels/host_context.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
+#include "model/layers/moe.h"
 #include "util/half.h"
 
 namespace {
@@ -188,12 +195,67 @@ void prefill_only(int repeats, int64_t tokens, const pagoda::bench::ComputePeak&
   }
 }
 
+// The --moe table: one V2-Lite MoE layer per weight type, router in fp32 as the model has it.
+void moe_layer(int repeats, const std::vector<int64_t>& token_counts,
+               const pagoda::bench::ComputePeak& peak) {
+  constexpr int64_t kHidden = 2048, kMoeInter = 1408, kExperts = 64, kTopK = 6;
+  pagoda::MoeRouterConfig router;
+  router.num_experts = kExperts;
+  router.top_k = kTopK;
+  router.scoring = pagoda::MoeScoring::kSoftmax;
+  router.method = pagoda::MoeTopkMethod::kGreedy;
+  router.scale_after_norm = false;
+  const std::vector<float> router_f32 = random_f32(kExperts * kHidden, 11);
+  std::printf(
+      "MoE layer, V2-Lite shape (GOP/s = 2 * (router + routed + shared MACs) / time, best of "
+      "%d); %%peak: W8A8/W4A8 of the int8 peak, the rest of the fp32 FMA peak\n",
+      repeats);
+  std::printf("  %-22s %6s %13s %9s %7s %12s %9s\n", "weights", "tokens", "tokens/expert", "GOP/s",
+              "%peak", "GOP/s/CPU-s", "%peak/CPU");
+  for (const Variant& v : kVariants) {
+    if (v.group_size == 128) continue;  // 1408 is not a multiple of 128
+    std::vector<OwnedWeight> owned;
+    owned.reserve(3 * (kExperts + 1));
+    const auto mlp = [&](int64_t inter, uint64_t seed) {
+      owned.push_back(make_weight(v, {"gate", inter, kHidden}, seed));
+      owned.push_back(make_weight(v, {"up", inter, kHidden}, seed + 1));
+      owned.push_back(make_weight(v, {"down", kHidden, inter}, seed + 2));
+      const size_t n = owned.size();
+      return pagoda::ExpertMlp{owned[n - 3].view, owned[n - 2].view, owned[n - 1].view};
+    };
+    pagoda::MoeWeights w;
+    w.router = WeightView{router_f32.data(), DType::kF32, kExperts, kHidden};
+    for (int64_t e = 0; e < kExperts; ++e) w.experts.push_back(mlp(kMoeInter, 3 * e + 1));
+    w.has_shared = true;
+    w.shared = mlp(2 * kMoeInter, 1000);
+    pagoda::MoeDispatcher moe;
+    for (const int64_t tokens : token_counts) {
+      const std::vector<float> x = random_f32(tokens * kHidden, 5);
+      std::vector<float> y(static_cast<size_t>(tokens * kHidden));
+      const pagoda::ExecutionContext ctx = pagoda::host_execution_context();
+      const Timing t =
+          best_of(repeats, [&] { moe.forward(ctx, router, w, x.data(), tokens, y.data()); });
+      const double macs = static_cast<double>(tokens) * kHidden *
+                          (kExperts + 3.0 * kTopK * kMoeInter + 3.0 * 2 * kMoeInter);
+      const double gops = 2.0 * macs / t.wall_s / 1e9, per_cpu = 2.0 * macs / t.cpu_s / 1e9;
+      const double peak_gops = v.int8_activations ? peak.int8_gops : peak.fp32_gflops;
+      const double peak_per_cpu =
+          v.int8_activations ? peak.int8_gops_per_cpu : peak.fp32_gflops_per_cpu;
+      std::printf("  %-22s %6lld %13.1f %9.1f %6.1f%% %12.1f %8.1f%%\n", v.name,
+                  static_cast<long long>(tokens),
+                  static_cast<double>(tokens * kTopK) / static_cast<double>(kExperts), gops,
+                  100.0 * gops / peak_gops, per_cpu, 100.0 * per_cpu / peak_per_cpu);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int repeats = 5;
-  bool prefill = false;
+  bool prefill = false, moe = false;
   int64_t prefill_tokens = 128;
+  std::vector<int64_t> moe_tokens = {128, 32};
   std::string isa;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--isa") == 0 && i + 1 < argc) {
@@ -201,6 +263,9 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--prefill-only") == 0) {
       prefill = true;
       if (i + 1 < argc && argv[i + 1][0] != '-') prefill_tokens = std::atoll(argv[++i]);
+    } else if (std::strcmp(argv[i], "--moe") == 0) {
+      moe = true;
+      if (i + 1 < argc && argv[i + 1][0] != '-') moe_tokens = {std::atoll(argv[++i])};
     } else {
       repeats = std::atoi(argv[i]);
     }
@@ -209,7 +274,7 @@ int main(int argc, char** argv) {
   const int threads = omp_get_max_threads();
   const pagoda::KernelTable& table = pagoda::kernels();
   std::printf("ISA %s, %d thread%s\n", table.isa, threads, threads == 1 ? "" : "s");
-  if (prefill) {
+  if (prefill || moe) {
     const pagoda::bench::ComputePeak peak =
         pagoda::bench::measure_compute_peak(threads, std::strcmp(table.isa, "avx2") == 0);
     std::printf(
@@ -217,7 +282,11 @@ int main(int argc, char** argv) {
         "GFLOP/s, %.1f per CPU-s\n",
         peak.int8_instructions, peak.int8_gops, peak.int8_gops_per_cpu, peak.fp32_instructions,
         peak.fp32_gflops, peak.fp32_gflops_per_cpu);
-    prefill_only(repeats, prefill_tokens, peak);
+    if (moe) {
+      moe_layer(repeats, moe_tokens, peak);
+    } else {
+      prefill_only(repeats, prefill_tokens, peak);
+    }
     return 0;
   }
 

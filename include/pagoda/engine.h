@@ -72,6 +72,11 @@ struct EngineArgs {
   std::string kv_cache_dtype = "auto";
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;
+  // vLLM's --long-prefill-token-threshold, --max-num-partial-prefills and
+  // --max-long-partial-prefills (SchedulerConfig in engine/scheduler.h says what they do).
+  int32_t long_prefill_token_threshold = 0;
+  int32_t max_num_partial_prefills = 1;
+  int32_t max_long_partial_prefills = 1;
   uint64_t seed = 0;
   int32_t num_threads = 0;  // 0: all cores
   // Pin the kernel threads: "none", "cores" (one per physical core) or a CPU list "0-3,8".

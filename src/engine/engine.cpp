@@ -328,6 +328,9 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   cc.scheduler.max_num_batched_tokens = args.max_num_batched_tokens;
   cc.scheduler.max_model_len = max_model_len_;
   cc.scheduler.enable_chunked_prefill = args.enable_chunked_prefill;
+  cc.scheduler.long_prefill_token_threshold = args.long_prefill_token_threshold;
+  cc.scheduler.max_num_partial_prefills = args.max_num_partial_prefills;
+  cc.scheduler.max_long_partial_prefills = args.max_long_partial_prefills;
   cc.scheduler.block_size = args.block_size;
   cc.scheduler.num_kv_blocks = kv_ceiling_.num_blocks;
   cc.scheduler.enable_prefix_caching = args.enable_prefix_caching;

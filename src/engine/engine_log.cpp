@@ -43,6 +43,10 @@ std::string non_default_engine_args(const EngineArgs& a) {
   diff.add("speculative_config", a.speculative_config, d.speculative_config);
   diff.add("enable_prefix_caching", a.enable_prefix_caching, d.enable_prefix_caching);
   diff.add("enable_chunked_prefill", a.enable_chunked_prefill, d.enable_chunked_prefill);
+  diff.add("long_prefill_token_threshold", a.long_prefill_token_threshold,
+           d.long_prefill_token_threshold);
+  diff.add("max_num_partial_prefills", a.max_num_partial_prefills, d.max_num_partial_prefills);
+  diff.add("max_long_partial_prefills", a.max_long_partial_prefills, d.max_long_partial_prefills);
   diff.add("seed", a.seed, d.seed);
   diff.add("threads", a.num_threads, d.num_threads);
   diff.add("cpu_bind", a.cpu_bind, d.cpu_bind);

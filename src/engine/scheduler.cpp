@@ -36,6 +36,16 @@ Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), kv_(cache
         "lower --max-model-len or raise --kv-cache-space",
         config.max_model_len, blocks_per_seq, config.block_size, config.num_kv_blocks);
   }
+  if (config.max_num_partial_prefills < 1)
+    fail("scheduler: max_num_partial_prefills must be at least 1");
+  if (config.max_long_partial_prefills < 1 ||
+      config.max_long_partial_prefills > config.max_num_partial_prefills) {
+    fail("scheduler: max_long_partial_prefills must be in [1, max_num_partial_prefills {}], got {}",
+         config.max_num_partial_prefills, config.max_long_partial_prefills);
+  }
+  // vLLM's default: with concurrent partial prefills, "long" starts at 4% of the context.
+  if (limits_partial_prefills() && config_.long_prefill_token_threshold == 0)
+    config_.long_prefill_token_threshold = std::max(1, config.max_model_len / 25);
 }
 
 void Scheduler::add_request(Request request) {
@@ -129,6 +139,36 @@ int32_t Scheduler::cap_chunk(int32_t num_new_tokens) const {
   return num_new_tokens;
 }
 
+bool Scheduler::limits_partial_prefills() const {
+  return config_.enable_chunked_prefill && config_.max_num_partial_prefills > 1;
+}
+
+bool Scheduler::is_long_prefill(int32_t num_new_tokens) const {
+  return num_new_tokens > config_.long_prefill_token_threshold;
+}
+
+int32_t Scheduler::count_schedulable_prefills() const {
+  const int32_t most = config_.max_num_partial_prefills;
+  int32_t prefills = 0, long_prefills = 0;
+  for (const Request* r : running_) {
+    const int32_t left = r->num_tokens() - r->num_computed_tokens;
+    if (left <= 1) continue;
+    ++prefills;
+    if (is_long_prefill(left)) ++long_prefills;
+  }
+  for (const Request* r : waiting_) {
+    if (prefills >= most) break;
+    const int32_t left = r->num_tokens() - r->num_computed_tokens;
+    if (!r->fork_leader_id.empty() || left <= 1) continue;
+    if (is_long_prefill(left)) {
+      if (long_prefills >= config_.max_long_partial_prefills) continue;
+      ++long_prefills;
+    }
+    ++prefills;
+  }
+  return std::min(prefills, most);
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   out.finished_request_ids = std::move(finished_since_schedule_);
@@ -142,13 +182,37 @@ SchedulerOutput Scheduler::schedule() {
   std::vector<Pick> picks;
   int32_t budget = config_.max_num_batched_tokens;
 
+  // Partial-prefill slots (max_num_partial_prefills > 1): a request with more than one token to
+  // catch up is a prefill; it runs this step only if a slot is free, and its chunk is capped at
+  // its share of the budget.
+  const bool limit_prefills = limits_partial_prefills();
+  const int32_t prefill_share =
+      limit_prefills
+          ? std::max(1, config_.max_num_batched_tokens / std::max(1, count_schedulable_prefills()))
+          : budget;
+  int32_t num_prefills = 0, num_long_prefills = 0;
+  const auto slot_free = [&](bool is_long) {
+    return num_prefills < config_.max_num_partial_prefills &&
+           (!is_long || num_long_prefills < config_.max_long_partial_prefills);
+  };
+  const auto take_slot = [&](bool is_long) {
+    ++num_prefills;
+    if (is_long) ++num_long_prefills;
+  };
+
   // 1. Running requests, oldest first. If one cannot get blocks, preempt from the newest end
   //    until it can (or it was itself the newest).
   size_t index = 0;
   while (index < running_.size() && budget > 0) {
     Request* request = running_[index];
     int32_t num_new = request->num_tokens() - request->num_computed_tokens;
-    num_new = std::min(cap_chunk(num_new), budget);
+    const bool prefill = limit_prefills && num_new > 1;
+    const bool is_long = prefill && is_long_prefill(num_new);
+    if (prefill && !slot_free(is_long)) {
+      ++index;  // no slot this step: it keeps its blocks and goes on in a later step
+      continue;
+    }
+    num_new = std::min({cap_chunk(num_new), budget, prefill ? prefill_share : budget});
     if (num_new <= 0) {
       ++index;
       continue;
@@ -178,6 +242,7 @@ SchedulerOutput Scheduler::schedule() {
       if (victim == request) break;
     }
     if (!allocated) break;
+    if (prefill) take_slot(is_long);
     picks.push_back({request, num_new, num_drafts});
     budget -= num_new;
     ++index;
@@ -217,6 +282,16 @@ SchedulerOutput Scheduler::schedule() {
       }
     }
 
+    // Classed by its tokens left before any prefix-cache hit, as vLLM does: a long prompt
+    // without a slot lets the shorter ones behind it go first.
+    const int32_t left = request->num_tokens() - request->num_computed_tokens;
+    const bool prefill = limit_prefills && left > 1;
+    const bool is_long = prefill && is_long_prefill(left);
+    if (prefill && !slot_free(is_long)) {
+      ++w;
+      continue;
+    }
+
     // A new or preempted request holds no blocks: start from its longest cached prefix.
     ComputedBlocks computed;
     if (request->num_computed_tokens == 0) computed = kv_.get_computed_blocks(*request);
@@ -225,8 +300,9 @@ SchedulerOutput Scheduler::schedule() {
       // Whole or not at all; only a resumed request longer than any budget must be chunked.
       if (num_new > budget && num_new <= config_.max_num_batched_tokens) break;
     }
-    num_new = std::min(cap_chunk(num_new), budget);
+    num_new = std::min({cap_chunk(num_new), budget, prefill ? prefill_share : budget});
     if (!kv_.allocate_slots(*request, num_new, &computed)) break;
+    if (prefill) take_slot(is_long);
     request->num_computed_tokens = computed.num_tokens;
     request->num_cached_prompt_tokens = std::min(computed.num_tokens, request->num_prompt_tokens());
     request->status = RequestStatus::kRunning;

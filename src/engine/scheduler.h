@@ -30,8 +30,17 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;  // token budget of one step
   int32_t max_model_len = 4096;           // prompt + output tokens of one request
   // A prefill chunk takes at most this many tokens per step, so long prompts don't crowd out
-  // short ones (vLLM's long_prefill_token_threshold); 0 = no limit. Chunked prefill only.
+  // short ones (vLLM's long_prefill_token_threshold); 0 = no limit, or 4% of max_model_len
+  // when max_num_partial_prefills > 1. Chunked prefill only.
   int32_t long_prefill_token_threshold = 0;
+  // Concurrent partial prefills (vLLM's --max-num-partial-prefills, as its V0 scheduler does
+  // them). 1: no limit beyond the budget. N > 1: at most N requests prefill in one step, each
+  // chunk at most max_num_batched_tokens / (the step's prefills), and at most
+  // max_long_partial_prefills of them with more than long_prefill_token_threshold tokens left;
+  // a long prompt that finds no slot waits while shorter ones behind it are admitted, so one
+  // burst of long prompts cannot hold every first token back. Chunked prefill only.
+  int32_t max_num_partial_prefills = 1;
+  int32_t max_long_partial_prefills = 1;
   // Off: a prompt is admitted only in a step where it fits whole (prompts longer than
   // max_num_batched_tokens are rejected by add_request).
   bool enable_chunked_prefill = true;
@@ -90,6 +99,11 @@ class Scheduler {
   RequestStatus check_stop(Request& request) const;
   // Cap a prefill chunk per long_prefill_token_threshold and chunked-prefill settings.
   int32_t cap_chunk(int32_t num_new_tokens) const;
+  bool limits_partial_prefills() const;
+  bool is_long_prefill(int32_t num_new_tokens) const;
+  // How many requests could prefill this step under max_num_partial_prefills (running ones in
+  // prefill, then waiting ones a slot would admit); the step's prefill chunks share the budget.
+  int32_t count_schedulable_prefills() const;
   // Adds `request`'s share of the step to `out` (request, new or cached data) and advances
   // num_computed_tokens past the tokens the runner computes now.
   // num_draft_tokens of num_new_tokens are the request's spec_token_ids (speculative decoding).

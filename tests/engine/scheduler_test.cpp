@@ -224,6 +224,130 @@ TEST(Scheduler, LongPrefillThresholdLetsShortPromptsIn) {
   EXPECT_TRUE(out.requests[1].sample);
 }
 
+TEST(Scheduler, PartialPrefillSlotsBoundPrefillsAndShareTheBudget) {
+  std::mt19937 rng(11);
+  SchedulerConfig c = roomy_config();
+  c.max_num_batched_tokens = 64;
+  c.long_prefill_token_threshold = 40;
+  c.max_num_partial_prefills = 2;
+  c.max_long_partial_prefills = 1;
+  Scheduler scheduler(c);
+  FakeModel model(c.num_kv_blocks, c.block_size);
+  for (const char* id : {"long0", "long1", "long2"})
+    scheduler.add_request(make_request(id, random_tokens(rng, 200), 2));
+  for (const char* id : {"short0", "short1"})
+    scheduler.add_request(make_request(id, random_tokens(rng, 20), 2));
+  // Two slots, one of them for a long prompt: long0 and short0 (the later long prompts wait
+  // while short0 goes ahead of them), each chunk at most half the budget.
+  SchedulerOutput first = scheduler.schedule();
+  ASSERT_EQ(first.requests.size(), 2u);
+  EXPECT_EQ(first.requests[0].request_id, "long0");
+  EXPECT_EQ(first.requests[0].num_new_tokens, 32);
+  EXPECT_EQ(first.requests[1].request_id, "short0");
+  EXPECT_EQ(first.requests[1].num_new_tokens, 20);
+  EXPECT_TRUE(first.requests[1].sample);
+  scheduler.update_from_output(first, model.execute(first));
+  // short0 decodes (not a prefill); long0 keeps the long slot, short1 takes the other.
+  SchedulerOutput second = scheduler.schedule();
+  ASSERT_EQ(second.requests.size(), 3u);
+  EXPECT_EQ(second.requests[0].request_id, "long0");
+  EXPECT_EQ(second.requests[0].num_new_tokens, 32);
+  EXPECT_EQ(second.requests[1].request_id, "short0");
+  EXPECT_EQ(second.requests[1].num_new_tokens, 1);
+  EXPECT_EQ(second.requests[2].request_id, "short1");
+  EXPECT_EQ(second.requests[2].num_new_tokens, 20);
+  bool short0_done = false;
+  for (const EngineCoreOutput& u : scheduler.update_from_output(second, model.execute(second)))
+    short0_done |= u.request_id == "short0" && u.finished();
+  EXPECT_TRUE(short0_done);  // its two tokens came in the first two steps
+  RunResult rest = run(scheduler, model);
+  EXPECT_EQ(rest.status.size(), 4u);
+}
+
+TEST(Scheduler, ALonePrefillTakesTheWholeBudgetAndLongMeansFourPercentByDefault) {
+  std::mt19937 rng(12);
+  SchedulerConfig c = roomy_config();
+  c.max_num_batched_tokens = 512;
+  c.max_model_len = 2000;  // long: over 80 tokens left
+  c.max_num_partial_prefills = 4;
+  Scheduler scheduler(c);
+  EXPECT_EQ(scheduler.config().long_prefill_token_threshold, 80);
+  scheduler.add_request(make_request("a", random_tokens(rng, 70), 2));
+  SchedulerOutput out = scheduler.schedule();
+  ASSERT_EQ(out.requests.size(), 1u);
+  EXPECT_EQ(out.requests[0].num_new_tokens, 70);  // alone: no share below its whole prompt
+
+  Scheduler capped(c);
+  capped.add_request(make_request("b", random_tokens(rng, 300), 2));
+  out = capped.schedule();
+  ASSERT_EQ(out.requests.size(), 1u);
+  EXPECT_EQ(out.requests[0].num_new_tokens, 80);  // the threshold still caps a chunk
+}
+
+TEST(Scheduler, PartialPrefillSettingsAreChecked) {
+  SchedulerConfig c = roomy_config();
+  c.max_num_partial_prefills = 0;
+  EXPECT_THROW(Scheduler{c}, Error);
+  c.max_num_partial_prefills = 2;
+  c.max_long_partial_prefills = 3;
+  EXPECT_THROW(Scheduler{c}, Error);
+  c.max_long_partial_prefills = 0;
+  EXPECT_THROW(Scheduler{c}, Error);
+  c.max_long_partial_prefills = 2;
+  EXPECT_NO_THROW(Scheduler{c});
+}
+
+// A burst of long prompts ahead of short ones: with partial-prefill slots the short prompts get
+// their first token within a few steps instead of after the long prompts' prefill, and every
+// output is still what the request gives alone.
+TEST(Scheduler, PartialPrefillsGiveShortPromptsTheirFirstTokenEarly) {
+  std::mt19937 rng(13);
+  std::vector<Request> requests;
+  for (int i = 0; i < 6; ++i)
+    requests.push_back(make_request(fmt::format("long{}", i), random_tokens(rng, 400), 4));
+  for (int i = 0; i < 6; ++i)
+    requests.push_back(make_request(fmt::format("short{}", i), random_tokens(rng, 24), 4));
+  const auto first_token_steps = [&](int32_t partial_prefills) {
+    SchedulerConfig c = roomy_config();
+    c.max_num_batched_tokens = 128;
+    c.long_prefill_token_threshold = 64;
+    c.max_num_partial_prefills = partial_prefills;
+    Scheduler scheduler(c);
+    FakeModel model(c.num_kv_blocks, c.block_size);
+    for (const Request& r : requests) scheduler.add_request(r);
+    std::map<std::string, int32_t> first_step;
+    std::map<std::string, std::vector<int32_t>> outputs;
+    for (int32_t step = 0; scheduler.has_unfinished_requests() && step < 1000; ++step) {
+      SchedulerOutput out = scheduler.schedule();
+      EXPECT_LE(out.total_num_scheduled_tokens, c.max_num_batched_tokens);
+      int32_t prefills = 0;
+      for (const ScheduledRequest& s : out.requests) prefills += s.num_new_tokens > 1;
+      if (partial_prefills > 1) {
+        EXPECT_LE(prefills, partial_prefills);
+      }
+      for (const EngineCoreOutput& u : scheduler.update_from_output(out, model.execute(out))) {
+        first_step.emplace(u.request_id, step);
+        auto& o = outputs[u.request_id];
+        o.insert(o.end(), u.new_token_ids.begin(), u.new_token_ids.end());
+      }
+    }
+    EXPECT_FALSE(scheduler.has_unfinished_requests());
+    EXPECT_EQ(model.num_integrity_errors(), 0);
+    for (const Request& r : requests)
+      EXPECT_EQ(outputs[r.request_id], reference_output(r)) << r.request_id;
+    int32_t latest_short = 0;
+    for (int i = 0; i < 6; ++i)
+      latest_short = std::max(latest_short, first_step.at(fmt::format("short{}", i)));
+    return latest_short;
+  };
+  const int32_t unbounded = first_token_steps(1);
+  const int32_t bounded = first_token_steps(4);
+  // Unbounded, the six long prompts take the budget 64 tokens each, two at a time, until all
+  // are through; bounded (one long slot), the short prompts are in within the first steps.
+  EXPECT_GE(unbounded, 10);
+  EXPECT_LE(bounded, 3);
+}
+
 TEST(Scheduler, WithoutChunkedPrefillAPromptWaitsUntilItFitsWhole) {
   std::mt19937 rng(4);
   SchedulerConfig c = roomy_config();

@@ -95,13 +95,16 @@ TEST(VllmCommandLine, AVllmCpuCommandLineIsAcceptedWithInertFlagsNamed) {
   }
 }
 
-// --isa forces a kernel table and says so; the negative flags parse with their own names.
+// --isa forces a kernel table and says so; the negative flags and the partial-prefill flags
+// parse with their own names.
 TEST(VllmCommandLine, IsaForcesTheKernelsAndNegativeFlagsParse) {
   const Scratch scratch("pagoda_vllm_cli_test");
   const fs::path out = scratch.dir / "out.txt";
-  const pid_t pid = spawn({"serve", (scratch.dir / "m").string(), "--port", "0", "--isa", "scalar",
-                           "--no-enable-prefix-caching", "--no-enable-chunked-prefill"},
-                          {}, out);
+  const pid_t pid = spawn(
+      {"serve", (scratch.dir / "m").string(), "--port", "0", "--isa", "scalar",
+       "--no-enable-prefix-caching", "--no-enable-chunked-prefill", "--max-num-partial-prefills",
+       "4", "--max-long-partial-prefills", "2", "--long-prefill-token-threshold", "1K"},
+      {}, out);
   EXPECT_EQ(wait_exit(pid, std::chrono::seconds(30)), 1);
   const std::string text = read_file(out);
   EXPECT_NE(text.find("kernels: scalar (--isa)"), std::string::npos) << text;
@@ -131,6 +134,12 @@ TEST(VllmCommandLine, ParallelismAboveOneAndBadValuesAreClearErrors) {
        "cannot reserve 100000 of the"},
       {{"serve", model}, {"VLLM_ALLOW_LONG_MAX_MODEL_LEN=maybe"}, "expected 1, true, 0 or false"},
       {{"serve", model, "--max-logprobs", "-2"}, {}, "--max-logprobs must be -1 or at least 0"},
+      {{"serve", model, "--max-num-partial-prefills", "0"},
+       {},
+       "--max-num-partial-prefills must be at least 1"},
+      {{"serve", model, "--max-num-partial-prefills", "2", "--max-long-partial-prefills", "3"},
+       {},
+       "--max-long-partial-prefills must be in [1, --max-num-partial-prefills]"},
       {{"serve", model, "--chat-template-content-format", "list"}, {}, "--chat-template-content"},
       {{"serve", model, "--tool-call-parser", "mistral"}, {}, "--tool-call-parser must be one of"},
       {{"serve", model, "--enable-auto-tool-choice"},

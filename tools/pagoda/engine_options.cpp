@@ -86,6 +86,19 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
   app->add_flag_callback(
       "--no-enable-chunked-prefill", [&a] { a.enable_chunked_prefill = false; },
       "Turn chunked prefill off");
+  app->add_option("--long-prefill-token-threshold", a.long_prefill_token_threshold,
+                  "Most tokens of one prefill chunk per step, and where a prompt counts as long "
+                  "(0: no cap; with --max-num-partial-prefills > 1, 4% of max-model-len)")
+      ->transform(count)
+      ->capture_default_str();
+  app->add_option("--max-num-partial-prefills", a.max_num_partial_prefills,
+                  "Most requests prefilling in one step, each with its share of the budget "
+                  "(1: no limit beyond the budget)")
+      ->capture_default_str();
+  app->add_option("--max-long-partial-prefills", a.max_long_partial_prefills,
+                  "Of those, most with prompts over --long-prefill-token-threshold; shorter "
+                  "prompts behind them are admitted first")
+      ->capture_default_str();
   app->add_option("--threads", a.num_threads,
                   "Worker threads (default: one per --cpu-bind CPU, or all cores)");
   app->add_option("--cpu-bind", f.cpu_bind,
@@ -234,6 +247,17 @@ EngineArgs EngineFlags::to_engine_args() const {
   if (a.max_num_seqs <= 0) fail("--max-num-seqs must be positive, got {}", a.max_num_seqs);
   if (a.max_num_batched_tokens <= 0) {
     fail("--max-num-batched-tokens must be positive, got {}", a.max_num_batched_tokens);
+  }
+  if (a.long_prefill_token_threshold < 0) {
+    fail("--long-prefill-token-threshold must not be negative, got {}",
+         a.long_prefill_token_threshold);
+  }
+  if (a.max_num_partial_prefills < 1) {
+    fail("--max-num-partial-prefills must be at least 1, got {}", a.max_num_partial_prefills);
+  }
+  if (a.max_long_partial_prefills < 1 || a.max_long_partial_prefills > a.max_num_partial_prefills) {
+    fail("--max-long-partial-prefills must be in [1, --max-num-partial-prefills], got {}",
+         a.max_long_partial_prefills);
   }
   if (a.max_model_len < 0) fail("--max-model-len must not be negative, got {}", a.max_model_len);
   if (a.num_threads < 0) fail("--threads must not be negative, got {}", a.num_threads);
