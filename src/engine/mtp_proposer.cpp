@@ -63,16 +63,19 @@ void MtpProposer::propose(const ExecutionContext& ctx, std::span<const ProposalR
   drafting_.clear();
   for (size_t i = 0; i < requests.size(); ++i) {
     const ProposalRequest& r = requests[i];
-    const int32_t num = r.num_kept_positions;
-    if (num <= 0) continue;
     const int32_t first = r.first_position;
-    assert(static_cast<size_t>(first + num) < r.token_ids.size());
+    // Position i needs the token at i + 1: known for every kept position but a last one whose
+    // row was not sampled (none such is scheduled today).
+    const int32_t num =
+        std::min(r.num_kept_positions, static_cast<int32_t>(r.token_ids.size()) - 1 - first);
+    if (num <= 0) continue;
     assert(static_cast<size_t>((r.first_row + num) * hidden_) <= target_hidden.size());
-    add_sequence(r, first, num, r.wants_drafts,
+    const bool drafts_from_here = r.wants_drafts && num == r.num_kept_positions;
+    add_sequence(r, first, num, drafts_from_here,
                  r.token_ids.subspan(static_cast<size_t>(first) + 1, static_cast<size_t>(num)));
     const float* rows = target_hidden.data() + r.first_row * hidden_;
     previous_.insert(previous_.end(), rows, rows + num * hidden_);
-    if (r.wants_drafts) drafting_.push_back({i, first + num - 1, {}});
+    if (drafts_from_here) drafting_.push_back({i, first + num - 1, {}});
   }
   if (batch_.token_ids.empty()) return;
   run(ctx);

@@ -3,12 +3,12 @@
 // decoding's at batch 1 and 32, with one draft and with three (the layer run recursively), with
 // prefix-cache hits and under preemption; sampled outputs keep max_tokens and stop tokens; a
 // model without MTP layers and the ngram-only keys are one clear error. On random weights the
-// layer's drafts are never accepted, so a second model is rewritten until they always are (the
-// acceptance paths: several tokens a step, stops inside them). The MTP layer's logits
-// themselves are checked against the PyTorch reference in tests/deepseek/check_deepseek.py.
+// layer's drafts are never accepted, so a second model is rewritten so that they always are
+// (demo/mtp_predicting_model.h; the acceptance paths: several tokens a step, stops inside them).
+// The MTP layer's logits themselves are checked against the PyTorch reference in
+// tests/deepseek/check_deepseek.py.
 #include <unistd.h>
 
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -19,15 +19,12 @@
 #include <gtest/gtest.h>
 
 #include "demo/model_generator.h"
-#include "loader/safetensors.h"
-#include "loader/safetensors_writer.h"
+#include "demo/mtp_predicting_model.h"
 #include "pagoda/engine.h"
 #include "pagoda/error.h"
 
 namespace pagoda {
 namespace {
-
-void make_mtp_predict_the_model(const std::string& dir);
 
 // A generated model directory, removed when the process exits.
 struct GeneratedDir {
@@ -40,63 +37,13 @@ struct GeneratedDir {
     spec.deepseek.num_nextn_predict_layers = num_mtp_layers;
     spec.seed = 5;
     generate_model(spec, dir);
-    if (mtp_predicts) make_mtp_predict_the_model(dir);
+    if (mtp_predicts) make_mtp_layer_predict_the_model(dir);
   }
   ~GeneratedDir() {
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
   }
 };
-
-// Rewrites the tiny V3 in `dir` so that its MTP layer predicts exactly what the model will: with
-// every attention output and MLP down projection zero, the residual stream stays embed(token),
-// so the model's next token is a function of the current one alone; with eh_proj = [I 0], enorm
-// all ones, and the model's embedding, final norm and lm_head as the layer's own, the layer's
-// logits from token i + 1 are the model's at i + 1 (up to RMSNorm applied twice, which only
-// rescales by ~1 + 1e-6).
-void make_mtp_predict_the_model(const std::string& dir) {
-  const std::string path = dir + "/model.safetensors";
-  std::vector<TensorBytes> tensors;
-  {
-    const TensorStore store = TensorStore::open(path);
-    const auto bytes_of = [&](const std::string& name) {
-      const Tensor& t = store.tensors().at(name);
-      return std::vector<uint8_t>(t.data, t.data + t.size_bytes);
-    };
-    const std::string mtp = "model.layers.2.";
-    for (const auto& [name, t] : store.tensors()) {
-      ASSERT_EQ(t.stored_dtype, "F32") << name;
-      TensorBytes out{{name, t.stored_dtype, t.shape}, bytes_of(name)};
-      const auto ends_with = [&](const char* suffix) {
-        const size_t n = std::strlen(suffix);
-        return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
-      };
-      std::vector<float> values(out.bytes.size() / sizeof(float));
-      std::memcpy(values.data(), out.bytes.data(), out.bytes.size());
-      if (ends_with("o_proj.weight") || ends_with("down_proj.weight")) {
-        std::fill(values.begin(), values.end(), 0.0f);
-      } else if (name == mtp + "eh_proj.weight") {  // [hidden, 2 hidden]
-        const int64_t hidden = t.shape[0];
-        std::fill(values.begin(), values.end(), 0.0f);
-        for (int64_t r = 0; r < hidden; ++r) values[static_cast<size_t>(r * 2 * hidden + r)] = 1;
-      } else if (name == mtp + "enorm.weight") {
-        std::fill(values.begin(), values.end(), 1.0f);
-      } else if (name == mtp + "embed_tokens.weight" || name == mtp + "shared_head.norm.weight" ||
-                 name == mtp + "shared_head.head.weight") {
-        const std::string source = name == mtp + "embed_tokens.weight" ? "model.embed_tokens.weight"
-                                   : name == mtp + "shared_head.norm.weight" ? "model.norm.weight"
-                                                                             : "lm_head.weight";
-        out.bytes = bytes_of(source);
-        values.resize(out.bytes.size() / sizeof(float));
-        std::memcpy(values.data(), out.bytes.data(), out.bytes.size());
-      }
-      std::memcpy(out.bytes.data(), values.data(), out.bytes.size());
-      tensors.push_back(std::move(out));
-    }
-  }
-  write_safetensors(path + ".new", tensors);
-  std::filesystem::rename(path + ".new", path);
-}
 
 const std::string& v3_dir() {
   static const GeneratedDir model("v3", 1);
