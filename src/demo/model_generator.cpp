@@ -377,7 +377,8 @@ std::vector<std::string> model_preset_names() {
           "r1-distill-qwen-1.5b",
           "deepseek-v2",
           "deepseek-v2-lite",
-          "deepseek-v3"};
+          "deepseek-v3",
+          "tiny-deepseek-v3"};
 }
 
 ModelSpec model_preset(const std::string& name) {
@@ -483,6 +484,38 @@ ModelSpec model_preset(const std::string& name) {
     d.first_k_dense_replace = 3;
     d.n_group = 8;
     d.topk_group = 4;
+    d.topk_method = "noaux_tc";
+    d.scoring_func = "sigmoid";
+    d.norm_topk_prob = true;
+    d.routed_scaling_factor = 2.5;
+    d.num_nextn_predict_layers = 1;
+  } else if (name == "tiny-deepseek-v3") {
+    // DeepSeek-V3's structure at test size: q_lora, noaux_tc routing over sigmoid scores in
+    // groups, a shared expert, a dense first layer, YaRN, and one MTP layer (speculative
+    // method "mtp").
+    s.architecture = "DeepseekV3ForCausalLM";
+    s.hidden_size = 64;
+    s.intermediate_size = 96;
+    s.num_layers = 2;
+    s.num_heads = 4;
+    s.num_kv_heads = 4;
+    s.vocab_size = 512;
+    s.max_position_embeddings = 1024;
+    s.rope_scaling = deepseek_yarn(1.0);
+    s.dtype = DType::kF32;
+    DeepseekSpec& d = s.deepseek;
+    d.q_lora_rank = 24;
+    d.kv_lora_rank = 32;
+    d.qk_nope_head_dim = 16;
+    d.qk_rope_head_dim = 8;
+    d.v_head_dim = 12;
+    d.n_routed_experts = 8;
+    d.n_shared_experts = 1;
+    d.num_experts_per_tok = 2;
+    d.moe_intermediate_size = 24;
+    d.first_k_dense_replace = 1;
+    d.n_group = 2;
+    d.topk_group = 1;
     d.topk_method = "noaux_tc";
     d.scoring_func = "sigmoid";
     d.norm_topk_prob = true;

@@ -82,7 +82,8 @@ struct ModelSpec {
 std::vector<std::string> generator_architectures();
 
 // tiny, demo, ds-coder-1.3b, ds-llm-7b, r1-distill-qwen-1.5b, deepseek-v2, deepseek-v2-lite,
-// deepseek-v3 (the published config.json shapes); throws pagoda::Error otherwise.
+// deepseek-v3 (the published config.json shapes), tiny-deepseek-v3 (V3's structure with an MTP
+// layer at test size); throws pagoda::Error otherwise.
 ModelSpec model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 

@@ -232,6 +232,7 @@ ModelOptions model_options_for(const EngineArgs& args, Communicator* group) {
   options.weights.group_size = args.quantization_group_size;
   options.weights.int8_activations = args.int8_activations;
   options.tensor_parallel = TensorParallel(group);
+  options.load_mtp_layers = parse_speculative_config(args.speculative_config).method == "mtp";
   return options;
 }
 

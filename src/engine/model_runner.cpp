@@ -12,7 +12,7 @@ namespace pagoda {
 ModelRunner::ModelRunner(Model& model, KvCache& cache, const SpeculativeConfig& speculative_config,
                          bool samples)
     : model_(model), cache_(cache), sampling_(samples), context_(host_execution_context()) {
-  if (speculative_config.enabled()) proposer_.emplace(speculative_config);
+  if (samples) proposer_ = make_proposer(speculative_config, model, cache);
 }
 
 void ModelRunner::update_states(const SchedulerOutput& out) {
@@ -131,6 +131,7 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
     drafts_[k].clear();
     if (out.requests[k].sample) sample_request(k, out.requests[k]);
   }
+  if (proposer_) propose_drafts(out);
   bool any_drafts = false;
   for (size_t k = 0; k < num; ++k) {
     any_drafts = any_drafts || !out.requests[k].draft_token_ids.empty() || !drafts_[k].empty();
@@ -183,11 +184,27 @@ void ModelRunner::sample_request(size_t k, const ScheduledRequest& scheduled) {
     r.token_ids.push_back(samples_[k].token_id);
     r.sampler->accept(samples_[k].token_id);
   }
-  // Requests asking for logprobs are not drafted for: the output carries logprobs for one
-  // token per step.
-  if (proposer_ && !r.wants_logprobs) {
-    proposer_->propose(r.token_ids, std::numeric_limits<int32_t>::max(), drafts_[k]);
+}
+
+void ModelRunner::propose_drafts(const SchedulerOutput& out) {
+  proposals_.clear();
+  for (size_t k = 0; k < out.requests.size(); ++k) {
+    const ScheduledRequest& s = out.requests[k];
+    const RunnerRequest& r = *scheduled_[k];
+    const ForwardSequence& seq = batch_.sequences[k];
+    const auto num_rejected = static_cast<int32_t>(s.draft_token_ids.size()) - num_accepted_[k];
+    ProposalRequest p;
+    p.token_ids = r.token_ids;
+    p.block_ids = r.block_ids;
+    p.first_position = s.start_position;
+    p.num_kept_positions = s.num_new_tokens - num_rejected;
+    p.first_row = seq.token_begin;
+    // Requests asking for logprobs are not drafted for: the output carries logprobs for one
+    // token per step.
+    p.wants_drafts = s.sample && !r.wants_logprobs;
+    proposals_.push_back(p);
   }
+  proposer_->propose(context_, proposals_, drafts_);
 }
 
 void ModelRunner::accept_sampled_tokens(std::span<const int32_t> sampled_token_ids) {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "device/execution_context.h"
-#include "engine/ngram_proposer.h"
+#include "engine/proposer.h"
 #include "engine/scheduler_output.h"
 #include "engine/speculative_config.h"
 #include "model/forward_batch.h"
@@ -63,8 +63,10 @@ class ModelRunner {
   // Samples request k of the step: verifies its drafts row by row (each accepted token
   // accept()ed by its sampler before the next row is processed, so penalties and logits
   // processors see exactly the tokens kept) and samples the token after the last accepted one.
-  // Appends the new tokens to the runner's copy and drafts the next step's tokens.
+  // Appends the new tokens to the runner's copy.
   void sample_request(size_t k, const ScheduledRequest& scheduled);
+  // Drafts the next step's tokens of the step's requests (drafts_).
+  void propose_drafts(const SchedulerOutput& scheduler_output);
 
   Model& model_;
   KvCache& cache_;
@@ -79,7 +81,8 @@ class ModelRunner {
   std::vector<SampleResult> samples_;         // the last token of each request's step
   std::vector<int32_t> num_accepted_;         // drafts accepted per request
   std::vector<std::vector<int32_t>> drafts_;  // per request, for its next step
-  std::optional<NgramProposer> proposer_;
+  std::unique_ptr<Proposer> proposer_;        // null without speculation
+  std::vector<ProposalRequest> proposals_;
   // One prompt position this step's logits answer: request, row, position.
   struct PromptRow {
     size_t scheduled_index = 0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
 
 namespace pagoda {
 
@@ -38,6 +39,20 @@ void NgramProposer::propose(std::span<const int32_t> tokens, int32_t max_tokens,
   // Copy what followed the occurrence; it can run into the suffix itself (a loop repeats).
   for (int64_t i = best_start + 1; i < length && static_cast<int64_t>(out.size()) < k; ++i) {
     out.push_back(tokens[i]);
+  }
+}
+
+void NgramProposer::propose(const ExecutionContext& /*ctx*/,
+                            std::span<const ProposalRequest> requests,
+                            std::vector<std::vector<int32_t>>& drafts) {
+  drafts.resize(requests.size());
+  const auto count = static_cast<int64_t>(requests.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i = 0; i < count; ++i) {
+    const ProposalRequest& r = requests[static_cast<size_t>(i)];
+    std::vector<int32_t>& out = drafts[static_cast<size_t>(i)];
+    out.clear();
+    if (r.wants_drafts) propose(r.token_ids, std::numeric_limits<int32_t>::max(), out);
   }
 }
 

@@ -9,13 +9,18 @@
 #include <span>
 #include <vector>
 
+#include "engine/proposer.h"
 #include "engine/speculative_config.h"
 
 namespace pagoda {
 
-class NgramProposer {
+class NgramProposer final : public Proposer {
  public:
   explicit NgramProposer(const SpeculativeConfig& config);
+
+  // Each drafting request's propose() below, in parallel.
+  void propose(const ExecutionContext& ctx, std::span<const ProposalRequest> requests,
+               std::vector<std::vector<int32_t>>& drafts) override;
 
   // Up to max_tokens (at most num_speculative_tokens) drafted tokens following `tokens`
   // (prompt then outputs), written to `out` (cleared first); empty when no suffix of at least

@@ -14,8 +14,8 @@ namespace {
 using nlohmann::json;
 
 // vLLM's methods that Pagoda does not run yet: named so the error says so, not "unknown".
-constexpr std::array<std::string_view, 6> kUnsupportedMethods = {
-    "draft_model", "mtp", "deepseek_mtp", "eagle", "eagle3", "medusa"};
+constexpr std::array<std::string_view, 4> kUnsupportedMethods = {"draft_model", "eagle", "eagle3",
+                                                                 "medusa"};
 
 std::optional<int32_t> read_int(const json& object, const char* key) {
   auto it = object.find(key);
@@ -57,17 +57,29 @@ SpeculativeConfig parse_speculative_config(std::string_view json_text) {
     fail("--speculative-config: \"method\" must be a string such as \"ngram\"");
   }
   config.method = method->get<std::string>();
+  // vLLM's older name for DeepSeek's MTP layers.
+  if (config.method == "deepseek_mtp") config.method = "mtp";
   for (std::string_view unsupported : kUnsupportedMethods) {
     if (config.method == unsupported) {
-      fail("--speculative-config: method \"{}\" is not supported yet (supported: ngram)",
+      fail("--speculative-config: method \"{}\" is not supported yet (supported: ngram, mtp)",
            config.method);
     }
   }
-  if (config.method != "ngram") {
-    fail("--speculative-config: unknown method \"{}\" (supported: ngram)", config.method);
+  if (config.method != "ngram" && config.method != "mtp") {
+    fail("--speculative-config: unknown method \"{}\" (supported: ngram, mtp)", config.method);
   }
   if (object.contains("model")) {
-    fail("--speculative-config: \"model\" applies to method \"draft_model\", not \"ngram\"");
+    fail("--speculative-config: \"model\" applies to method \"draft_model\", not \"{}\"",
+         config.method);
+  }
+  if (config.method == "mtp") {
+    for (const char* key : {"prompt_lookup_max", "prompt_lookup_min"}) {
+      if (object.contains(key))
+        fail("--speculative-config: \"{}\" applies to method \"ngram\", not \"mtp\"", key);
+    }
+    // vLLM's default for mtp: one draft per MTP layer, and V3 has one.
+    config.num_speculative_tokens = read_int(object, "num_speculative_tokens").value_or(1);
+    return config;
   }
 
   const std::optional<int32_t> k = read_int(object, "num_speculative_tokens");

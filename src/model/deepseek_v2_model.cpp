@@ -5,11 +5,18 @@
 //     h += mla_attention(norm(h))                  latent paged cache (layers/mla_attention.h)
 //     h += mlp(norm(h))                            dense SwiGLU or MoE (layers/moe.h)
 //   logits = lm_head(norm(h))
+// and, loaded for speculative decoding only, V3's multi-token-prediction layer (the layer after
+// the last; DeepSeek-V3 technical report §2.2, vLLM's deepseek_mtp.py), which drafts the token
+// after next from the token after position i and the last layer's h at i:
+//   g = eh_proj(concat(enorm(embed(next_ids)), hnorm(h)))      [T, 2 hidden] -> [T, hidden]
+//   g = decoder layer (MLA + MoE) over g, in its own cache layer
+//   logits = shared_head.head(shared_head.norm(g))
 // This file only says which layers, in which order, on which tensors; the layers
 // (model/layers/) do the work on the execution context they are given.
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -44,6 +51,17 @@ struct DeepseekLayer {
   MoeWeights moe;
 };
 
+// A multi-token-prediction layer: the decoder layer plus what joins its two inputs and its own
+// head. Checkpoints store an embedding and a head per MTP layer (V3's equal the model's); one
+// without them shares the model's.
+struct MtpLayer {
+  Embedding embed;
+  RmsNorm enorm, hnorm;  // [hidden] each
+  Linear eh_proj;        // [hidden, 2 hidden]: the normalised embedding first, then h
+  DeepseekLayer block;
+  LogitsHead head;  // shared_head.norm, shared_head.head
+};
+
 class DeepseekModel final : public Model {
  public:
   DeepseekModel(const ModelConfig& config, const TensorStore& store, const ModelOptions& options);
@@ -55,8 +73,22 @@ class DeepseekModel final : public Model {
   void forward(const ExecutionContext& ctx, const ForwardBatch& batch, KvCache& cache,
                float* logits) override;
 
+  int32_t num_mtp_layers() const override { return static_cast<int32_t>(mtp_.size()); }
+  int64_t hidden_size() const override { return c_.hidden_size; }
+  std::span<const float> hidden_states() const override {
+    return {residual_.data(), static_cast<size_t>(last_num_tokens_ * c_.hidden_size)};
+  }
+  void forward_mtp(const ExecutionContext& ctx, const ForwardBatch& batch,
+                   const float* previous_hidden, KvCache& cache, float* logits,
+                   float* hidden_out) override;
+
  private:
   void reserve(const ExecutionContext& ctx, int64_t num_tokens);
+  DeepseekLayer load_layer(int64_t layer, bool is_moe);
+  // h [T, hidden] += attention and MLP of `layer`, whose K/V live in `cache_layer`.
+  void run_layer(const ExecutionContext& ctx, const DeepseekLayer& layer,
+                 const PagedKvLayer& cache_layer, int64_t T);
+  void load_mtp_layers(const ModelConfig& config, const TensorStore& store, bool load);
   ExpertMlp load_mlp(const std::string& prefix, int64_t inter);
 
   WeightView matrix(const std::string& name, int64_t rows, int64_t cols) {
@@ -70,6 +102,7 @@ class DeepseekModel final : public Model {
   Embedding embed_;
   std::vector<DeepseekLayer> layers_;
   LogitsHead head_;
+  std::vector<MtpLayer> mtp_;  // the first MTP layer with ModelOptions::load_mtp_layers, or none
 
   // Activations, sized for the largest batch seen (grown rarely, never per token).
   Activation residual_, x_, mlp_out_;  // [T, hidden]
@@ -77,6 +110,8 @@ class DeepseekModel final : public Model {
   RotaryRows rope_rows_;
   AttentionBatch attn_batch_;
   Activation gate_, up_;  // [T, inter] a dense layer's MLP
+  Activation joined_;     // [T, 2 hidden] an MTP layer's eh_proj input
+  int64_t last_num_tokens_ = 0;
 
   MoeDispatcher moe_;
 };
@@ -98,65 +133,105 @@ DeepseekModel::DeepseekModel(const ModelConfig& config, const TensorStore& store
       x_(c_.hidden_size),
       mlp_out_(c_.hidden_size),
       gate_(c_.intermediate_size),
-      up_(c_.intermediate_size) {
+      up_(c_.intermediate_size),
+      joined_(2 * c_.hidden_size) {
   embed_ = Embedding::load(weights_, "model.embed_tokens.weight", c_.vocab_size, c_.hidden_size);
-  layers_.resize(static_cast<size_t>(c_.num_layers));
-  for (int64_t i = 0; i < c_.num_layers; ++i) {
-    DeepseekLayer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = fmt::format("model.layers.{}.", i);
-    l.input_norm =
-        RmsNorm::load(weights_, p + "input_layernorm.weight", c_.hidden_size, c_.rms_norm_eps);
-    l.post_attn_norm = RmsNorm::load(weights_, p + "post_attention_layernorm.weight",
-                                     c_.hidden_size, c_.rms_norm_eps);
-    l.attention = MlaAttention(weights_, p + "self_attn.", c_);
-    l.is_moe = c_.is_moe_layer(i);
-    if (!l.is_moe) {
-      l.dense = GatedMlp::load(weights_, p + "mlp.", c_.hidden_size, c_.intermediate_size);
-      continue;
-    }
-    const MoeRouterConfig& r = c_.router;
-    l.moe.router = weights_.matrix_as_stored(p + "mlp.gate.weight", r.num_experts, c_.hidden_size);
-    if (r.method == MoeTopkMethod::kNoauxTc) {
-      l.moe.score_bias = vector(p + "mlp.gate.e_score_correction_bias", r.num_experts);
-    }
-    for (int32_t e = 0; e < r.num_experts; ++e) {
-      l.moe.experts.push_back(
-          load_mlp(fmt::format("{}mlp.experts.{}.", p, e), c_.moe_intermediate_size));
-    }
-    if (c_.num_shared_experts > 0) {
-      l.moe.has_shared = true;
-      l.moe.shared =
-          load_mlp(p + "mlp.shared_experts.", c_.moe_intermediate_size * c_.num_shared_experts);
-    }
-  }
+  layers_.reserve(static_cast<size_t>(c_.num_layers));
+  for (int64_t i = 0; i < c_.num_layers; ++i) layers_.push_back(load_layer(i, c_.is_moe_layer(i)));
   head_ = LogitsHead(weights_, embed_, c_.tie_word_embeddings, c_.vocab_size, c_.hidden_size,
                      c_.rms_norm_eps);
-
-  // V3/R1 checkpoints carry multi-token-prediction layers after the last decoder layer; they
-  // only serve speculative decoding, which Pagoda does not do, so they are left unread.
-  int64_t num_mtp_tensors = 0;
-  const std::string first_mtp = fmt::format("model.layers.{}.", c_.num_layers);
-  for (const auto& [name, tensor] : store.tensors()) {
-    if (name.rfind("model.layers.", 0) != 0) continue;
-    const int64_t index = std::atoll(name.c_str() + std::strlen("model.layers."));
-    if (index >= c_.num_layers) ++num_mtp_tensors;
-  }
-  if (num_mtp_tensors > 0 || c_.num_nextn_predict_layers > 0) {
-    spdlog::info(
-        "{}: skipping {} multi-token-prediction layer(s) ({} tensors from {}) — not used "
-        "for generation",
-        config.config_path, c_.num_nextn_predict_layers, num_mtp_tensors, first_mtp);
-  }
+  load_mtp_layers(config, store, options.load_mtp_layers);
 
   // The activations (and the MoE dispatcher's buffers) grow with the largest step seen:
   // forward() reserves what it needs. Sized for max_num_batched_tokens here, a short run would
   // pay for zeroing and faulting in memory it never touches (~0.5 GB at V2-Lite's shape).
 }
 
+DeepseekLayer DeepseekModel::load_layer(int64_t i, bool is_moe) {
+  DeepseekLayer l;
+  const std::string p = fmt::format("model.layers.{}.", i);
+  l.input_norm =
+      RmsNorm::load(weights_, p + "input_layernorm.weight", c_.hidden_size, c_.rms_norm_eps);
+  l.post_attn_norm = RmsNorm::load(weights_, p + "post_attention_layernorm.weight", c_.hidden_size,
+                                   c_.rms_norm_eps);
+  l.attention = MlaAttention(weights_, p + "self_attn.", c_);
+  l.is_moe = is_moe;
+  if (!l.is_moe) {
+    l.dense = GatedMlp::load(weights_, p + "mlp.", c_.hidden_size, c_.intermediate_size);
+    return l;
+  }
+  const MoeRouterConfig& r = c_.router;
+  l.moe.router = weights_.matrix_as_stored(p + "mlp.gate.weight", r.num_experts, c_.hidden_size);
+  if (r.method == MoeTopkMethod::kNoauxTc) {
+    l.moe.score_bias = vector(p + "mlp.gate.e_score_correction_bias", r.num_experts);
+  }
+  for (int32_t e = 0; e < r.num_experts; ++e) {
+    l.moe.experts.push_back(
+        load_mlp(fmt::format("{}mlp.experts.{}.", p, e), c_.moe_intermediate_size));
+  }
+  if (c_.num_shared_experts > 0) {
+    l.moe.has_shared = true;
+    l.moe.shared =
+        load_mlp(p + "mlp.shared_experts.", c_.moe_intermediate_size * c_.num_shared_experts);
+  }
+  return l;
+}
+
+void DeepseekModel::load_mtp_layers(const ModelConfig& config, const TensorStore& store,
+                                    bool load) {
+  // The checkpoint's layers after num_hidden_layers, counted by their tensors: config.json's
+  // num_nextn_predict_layers says how many there should be, the files say how many there are.
+  int64_t num_mtp_tensors = 0;
+  for (const auto& [name, tensor] : store.tensors()) {
+    if (name.rfind("model.layers.", 0) != 0) continue;
+    const int64_t index = std::atoll(name.c_str() + std::strlen("model.layers."));
+    if (index >= c_.num_layers) ++num_mtp_tensors;
+  }
+  if (!load) {
+    if (num_mtp_tensors > 0 || c_.num_nextn_predict_layers > 0) {
+      spdlog::info(
+          "{}: skipping {} multi-token-prediction layer(s) ({} tensors from model.layers.{}.); "
+          "--speculative-config '{{\"method\": \"mtp\", ...}}' uses them",
+          config.config_path, c_.num_nextn_predict_layers, num_mtp_tensors, c_.num_layers);
+    }
+    return;
+  }
+  if (c_.num_nextn_predict_layers == 0 || num_mtp_tensors == 0) {
+    fail(
+        "{}: speculative method \"mtp\" needs multi-token-prediction layers, but the model has "
+        "none (num_nextn_predict_layers = {}, {} tensors after model.layers.{})",
+        config.config_path, c_.num_nextn_predict_layers, num_mtp_tensors, c_.num_layers - 1);
+  }
+  // V3's MTP layer is MoE whenever the model has experts (its index is past every dense one).
+  // Only the first is loaded: drafting k tokens runs it k times (as vLLM does with V3's one
+  // layer); no published checkpoint has a second.
+  const bool moe = c_.router.num_experts > 0;
+  {
+    const int64_t index = c_.num_layers;
+    const std::string p = fmt::format("model.layers.{}.", index);
+    MtpLayer l;
+    l.embed =
+        store.find(p + "embed_tokens.weight") != nullptr
+            ? Embedding::load(weights_, p + "embed_tokens.weight", c_.vocab_size, c_.hidden_size)
+            : embed_;
+    l.enorm = RmsNorm::load(weights_, p + "enorm.weight", c_.hidden_size, c_.rms_norm_eps);
+    l.hnorm = RmsNorm::load(weights_, p + "hnorm.weight", c_.hidden_size, c_.rms_norm_eps);
+    l.eh_proj = Linear::load(weights_, p + "eh_proj", c_.hidden_size, 2 * c_.hidden_size);
+    l.block = load_layer(index, moe);
+    const bool own_head = store.find(p + "shared_head.head.weight") != nullptr;
+    l.head = LogitsHead(weights_, l.embed, c_.tie_word_embeddings && !own_head, c_.vocab_size,
+                        c_.hidden_size, c_.rms_norm_eps, {}, p + "shared_head.norm.weight",
+                        own_head ? p + "shared_head.head" : "lm_head");
+    mtp_.push_back(std::move(l));
+  }
+  spdlog::info("{}: loaded {} multi-token-prediction layer(s) for speculative decoding",
+               config.config_path, mtp_.size());
+}
+
 KvCacheSpec DeepseekModel::kv_cache_spec() const {
   // One latent vector per token and layer, shared by all heads: never expanded K/V.
   KvCacheSpec spec;
-  spec.num_layers = static_cast<int32_t>(c_.num_layers);
+  spec.num_layers = static_cast<int32_t>(c_.num_layers + num_mtp_layers());
   spec.num_kv_heads = 1;
   spec.k_head_dim = static_cast<int32_t>(c_.latent_dim());
   spec.v_head_dim = 0;
@@ -165,38 +240,68 @@ KvCacheSpec DeepseekModel::kv_cache_spec() const {
 
 void DeepseekModel::reserve(const ExecutionContext& ctx, int64_t num_tokens) {
   for (Activation* a : {&residual_, &x_, &mlp_out_, &gate_, &up_}) a->reserve(ctx, num_tokens);
+  if (!mtp_.empty()) joined_.reserve(ctx, num_tokens);
   attn_act_.reserve(ctx, c_, num_tokens);
+}
+
+void DeepseekModel::run_layer(const ExecutionContext& ctx, const DeepseekLayer& l,
+                              const PagedKvLayer& cache_layer, int64_t T) {
+  const int64_t hidden = c_.hidden_size;
+  float* h = residual_.data();
+  float* x = x_.data();
+  float* mlp_out = mlp_out_.data();
+  l.input_norm.forward(ctx, h, T, x);  // x = norm(h)
+  l.attention.forward(ctx, x, rope_rows_, cache_layer, attn_batch_, attn_act_,
+                      x);                               // x = attention(x)
+  l.post_attn_norm.add_forward(ctx, h, x, T, mlp_out);  // h += x; mlp_out = norm(h)
+  std::memcpy(x, mlp_out, static_cast<size_t>(T * hidden) * sizeof(float));
+  if (l.is_moe) {
+    moe_.forward(ctx, c_.router, l.moe, x, T, mlp_out);  // [T, hidden]
+  } else {
+    l.dense.forward(ctx, x, T, gate_.data(), up_.data(), mlp_out);
+  }
+  add_residual(ctx, h, mlp_out, T * hidden);  // h += mlp
 }
 
 void DeepseekModel::forward(const ExecutionContext& ctx, const ForwardBatch& batch, KvCache& cache,
                             float* logits) {
   const int64_t T = batch.num_tokens();
-  const int64_t hidden = c_.hidden_size;
   reserve(ctx, T);
   float* h = residual_.data();
-  float* x = x_.data();
-  float* mlp_out = mlp_out_.data();
-
   embed_.forward(ctx, batch.token_ids.data(), T, h);  // h [T, hidden]
   attn_batch_.assign(batch);
   // cos/sin depend only on the positions, so one set of rows serves every layer's attention.
   rope_rows_.compute(ctx, rope_, batch.positions.data(), T, /*neox=*/false);
-
   for (int64_t i = 0; i < c_.num_layers; ++i) {
-    const DeepseekLayer& l = layers_[static_cast<size_t>(i)];
-    l.input_norm.forward(ctx, h, T, x);  // x = norm(h)
-    l.attention.forward(ctx, x, rope_rows_, cache.layer(static_cast<int32_t>(i)), attn_batch_,
-                        attn_act_, x);                    // x = attention(x)
-    l.post_attn_norm.add_forward(ctx, h, x, T, mlp_out);  // h += x; mlp_out = norm(h)
-    std::memcpy(x, mlp_out, static_cast<size_t>(T * hidden) * sizeof(float));
-    if (l.is_moe) {
-      moe_.forward(ctx, c_.router, l.moe, x, T, mlp_out);  // [T, hidden]
-    } else {
-      l.dense.forward(ctx, x, T, gate_.data(), up_.data(), mlp_out);
-    }
-    add_residual(ctx, h, mlp_out, T * hidden);  // h += mlp
+    run_layer(ctx, layers_[static_cast<size_t>(i)], cache.layer(static_cast<int32_t>(i)), T);
   }
+  last_num_tokens_ = T;                  // h is what hidden_states() hands to an MTP proposer
   head_.forward(ctx, batch, h, logits);  // [logit rows, vocab]
+}
+
+void DeepseekModel::forward_mtp(const ExecutionContext& ctx, const ForwardBatch& batch,
+                                const float* previous_hidden, KvCache& cache, float* logits,
+                                float* hidden_out) {
+  if (mtp_.empty()) fail("forward_mtp: the model was loaded without its MTP layers");
+  MtpLayer& l = mtp_.front();
+  const int64_t T = batch.num_tokens();
+  const int64_t hidden = c_.hidden_size;
+  reserve(ctx, T);
+  float* h = residual_.data();
+  float* x = x_.data();
+  float* joined = joined_.data();
+  l.embed.forward(ctx, batch.token_ids.data(), T, x);  // x [T, hidden]
+  for (int64_t t = 0; t < T; ++t) {
+    l.enorm.forward_row(ctx, x + t * hidden, joined + t * 2 * hidden);
+    l.hnorm.forward_row(ctx, previous_hidden + t * hidden, joined + t * 2 * hidden + hidden);
+  }
+  l.eh_proj.forward(ctx, joined, T, h);  // h [T, hidden]
+  attn_batch_.assign(batch);
+  rope_rows_.compute(ctx, rope_, batch.positions.data(), T, /*neox=*/false);
+  run_layer(ctx, l.block, cache.layer(static_cast<int32_t>(c_.num_layers)), T);
+  std::memcpy(hidden_out, h, static_cast<size_t>(T * hidden) * sizeof(float));
+  last_num_tokens_ = 0;  // h no longer holds the decoder's states
+  l.head.forward(ctx, batch, h, logits);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "device/execution_context.h"
@@ -11,6 +12,7 @@
 #include "model/kv_cache.h"
 #include "model/tensor_parallel.h"
 #include "model/weights.h"
+#include "util/error.h"
 
 namespace pagoda {
 
@@ -32,6 +34,27 @@ class Model {
   // Runs on `ctx`: its device's memory for activations, its kernels, its threads.
   virtual void forward(const ExecutionContext& ctx, const ForwardBatch& batch, KvCache& cache,
                        float* logits) = 0;
+
+  // Multi-token prediction (DeepSeek-V3's MTP layers; speculative method "mtp",
+  // docs/speculative_decoding.md). A model has them only when loaded with
+  // ModelOptions::load_mtp_layers from a checkpoint that holds them; they then own the cache
+  // layers after the decoder's (kv_cache_spec() counts them).
+  virtual int32_t num_mtp_layers() const { return 0; }
+  virtual int64_t hidden_size() const { return 0; }  // of hidden_states() rows; 0 without MTP
+  // The last forward()'s hidden states [batch.num_tokens(), hidden]: the last decoder layer's
+  // output before the final norm. Valid until the next forward or forward_mtp call.
+  virtual std::span<const float> hidden_states() const { return {}; }
+  // One MTP layer over `batch`, whose row i pairs the token AFTER position positions[i] with
+  // previous_hidden row i (the hidden state at that position: the target's, or this layer's own
+  // output when drafting recursively). Writes the layer's K/V at the batch's slots, `logits` as
+  // forward() does, and the layer's output before its head norm to hidden_out
+  // [batch.num_tokens(), hidden].
+  virtual void forward_mtp(const ExecutionContext& ctx, const ForwardBatch& batch,
+                           const float* previous_hidden, KvCache& cache, float* logits,
+                           float* hidden_out) {
+    (void)ctx, (void)batch, (void)previous_hidden, (void)cache, (void)logits, (void)hidden_out;
+    fail("this model has no multi-token-prediction layers");
+  }
 };
 
 struct ModelOptions {
@@ -41,6 +64,9 @@ struct ModelOptions {
   // This process's rank of a tensor-parallel group: the model loads and computes its shard
   // (docs/parallel.md). The default is one process holding everything.
   TensorParallel tensor_parallel;
+  // Load the checkpoint's multi-token-prediction layers (speculative method "mtp"); without it
+  // they are left unread, costing neither memory nor a cache layer.
+  bool load_mtp_layers = false;
 };
 
 }  // namespace pagoda

@@ -3,7 +3,9 @@ random models covering every option of the family: q_lora on and off, dense firs
 moe_layer_freq, greedy / group_limited_greedy / noaux_tc routing, softmax and sigmoid scores,
 norm_topk_prob with both scaling rules, shared experts, YaRN with mscale / mscale_all_dim, MTP
 layers in the checkpoint, f32 and bf16 storage; through decode, chunked prefill, a mixed batch
-followed by a batched decode step, and a prefix-cache hit.
+followed by a batched decode step, and a prefix-cache hit. The MTP layer itself (speculative
+decoding's "mtp" drafts) is checked against the reference's mtp_forward in decode, chunked and
+whole-prompt steps, and one recursive draft step.
 
 The same checks run on GGUF files that `pagoda export-gguf` writes from some of the variants
 (llama.cpp's deepseek2 layout: stacked experts, kv_b_proj split into attn_k_b / attn_v_b), so the
@@ -146,6 +148,23 @@ def compare(name, got, want, tol, exact_routing=True):
     return ok
 
 
+def check_mtp(binary, model_dir, cfg, stored, ids, tol):
+    """The MTP layer (speculative method "mtp") against ref.mtp_forward: rows i < len - 1 pair the
+    decoder's hidden state at i with ids[i + 1]; one more row continues at len - 1 from the layer's
+    own output at len - 2 with token 3 (how drafts after the first are made)."""
+    with torch.no_grad():
+        hidden = ref.deepseek_hidden(cfg, stored, ids)
+        logits, out = ref.mtp_forward(cfg, stored, ids[1:], hidden[:-1])
+        previous = torch.cat([hidden[:-1], out[-1:]])
+        recursive, _ = ref.mtp_forward(cfg, stored, ids[1:] + [3], previous)
+        want = torch.cat([logits, recursive[-1:]])
+    ok = True
+    for chunk in (1, 5, len(ids)):
+        got = run(binary, model_dir, f"mtp:{chunk}", [ids], cfg["vocab_size"])
+        ok &= compare(f"{os.path.basename(model_dir)} mtp:{chunk}", got, want, tol)
+    return ok
+
+
 def main():
     binary, pagoda, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
@@ -205,6 +224,8 @@ def main():
             got = run(binary, model, "prefix", [ids, branch], vocab)
             ok &= compare(f"{label} prefix-hit", got, torch.stack([want[-1], want_branch]), tol,
                           argmax)
+        if cfg.get("num_nextn_predict_layers"):
+            ok &= check_mtp(binary, model_dir, cfg, stored, ids, tol)
     if not ok:
         sys.exit(1)
     print("all DeepSeek variants match the reference")

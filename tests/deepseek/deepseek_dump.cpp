@@ -10,11 +10,17 @@
 //         prefix    IDS A then IDS B: A is prefilled; B reuses A's cached full blocks that
 //                   cover their common prefix (a prefix-cache hit) and computes only the
 //                   rest; the last row of A and of B
+//         mtp:N     the model with its MTP layer: N tokens per step through the decoder, each
+//                   step followed by the MTP layer over the same positions (but the last id),
+//                   pairing the decoder's hidden state at i with id i + 1: every row of those
+//                   (len - 1 rows, row i predicts id i + 2); then one recursive step at the
+//                   last position, from the MTP layer's own output at len - 2 and token 3
 //   IDS:  comma-separated token ids
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -90,6 +96,32 @@ class Driver {
     out.insert(out.end(), logits.begin(), logits.end());
   }
 
+  // The MTP layer over positions [first, first + hidden rows) of `s` (already allocated), with
+  // `tokens` as inputs; every row's logits appended to `out`, its output rows to `mtp_hidden`.
+  void mtp_step(Sequence& s, int32_t first, const std::vector<int32_t>& tokens,
+                const std::vector<float>& previous, std::vector<float>& out,
+                std::vector<float>& mtp_hidden) {
+    ForwardBatch batch;
+    ForwardSequence fs;
+    fs.num_tokens = static_cast<int32_t>(tokens.size());
+    fs.context_len = first + fs.num_tokens;
+    fs.block_table = s.block_table.data();
+    fs.all_logits = true;
+    for (int32_t p = first; p < fs.context_len; ++p) {
+      batch.token_ids.push_back(tokens[static_cast<size_t>(p - first)]);
+      batch.positions.push_back(p);
+      batch.slot_mapping.push_back(int64_t{s.block_table[static_cast<size_t>(p / kBlockSize)]} *
+                                       kBlockSize +
+                                   p % kBlockSize);
+    }
+    batch.sequences.push_back(fs);
+    std::vector<float> logits(static_cast<size_t>(batch.num_logit_rows() * model_.vocab_size()));
+    mtp_hidden.resize(tokens.size() * static_cast<size_t>(model_.hidden_size()));
+    model_.forward_mtp(host_execution_context(), batch, previous.data(), cache_, logits.data(),
+                       mtp_hidden.data());
+    out.insert(out.end(), logits.begin(), logits.end());
+  }
+
  private:
   Model& model_;
   std::vector<float> memory_;
@@ -112,7 +144,9 @@ int main(int argc, char** argv) {
     if (is_gguf_path(path)) gguf = open_gguf_model(path);
     const ModelConfig config = gguf ? gguf->config : ModelConfig::from_dir(path);
     const TensorStore store = gguf ? std::move(gguf->tensors) : TensorStore::open(path);
-    const std::unique_ptr<Model> model = create_model(config, store, ModelOptions{});
+    ModelOptions options;
+    options.load_mtp_layers = mode.rfind("mtp:", 0) == 0;
+    const std::unique_ptr<Model> model = create_model(config, store, options);
 
     std::vector<Sequence> seqs;
     int32_t total_tokens = 0;
@@ -145,6 +179,27 @@ int main(int argc, char** argv) {
       b.num_computed = num_shared * kBlockSize;
       std::fprintf(stderr, "prefix: %d cached tokens reused\n", b.num_computed);
       driver.step({{&b, static_cast<int32_t>(b.ids.size()) - b.num_computed}}, out);
+    } else if (options.load_mtp_layers) {
+      const int32_t chunk = std::stoi(mode.substr(4));
+      Sequence& s = seqs.front();
+      const auto len = static_cast<int32_t>(s.ids.size());
+      const int64_t hidden = model->hidden_size();
+      std::vector<float> ignored, previous, mtp_hidden;
+      while (s.num_computed < len) {
+        const int32_t first = s.num_computed;
+        const int32_t n = std::min<int32_t>(chunk, len - first);
+        driver.step({{&s, n}}, ignored);
+        const int32_t num_mtp = std::min(n, len - 1 - first);  // id first + j + 1 must exist
+        if (num_mtp <= 0) break;
+        const std::span<const float> h = model->hidden_states();
+        previous.assign(h.begin(), h.begin() + num_mtp * hidden);
+        driver.mtp_step(s, first, {s.ids.begin() + first + 1, s.ids.begin() + first + 1 + num_mtp},
+                        previous, out, mtp_hidden);
+      }
+      // Recursion: the layer's own output at len - 2 continues at len - 1 (a slot allocated for
+      // the decoder's last token, which the MTP layer has not written).
+      previous.assign(mtp_hidden.end() - hidden, mtp_hidden.end());
+      driver.mtp_step(s, len - 1, {3}, previous, out, mtp_hidden);
     } else {
       const int32_t chunk = mode == "decode" ? 1 : std::stoi(mode.substr(mode.find(':') + 1));
       Sequence& s = seqs.front();

@@ -232,19 +232,48 @@ def attention(cfg, w, p, x, cos, sin):
     return out.transpose(0, 1).reshape(T, H * vd) @ w[a + "o_proj.weight"].T
 
 
-def deepseek_forward(cfg, w, ids):
-    """Logits [len(ids), vocab] of one sequence, every position."""
-    T, eps = len(ids), cfg["rms_norm_eps"]
-    cos, sin = rope_cos_sin(cfg, T)
+def decoder_layer(cfg, w, i, h, cos, sin):
+    """One decoder layer of index i (an MTP layer's index is num_hidden_layers or more)."""
+    eps = cfg["rms_norm_eps"]
+    p = f"model.layers.{i}."
+    h = h + attention(cfg, w, p, rms_norm(h, w[p + "input_layernorm.weight"], eps), cos, sin)
+    x = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
+    moe_layer = is_moe_layer(cfg, i) or (i >= cfg["num_hidden_layers"] and cfg.get("n_routed_experts"))
+    return h + (moe(cfg, w, p, x) if moe_layer else mlp(w, p + "mlp.", x))
+
+
+def deepseek_hidden(cfg, w, ids):
+    """The last decoder layer's output [len(ids), hidden], before the final norm."""
+    cos, sin = rope_cos_sin(cfg, len(ids))
     h = w["model.embed_tokens.weight"][torch.tensor(ids)]
     for i in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        h = h + attention(cfg, w, p, rms_norm(h, w[p + "input_layernorm.weight"], eps), cos, sin)
-        x = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
-        h = h + (moe(cfg, w, p, x) if is_moe_layer(cfg, i) else mlp(w, p + "mlp.", x))
-    h = rms_norm(h, w["model.norm.weight"], eps)
+        h = decoder_layer(cfg, w, i, h, cos, sin)
+    return h
+
+
+def deepseek_forward(cfg, w, ids):
+    """Logits [len(ids), vocab] of one sequence, every position."""
+    h = rms_norm(deepseek_hidden(cfg, w, ids), w["model.norm.weight"], cfg["rms_norm_eps"])
     head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
     return h @ head.T
+
+
+def mtp_forward(cfg, w, next_ids, previous_hidden):
+    """DeepSeek-V3's first multi-token-prediction module (technical report, section 2.2), over one
+    sequence from position 0: row i joins the token after position i (next_ids[i]) with the
+    hidden state at i (previous_hidden[i]: the main model's last layer before its norm, or this
+    module's own output). Returns (logits, output) [len, vocab] and [len, hidden]; row i of the
+    logits predicts the token two after position i."""
+    eps, i = cfg["rms_norm_eps"], cfg["num_hidden_layers"]
+    p = f"model.layers.{i}."
+    emb = w.get(p + "embed_tokens.weight", w["model.embed_tokens.weight"])[torch.tensor(next_ids)]
+    joined = torch.cat([rms_norm(emb, w[p + "enorm.weight"], eps),
+                        rms_norm(previous_hidden, w[p + "hnorm.weight"], eps)], dim=-1)
+    h = joined @ w[p + "eh_proj.weight"].T
+    cos, sin = rope_cos_sin(cfg, len(next_ids))
+    h = decoder_layer(cfg, w, i, h, cos, sin)
+    head = w.get(p + "shared_head.head.weight", w.get("lm_head.weight"))
+    return rms_norm(h, w[p + "shared_head.norm.weight"], eps) @ head.T, h
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,6 +325,15 @@ def random_deepseek_weights(cfg, seed, num_mtp_layers=0):
                 add_mlp(w, p + "mlp.shared_experts.", cfg["moe_intermediate_size"] * cfg["n_shared_experts"])
         else:
             add_mlp(w, p + "mlp.", cfg["intermediate_size"])
+        if i >= cfg["num_hidden_layers"]:
+            # What an MTP layer adds to a decoder layer; its own embedding and head, as the
+            # published checkpoints store them (drawn here, so sharing the model's would show).
+            w[p + "embed_tokens.weight"] = torch.randn(vocab, hidden, generator=g)
+            w[p + "enorm.weight"] = norm(hidden)
+            w[p + "hnorm.weight"] = norm(hidden)
+            w[p + "eh_proj.weight"] = mat(hidden, 2 * hidden)
+            w[p + "shared_head.norm.weight"] = norm(hidden)
+            w[p + "shared_head.head.weight"] = mat(vocab, hidden)
     w["model.norm.weight"] = norm(hidden)
     if not cfg.get("tie_word_embeddings", False):
         w["lm_head.weight"] = mat(vocab, hidden)

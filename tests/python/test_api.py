@@ -235,7 +235,9 @@ class ConstructionTest(unittest.TestCase):
         with self.assertRaisesRegex(pagoda.Error, '"lookahead"'):
             LLM(model=MODEL, speculative_config={"method": "ngram", "num_speculative_tokens": 2,
                                                  "lookahead": 1})
-        with self.assertRaisesRegex(pagoda.Error, '"mtp" is not supported yet'):
+        with self.assertRaisesRegex(pagoda.Error, '"eagle" is not supported yet'):
+            LLM(model=MODEL, speculative_config={"method": "eagle", "num_speculative_tokens": 1})
+        with self.assertRaisesRegex(pagoda.Error, "multi-token-prediction layers"):
             LLM(model=MODEL, speculative_config={"method": "mtp", "num_speculative_tokens": 1})
 
 

@@ -8,13 +8,14 @@
 namespace pagoda {
 
 LogitsHead::LogitsHead(WeightLoader& loader, const Embedding& embedding, bool tie_word_embeddings,
-                       int64_t vocab, int64_t hidden, float eps, const TensorParallel& tp)
-    : norm_(RmsNorm::load(loader, "model.norm.weight", hidden, eps)), rows_(hidden) {
+                       int64_t vocab, int64_t hidden, float eps, const TensorParallel& tp,
+                       const std::string& norm_name, const std::string& head_name)
+    : norm_(RmsNorm::load(loader, norm_name, hidden, eps)), rows_(hidden) {
   // The embedding holds this rank's vocabulary range (all of it on one rank); so does the head.
-  if (tie_word_embeddings && loader.store().find("lm_head.weight") == nullptr) {
-    lm_head_.weight = loader.prepare(embedding.table, "lm_head.weight");
+  if (tie_word_embeddings && loader.store().find(head_name + ".weight") == nullptr) {
+    lm_head_.weight = loader.prepare(embedding.table, head_name + ".weight");
   } else {
-    lm_head_ = Linear::load_rows(loader, "lm_head", vocab, hidden, embedding.vocab_range);
+    lm_head_ = Linear::load_rows(loader, head_name, vocab, hidden, embedding.vocab_range);
   }
   if (tp.enabled()) {
     vocab_ = vocab;

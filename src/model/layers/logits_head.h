@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "device/execution_context.h"
 #include "model/forward_batch.h"
@@ -25,9 +26,13 @@ class LogitsHead {
   LogitsHead() = default;
   // `model.norm.weight` and `lm_head.weight`; a tied model without its own lm_head reuses the
   // embedding table (quantized as a matrix would be).
-  // With tensor parallelism the projection holds the embedding's vocabulary range.
+  // With tensor parallelism the projection holds the embedding's vocabulary range. A head stored
+  // under other names (DeepSeek's MTP shared_head) passes them; the head's name has no
+  // ".weight".
   LogitsHead(WeightLoader& loader, const Embedding& embedding, bool tie_word_embeddings,
-             int64_t vocab, int64_t hidden, float eps, const TensorParallel& tp = {});
+             int64_t vocab, int64_t hidden, float eps, const TensorParallel& tp = {},
+             const std::string& norm_name = "model.norm.weight",
+             const std::string& head_name = "lm_head");
 
   // hidden_states [batch.num_tokens(), hidden] -> logits [batch.num_logit_rows(), vocab].
   void forward(const ExecutionContext& ctx, const ForwardBatch& batch, const float* hidden_states,
