@@ -9,6 +9,7 @@
 #include "device/execution_context.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/pipeline_parallel.h"
 #include "model/tensor_parallel.h"
 #include "model/weights.h"
 
@@ -41,6 +42,9 @@ struct ModelOptions {
   // This process's rank of a tensor-parallel group: the model loads and computes its shard
   // (docs/parallel.md). The default is one process holding everything.
   TensorParallel tensor_parallel;
+  // This process's pipeline stage: the model loads, caches and runs only that stage's layers
+  // (docs/parallel.md). The default is one stage holding every layer.
+  PipelineParallel pipeline_parallel;
 };
 
 }  // namespace pagoda
