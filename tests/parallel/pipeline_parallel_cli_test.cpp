@@ -2,10 +2,15 @@
 // layers, and the greedy tokens are those of one process, for Llama and Qwen2 (5 layers, so
 // that the split is uneven) and the real stories260K; with prefix-cache hits, chunked prefill
 // and preemption in the same run. Ranks are oversubscribed on a 2-core machine.
+#include <signal.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -20,6 +25,8 @@
 namespace pagoda {
 namespace {
 
+using cli::testing::Clock;
+using cli::testing::PagodaProcess;
 using cli::testing::run_pagoda;
 using cli::testing::Scratch;
 namespace fs = std::filesystem;
@@ -195,6 +202,59 @@ TEST(PipelineParallelGenerate, TooManyStagesAndDeepSeekAreRefused) {
                             scratch.dir(), {}, 120s);
   EXPECT_NE(d.exit_code, 0);
   EXPECT_NE(d.err.find("pipeline parallelism is not implemented"), std::string::npos) << d.err;
+}
+
+// pids of processes whose command line holds every one of `parts`.
+std::vector<pid_t> processes_with(const std::vector<std::string>& parts) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+    bool all = !cmdline.empty();
+    for (const std::string& p : parts) all = all && cmdline.find(p) != std::string::npos;
+    if (all) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+// The last stage's second tensor rank killed mid-generation: the ranks waiting on it (its
+// stage's tensor group, the link from the first stage) notice, and so in turn does rank 0, which
+// fails the run soon instead of hanging.
+TEST(PipelineParallelGenerate, KilledLastStageRankFailsTheRunWithoutHanging) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  const std::string model = tiny_model(scratch, "LlamaForCausalLM");
+  PagodaProcess p(
+      {"generate", "--model", model, "--prompt", "Once upon", "--max-tokens", "4000",
+       "--ignore-eos", "--temperature", "0", "-tp", "2", "-pp", "2", "--log-level", "info"},
+      scratch.dir());
+  ASSERT_TRUE(p.wait_until([&] { return p.err().find("KV cache:") != std::string::npos; }, 120s))
+      << p.err();
+  std::vector<pid_t> victims;
+  ASSERT_TRUE(p.wait_until(
+      [&] {
+        victims = processes_with({model, std::string("--tensor-parallel-rank\0"
+                                                     "3",
+                                                     24)});
+        return !victims.empty();
+      },
+      30s));
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(victims.size(), 1u);
+  ::kill(victims.front(), SIGKILL);
+  const auto start = Clock::now();
+  const int code = p.wait_exit(90s);
+  EXPECT_NE(code, 0) << p.err();
+  EXPECT_NE(code, -1) << "generate hung after a rank died:\n" << p.err();
+  EXPECT_LT(Clock::now() - start, 60s);
+  // The communicator names the dead pid (and its rank within the group that noticed).
+  const std::string err = p.err();
+  EXPECT_TRUE(err.find("exited during") != std::string::npos ||
+              err.find("died") != std::string::npos)
+      << err;
 }
 
 }  // namespace
