@@ -108,7 +108,11 @@ struct EngineArgs {
   // `tensor_parallel_job_id` (a shared-memory segment). Rank 0 builds the Engine; the others
   // call run_tensor_parallel_follower with the same arguments. `pagoda generate/serve -tp N`
   // starts the others itself.
+  // Pipeline parallelism (vLLM's --pipeline-parallel-size): the layers split into this many
+  // stages, each of tensor_parallel_size ranks; tensor_parallel_rank then numbers every rank of
+  // the tensor_parallel_size x pipeline_parallel_size, stage by stage.
   int32_t tensor_parallel_size = 1;
+  int32_t pipeline_parallel_size = 1;
   int32_t tensor_parallel_rank = 0;
   std::string tensor_parallel_job_id;
   // The ranks are MPI processes (`mpirun -np N pagoda ...`, possibly on several machines): the

@@ -21,6 +21,7 @@
 #include "engine/input_processor.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/output_processor.h"
+#include "engine/parallel_groups.h"
 #include "engine/speculative_config.h"
 #include "engine/tensor_parallel_executor.h"
 #include "hub/resolve_model.h"
@@ -33,10 +34,6 @@
 #include "model/model_registry.h"
 #include "model/model_source.h"
 #include "parallel/counting_communicator.h"
-#if PAGODA_HAVE_MPI
-#include "parallel/mpi_communicator.h"
-#endif
-#include "parallel/shm_communicator.h"
 #include "template/chat_template.h"
 #include "template/chat_template_options.h"
 #include "tokenizer/tokenizer.h"
@@ -72,9 +69,9 @@ class Engine::Impl {
   GenerationConfig generation_config_;
   TensorStore store_;
   Tokenizer tokenizer_;
-  // Tensor parallel: the group (declared before the model and the core, which use it, so that
-  // it goes last); nullptr in one process.
-  std::unique_ptr<CountingCommunicator> communicator_;
+  // Tensor / pipeline parallel: the groups (declared before the model and the core, which use
+  // them, so that they go last); nullptr in one process.
+  std::unique_ptr<ParallelGroups> groups_;
   TensorParallelExecutor* tensor_parallel_executor_ = nullptr;  // owned by core_
   std::unique_ptr<Model> model_;
   int32_t max_model_len_ = 0;
@@ -98,7 +95,7 @@ FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_p
   if (args.weights_memory != "auto") return parse_file_memory(args.weights_memory);
   // A tensor-parallel rank uses a part of each matrix: mapped, it faults in only its part's
   // pages (shared with the other ranks through the page cache), where a copy would be whole.
-  if (args.tensor_parallel_size > 1) return FileMemory::kMap;
+  if (parallel_world_size(args) > 1) return FileMemory::kMap;
   const bool read_once =
       !args.quantization.empty() || is_gguf_path(model_path) || is_fp8_checkpoint(model_path);
   return read_once ? FileMemory::kMap : FileMemory::kHugePageCopy;
@@ -122,9 +119,11 @@ namespace {
 ModelSource open_model_with_progress(const EngineArgs& args) {
   // Fail before minutes of loading.
   if (parse_speculative_config(args.speculative_config).enabled() &&
-      args.tensor_parallel_size > 1) {
+      parallel_world_size(args) > 1) {
     // Followers learn one sampled token per request and step; accepted drafts bring several.
-    fail("--speculative-config cannot be combined with --tensor-parallel-size > 1 yet");
+    fail(
+        "--speculative-config cannot be combined with --tensor-parallel-size or "
+        "--pipeline-parallel-size > 1 yet");
   }
   const std::string path = resolve_model_dir(args);
   hub::HubOptions tokenizer_options;
@@ -166,17 +165,18 @@ ThreadPlacement thread_placement_for(const EngineArgs& args) {
   // use (a node's, when ranks are bound one per NUMA node). OpenMP's default, every CPU per rank,
   // puts several spinning threads on each CPU: measured on 2 cores at -tp 2, a decode step spent
   // 130-150 ms in collectives instead of 2.5 ms.
-  if (placement.num_threads == 0 && args.tensor_parallel_size > 1) {
+  const int num_ranks = parallel_world_size(args);
+  if (placement.num_threads == 0 && num_ranks > 1) {
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
     const int num_cpus = sched_getaffinity(0, sizeof(allowed), &allowed) == 0
                              ? CPU_COUNT(&allowed)
                              : static_cast<int>(std::thread::hardware_concurrency());
-    const int sharing = std::max(args.tensor_parallel_size, numa_node_count());
+    const int sharing = std::max(num_ranks, numa_node_count());
     placement.num_threads = std::max(1, num_cpus / sharing);
     spdlog::info(
         "tensor parallel: {} kernel threads per rank ({} CPUs, {} ranks, --threads sets it)",
-        placement.num_threads, num_cpus, args.tensor_parallel_size);
+        placement.num_threads, num_cpus, num_ranks);
   }
   if (!placement.cpus.empty() && placement.num_threads > static_cast<int>(placement.cpus.size())) {
     spdlog::warn("{} threads on {} bound CPUs: threads will share CPUs", placement.num_threads,
@@ -185,53 +185,16 @@ ThreadPlacement thread_placement_for(const EngineArgs& args) {
   return placement;
 }
 
-// The tensor-parallel group of args' rank, over shared memory, one rank per NUMA node when
-// the machine has several (ranks beyond the node count wrap around); nullptr for one process.
-// The group of args' rank over MPI (launched by mpirun): MPI numbers the ranks, and they must
-// be the ones the arguments name.
-std::unique_ptr<CountingCommunicator> join_mpi_group(const EngineArgs& args) {
-#if PAGODA_HAVE_MPI
-  auto mpi = std::make_unique<MpiCommunicator>();
-  if (mpi->world_size() != args.tensor_parallel_size || mpi->rank() != args.tensor_parallel_rank) {
-    fail("tensor parallel: MPI says rank {} of {}, the arguments rank {} of {}", mpi->rank(),
-         mpi->world_size(), args.tensor_parallel_rank, args.tensor_parallel_size);
-  }
-  spdlog::info("tensor parallel: rank {} of {} over MPI", mpi->rank(), mpi->world_size());
-  return std::make_unique<CountingCommunicator>(std::move(mpi));
-#else
-  fail(
-      "tensor parallel over MPI: this pagoda was built without MPI (install libopenmpi-dev and "
-      "rebuild)");
-#endif
-}
-
-std::unique_ptr<CountingCommunicator> join_tensor_parallel_group(const EngineArgs& args) {
-  if (args.tensor_parallel_mpi) return join_mpi_group(args);
-  if (args.tensor_parallel_size <= 1) return nullptr;
-  if (args.tensor_parallel_job_id.empty())
-    fail("--tensor-parallel-size {}: no job id to find the other ranks by",
-         args.tensor_parallel_size);
-  ShmCommunicatorOptions options;
-  options.job_id = args.tensor_parallel_job_id;
-  options.rank = args.tensor_parallel_rank;
-  options.world_size = args.tensor_parallel_size;
-  // Every rank reads its weights before it attaches: give a slow disk time.
-  options.attach_timeout = std::chrono::minutes(10);
-  const int num_nodes = numa_node_count();
-  if (num_nodes > 1) options.numa_node = args.tensor_parallel_rank % num_nodes;
-  auto group = std::make_unique<CountingCommunicator>(std::make_unique<ShmCommunicator>(options));
-  spdlog::info("tensor parallel: rank {} of {}{}", options.rank, options.world_size,
-               options.numa_node >= 0 ? fmt::format(", on NUMA node {}", options.numa_node) : "");
-  return group;
-}
-
-ModelOptions model_options_for(const EngineArgs& args, Communicator* group) {
+ModelOptions model_options_for(const EngineArgs& args, const ParallelGroups* groups) {
   ModelOptions options;
   options.max_num_batched_tokens = args.max_num_batched_tokens;
   options.weights.quantize_to = parse_quantization(args.quantization);
   options.weights.group_size = args.quantization_group_size;
   options.weights.int8_activations = args.int8_activations;
-  options.tensor_parallel = TensorParallel(group);
+  if (groups != nullptr) {
+    options.tensor_parallel = groups->tensor_parallel();
+    options.pipeline_parallel = groups->pipeline_parallel();
+  }
   options.load_mtp_layers = parse_speculative_config(args.speculative_config).method == "mtp";
   return options;
 }
@@ -261,8 +224,8 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
       tokenizer_(std::move(source.tokenizer)) {
   const ThreadPlacement placement = thread_placement_for(args);
   apply_thread_placement(placement);  // loading quantizes in parallel too
-  communicator_ = join_tensor_parallel_group(args);
-  ModelOptions options = model_options_for(args, communicator_.get());
+  groups_ = join_parallel_groups(args);
+  ModelOptions options = model_options_for(args, groups_.get());
   {
     // Quantizing at load reads and converts every float matrix: the slow part of such a load.
     Progress quantizing("quantizing weights", is_quantized(options.weights.quantize_to)
@@ -320,8 +283,21 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
       content_format);
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_);
 
-  kv_spec_ = model_->kv_cache_spec();
-  kv_spec_.dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
+  KvCacheSpec local_spec = model_->kv_cache_spec();  // this stage's layers
+  local_spec.dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
+  kv_spec_ = local_spec;
+  // Every stage takes as many blocks as rank 0 decides: size them for the stage with the most
+  // layers, so that the memory asked for is what the fullest rank holds.
+  if (args.pipeline_parallel_size > 1) {
+    int32_t most = 0;
+    for (int stage = 0; stage < args.pipeline_parallel_size; ++stage) {
+      most = std::max(most,
+                      static_cast<int32_t>(pipeline_stage_layers(config_.num_hidden_layers,
+                                                                 args.pipeline_parallel_size, stage)
+                                               .size()));
+    }
+    kv_spec_.num_layers = most;
+  }
   kv_ceiling_ = plan_kv_cache(kv_spec_, args.block_size, max_model_len_, args.max_num_seqs,
                               args.kv_cache_space_bytes);
   EngineCoreConfig cc;
@@ -337,10 +313,10 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   cc.scheduler.enable_prefix_caching = args.enable_prefix_caching;
   cc.kv_cache_by_need = args.kv_cache_by_need;
   auto local =
-      std::make_unique<InProcessExecutor>(*model_, kv_spec_, args.block_size, placement,
+      std::make_unique<InProcessExecutor>(*model_, local_spec, args.block_size, placement,
                                           parse_speculative_config(args.speculative_config));
-  if (communicator_) {
-    auto executor = std::make_unique<TensorParallelExecutor>(std::move(local), *communicator_);
+  if (groups_) {
+    auto executor = std::make_unique<TensorParallelExecutor>(std::move(local), *groups_);
     tensor_parallel_executor_ = executor.get();
     core_ = std::make_unique<EngineCore>(cc, std::move(executor));
   } else {
@@ -510,21 +486,21 @@ std::string Engine::communication_summary() const {
 }
 
 void run_tensor_parallel_follower(const EngineArgs& args) {
-  if (args.tensor_parallel_rank < 1 || args.tensor_parallel_rank >= args.tensor_parallel_size) {
-    fail("tensor parallel: rank {} is not a follower of a group of {}", args.tensor_parallel_rank,
-         args.tensor_parallel_size);
+  if (args.tensor_parallel_rank < 1 || args.tensor_parallel_rank >= parallel_world_size(args)) {
+    fail("parallel: rank {} is not a follower of a group of {}", args.tensor_parallel_rank,
+         parallel_world_size(args));
   }
   ModelSource source = open_model_with_progress(args);
   const ThreadPlacement placement = thread_placement_for(args);
   apply_thread_placement(placement);
-  std::unique_ptr<CountingCommunicator> group = join_tensor_parallel_group(args);
+  std::unique_ptr<ParallelGroups> groups = join_parallel_groups(args);
   std::unique_ptr<Model> model =
-      create_model(source.config, source.tensors, model_options_for(args, group.get()));
+      create_model(source.config, source.tensors, model_options_for(args, groups.get()));
   KvCacheSpec spec = model->kv_cache_spec();
   spec.dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
   InProcessExecutor local(*model, spec, args.block_size, placement, SpeculativeConfig{},
                           /*samples=*/false);
-  run_tensor_parallel_follower(local, *group);
+  run_tensor_parallel_follower(local, *groups->world);
 }
 
 CacheInfo Engine::cache_info() const {

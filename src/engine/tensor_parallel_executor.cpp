@@ -11,8 +11,8 @@
 namespace pagoda {
 
 TensorParallelExecutor::TensorParallelExecutor(std::unique_ptr<InProcessExecutor> local,
-                                               CountingCommunicator& communicator)
-    : local_(std::move(local)), communicator_(communicator), channel_(communicator) {}
+                                               const ParallelGroups& groups)
+    : local_(std::move(local)), groups_(groups), channel_(*groups.world) {}
 
 TensorParallelExecutor::~TensorParallelExecutor() {
   if (failed_) return;
@@ -36,7 +36,7 @@ double TensorParallelExecutor::initialize_kv_cache(int32_t num_blocks) {
 }
 
 ModelRunnerOutput TensorParallelExecutor::execute_model(const SchedulerOutput& out) {
-  const CommunicationStats before = communicator_.stats();
+  const CommunicationStats before = groups_.stats();
   ModelRunnerOutput result;
   try {
     channel_.send(RankCommand::kExecuteModel, encode(out));
@@ -46,7 +46,7 @@ ModelRunnerOutput TensorParallelExecutor::execute_model(const SchedulerOutput& o
     failed_ = true;
     throw;
   }
-  const CommunicationStats step = communicator_.stats() - before;
+  const CommunicationStats step = groups_.stats() - before;
   int64_t num_tokens = 0;
   bool decode = !out.requests.empty();
   for (const ScheduledRequest& r : out.requests) {
@@ -68,8 +68,12 @@ ModelRunnerOutput TensorParallelExecutor::execute_model(const SchedulerOutput& o
 
 std::string TensorParallelExecutor::stats_summary() const {
   const TensorParallelStats& s = stats_;
+  const int ranks = groups_.world->world_size();
   std::string text =
-      fmt::format("tensor parallel ({} ranks) communication:", communicator_.world_size());
+      groups_.pipeline_size == 1
+          ? fmt::format("tensor parallel ({} ranks) communication:", ranks)
+          : fmt::format("pipeline parallel ({} stages x {} tensor-parallel ranks) communication:",
+                        groups_.pipeline_size, groups_.tensor_size);
   if (s.num_decode_steps > 0) {
     const auto n = static_cast<double>(s.num_decode_steps);
     text +=

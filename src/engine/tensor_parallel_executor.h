@@ -5,6 +5,10 @@
 // rank's runner holds the same tokens. Ranks >= 1 run run_tensor_parallel_follower. A rank that
 // dies makes the communicator throw on every other rank: rank 0's step fails with the error,
 // and the followers return it.
+// Pipeline parallelism runs through the same executor: the followers are the other stages'
+// ranks too, and the model passes hidden states and logits between stages inside its forward
+// (model/pipeline_parallel.h), so rank 0's step returns once the last stage's logits arrived.
+// One batch is in flight at a time: the stages take turns rather than overlap.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +17,7 @@
 
 #include "engine/executor.h"
 #include "engine/in_process_executor.h"
+#include "engine/parallel_groups.h"
 #include "engine/rank_channel.h"
 #include "parallel/counting_communicator.h"
 
@@ -30,10 +35,9 @@ struct TensorParallelStats {
 
 class TensorParallelExecutor final : public Executor {
  public:
-  // `local` runs rank 0's shard; `communicator` is the group its model was loaded with and must
-  // outlive the executor.
-  TensorParallelExecutor(std::unique_ptr<InProcessExecutor> local,
-                         CountingCommunicator& communicator);
+  // `local` runs rank 0's shard; `groups` are those its model was loaded with and must outlive
+  // the executor.
+  TensorParallelExecutor(std::unique_ptr<InProcessExecutor> local, const ParallelGroups& groups);
   // Tells the followers to return (unless the group already failed).
   ~TensorParallelExecutor() override;
 
@@ -48,7 +52,7 @@ class TensorParallelExecutor final : public Executor {
 
  private:
   std::unique_ptr<InProcessExecutor> local_;
-  CountingCommunicator& communicator_;
+  const ParallelGroups& groups_;
   RankChannel channel_;
   TensorParallelStats stats_;
   bool failed_ = false;  // a collective threw: the group is gone, send nothing more

@@ -315,6 +315,12 @@ std::unique_ptr<Model> create_deepseek_model(const ModelConfig& config, const Te
         "--tensor-parallel-size 1",
         config.config_path, config.architecture);
   }
+  if (options.pipeline_parallel.enabled()) {
+    fail(
+        "{}: pipeline parallelism is not implemented for {}; run it with "
+        "--pipeline-parallel-size 1",
+        config.config_path, config.architecture);
+  }
   return std::make_unique<DeepseekModel>(config, store, options);
 }
 

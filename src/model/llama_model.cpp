@@ -11,6 +11,9 @@
 // heads/T query heads and kv_heads/T KV heads (q/k/v column-parallel, o_proj row-parallel),
 // inter/T MLP rows (gate/up column-parallel, down row-parallel) and a vocabulary range
 // (embedding and lm_head); its KV cache holds only its KV heads.
+// Pipeline parallel (ModelOptions::pipeline_parallel): each stage holds a contiguous range of
+// layers (and their KV cache); the first embeds, the last runs the head, and h crosses from
+// stage to stage (model/pipeline_parallel.h).
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -60,10 +63,12 @@ class LlamaModel final : public Model {
   void reserve(const ExecutionContext& ctx, int64_t num_tokens);
 
   // num_heads_ and num_kv_heads_ are this rank's (all of them on one rank).
-  int64_t hidden_, intermediate_, num_layers_, num_heads_, num_kv_heads_, head_dim_, vocab_size_;
+  int64_t hidden_, intermediate_, num_heads_, num_kv_heads_, head_dim_, vocab_size_;
+  PipelineParallel pipeline_;
+  LayerRange stage_layers_;  // every layer on one stage
   WeightLoader weights_;
-  Embedding embed_;
-  std::vector<LlamaLayer> layers_;
+  Embedding embed_;                 // first stage (and the last, whose head may be tied to it)
+  std::vector<LlamaLayer> layers_;  // layers_[i] is layer stage_layers_.begin + i
   LogitsHead head_;
   RotaryEmbedding rope_;
   PagedAttention attention_;
@@ -83,7 +88,6 @@ class LlamaModel final : public Model {
 LlamaModel::LlamaModel(const ModelConfig& c, const TensorStore& store, const ModelOptions& options)
     : hidden_(c.hidden_size),
       intermediate_(c.intermediate_size),
-      num_layers_(c.num_hidden_layers),
       num_heads_(options.tensor_parallel
                      .even_split(c.num_attention_heads, "attention heads (num_attention_heads)")
                      .count),
@@ -92,6 +96,8 @@ LlamaModel::LlamaModel(const ModelConfig& c, const TensorStore& store, const Mod
                         .count),
       head_dim_(c.head_dim),
       vocab_size_(c.vocab_size),
+      pipeline_(options.pipeline_parallel),
+      stage_layers_(pipeline_.layers(c.num_hidden_layers)),
       weights_(store, options.weights),
       rope_(rope_params_from_config(c, c.head_dim)),
       attention_{static_cast<int32_t>(num_heads_),
@@ -104,7 +110,12 @@ LlamaModel::LlamaModel(const ModelConfig& c, const TensorStore& store, const Mod
       v_(num_kv_heads_ * c.head_dim) {
   const TensorParallel& tp = options.tensor_parallel;
   const auto eps = static_cast<float>(c.rms_norm_eps);
-  embed_ = Embedding::load_sharded(weights_, "model.embed_tokens.weight", vocab_size_, hidden_, tp);
+  // The last stage loads the table too, as a view of the stored rows: a tied head multiplies
+  // by it, and an untied one takes its vocabulary range (no page of it is read then).
+  if (pipeline_.is_first() || pipeline_.is_last()) {
+    embed_ =
+        Embedding::load_sharded(weights_, "model.embed_tokens.weight", vocab_size_, hidden_, tp);
+  }
   // Rows of q are heads * head_dim, of k and v kv_heads * head_dim: rank r's heads are rows
   // [r * heads/T * hd, ...), and its query heads map onto its KV heads as they would unsplit
   // (GQA groups never straddle ranks, since both head counts divide by T).
@@ -112,10 +123,10 @@ LlamaModel::LlamaModel(const ModelConfig& c, const TensorStore& store, const Mod
   const int64_t kv_dim = c.num_key_value_heads * head_dim_;
   const DimShard q_rows{tp.rank() * num_heads_ * head_dim_, num_heads_ * head_dim_};
   const DimShard kv_rows{tp.rank() * num_kv_heads_ * head_dim_, num_kv_heads_ * head_dim_};
-  layers_.resize(static_cast<size_t>(num_layers_));
-  for (int64_t i = 0; i < num_layers_; ++i) {
+  layers_.resize(static_cast<size_t>(stage_layers_.size()));
+  for (int64_t i = 0; i < stage_layers_.size(); ++i) {
     LlamaLayer& l = layers_[static_cast<size_t>(i)];
-    const std::string p = fmt::format("model.layers.{}.", i);
+    const std::string p = fmt::format("model.layers.{}.", stage_layers_.begin + i);
     l.input_norm = RmsNorm::load(weights_, p + "input_layernorm.weight", hidden_, eps);
     l.post_attn_norm = RmsNorm::load(weights_, p + "post_attention_layernorm.weight", hidden_, eps);
     l.q = Linear::load_rows(weights_, p + "self_attn.q_proj", q_dim, hidden_, q_rows,
@@ -130,12 +141,13 @@ LlamaModel::LlamaModel(const ModelConfig& c, const TensorStore& store, const Mod
   }
   gate_.set_row_size(layers_.empty() ? 0 : layers_.front().mlp.intermediate_size());
   up_.set_row_size(gate_.row_size());
-  head_ = LogitsHead(weights_, embed_, c.tie_word_embeddings, vocab_size_, hidden_, eps, tp);
+  if (pipeline_.is_last())
+    head_ = LogitsHead(weights_, embed_, c.tie_word_embeddings, vocab_size_, hidden_, eps, tp);
 }
 
 KvCacheSpec LlamaModel::kv_cache_spec() const {
   KvCacheSpec spec;
-  spec.num_layers = static_cast<int32_t>(num_layers_);
+  spec.num_layers = static_cast<int32_t>(stage_layers_.size());  // this stage's
   spec.num_kv_heads = static_cast<int32_t>(num_kv_heads_);
   spec.k_head_dim = static_cast<int32_t>(head_dim_);
   spec.v_head_dim = static_cast<int32_t>(head_dim_);
@@ -154,12 +166,17 @@ void LlamaModel::forward(const ExecutionContext& ctx, const ForwardBatch& batch,
   float* h = residual_.data();
   float* x = x_.data();
 
-  embed_.forward(ctx, batch.token_ids.data(), T, h);  // h [T, hidden]
+  const auto h_bytes = static_cast<size_t>(T * hidden_) * sizeof(float);
+  if (pipeline_.is_first()) {
+    embed_.forward(ctx, batch.token_ids.data(), T, h);  // h [T, hidden]
+  } else {
+    pipeline_.from_previous()->receive(h, h_bytes);  // h after the previous stage's last layer
+  }
   attn_batch_.assign(batch);
   // cos/sin depend only on the positions, so one set of rows serves every layer.
   const RopeRows rope = rope_rows_.compute(ctx, rope_, batch.positions.data(), T, /*neox=*/true);
 
-  for (int64_t i = 0; i < num_layers_; ++i) {
+  for (int64_t i = 0; i < stage_layers_.size(); ++i) {
     const LlamaLayer& l = layers_[static_cast<size_t>(i)];
     l.input_norm.forward(ctx, h, T, x);  // x = norm(h)
     // q [T, heads*hd], k and v [T, kv_heads*hd]: one parallel region for the three.
@@ -174,7 +191,18 @@ void LlamaModel::forward(const ExecutionContext& ctx, const ForwardBatch& batch,
     l.mlp.forward(ctx, x, T, gate_.data(), up_.data(), x);  // x = mlp(x) [T, hidden]
     add_residual(ctx, h, x, T * hidden_);                   // h += x
   }
+  const auto logits_bytes =
+      static_cast<size_t>(batch.num_logit_rows() * vocab_size_) * sizeof(float);
+  if (!pipeline_.is_last()) {
+    pipeline_.to_next()->send(h, h_bytes);
+    // Rank 0 samples: the last stage sends it the logits once its layers are done.
+    if (pipeline_.logits() != nullptr && logits_bytes > 0)
+      pipeline_.logits()->receive(logits, logits_bytes);
+    return;
+  }
   head_.forward(ctx, batch, h, logits);  // [logit rows, vocab]
+  if (pipeline_.logits() != nullptr && logits_bytes > 0)
+    pipeline_.logits()->send(logits, logits_bytes);
 }
 
 }  // namespace

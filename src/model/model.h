@@ -10,6 +10,7 @@
 #include "device/execution_context.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/pipeline_parallel.h"
 #include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "util/error.h"
@@ -67,6 +68,9 @@ struct ModelOptions {
   // Load the checkpoint's multi-token-prediction layers (speculative method "mtp"); without it
   // they are left unread, costing neither memory nor a cache layer.
   bool load_mtp_layers = false;
+  // This process's pipeline stage: the model loads, caches and runs only that stage's layers
+  // (docs/parallel.md). The default is one stage holding every layer.
+  PipelineParallel pipeline_parallel;
 };
 
 }  // namespace pagoda

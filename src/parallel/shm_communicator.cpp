@@ -95,7 +95,7 @@ struct alignas(64) ShmCommunicator::Header {
   uint32_t world_size;
   uint64_t slot_bytes;
   uint32_t num_attached;  // world size + 1 once the last rank has unlinked the name
-  uint32_t aborted;  // a rank gave up; the others stop at their next wait
+  uint32_t aborted;       // a rank gave up; the others stop at their next wait
   alignas(64) uint32_t barrier_count;
   alignas(64) uint32_t barrier_sense;
   alignas(64) int32_t pids[kMaxRanks];
@@ -278,7 +278,10 @@ void ShmCommunicator::wait_until(Done done, const char* what,
         // A rank that finished its last collective and exited released us on its way out:
         // look again now that its exit (and so its last store) is visible.
         if (done()) return;
-        abort_group(fmt::format("rank {}: rank {} (pid {}) exited during {}", rank_, r, pid, what));
+        // The segment names the group: a rank of several groups (pipeline stages) numbers its
+        // peers differently in each.
+        abort_group(fmt::format("rank {}: rank {} (pid {}) exited during {} on {}", rank_, r, pid,
+                                what, name_));
       }
     }
     if (now > deadline) {

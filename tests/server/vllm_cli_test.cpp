@@ -121,7 +121,8 @@ TEST(VllmCommandLine, ParallelismAboveOneAndBadValuesAreClearErrors) {
   const std::string model = (scratch.dir / "m").string();
   const Case cases[] = {
       {{"serve", model, "-tp", "0"}, {}, "--tensor-parallel-size"},
-      {{"serve", model, "--pipeline-parallel-size", "4"}, {}, "pipeline parallelism"},
+      {{"serve", model, "-pp", "0"}, {}, "--pipeline-parallel-size"},
+      {{"serve", model, "--data-parallel-size", "4"}, {}, "data parallelism"},
       {{"serve", model, "--device", "cuda"}, {}, "--device"},
       {{"serve", model, "--max-model-len", "1.5K"}, {}, "decimals need a decimal suffix"},
       {{"serve", model, "--model", model + "2"}, {}, "two models given"},

@@ -188,6 +188,9 @@ int run_generate(const GenerateFlags& f) {
   }
   std::fflush(stdout);
   print_stats(outputs);
+  // A KV pool too small for every running request makes the scheduler preempt and recompute.
+  if (const int64_t n = engine.stats().num_preemptions; n > 0)
+    std::fprintf(stderr, "preemptions: %lld (KV cache full)\n", static_cast<long long>(n));
   if (const std::string comm = engine.communication_summary(); !comm.empty())
     std::fprintf(stderr, "%s\n", comm.c_str());
   return 0;

@@ -72,6 +72,13 @@ void adopt_mpi_rank(EngineArgs& args) {
     rank = environment_int("PMI_RANK");
   }
   if (size <= 1 || rank < 0) return;
+  if (args.pipeline_parallel_size > 1) {
+    fail(
+        "--pipeline-parallel-size {} under mpirun: pipeline stages run over shared memory on one "
+        "machine only (pagoda generate/serve -tp T -pp P starts them); across machines, use "
+        "--tensor-parallel-size alone",
+        args.pipeline_parallel_size);
+  }
   if (size != args.tensor_parallel_size) {
     fail(
         "started as {} MPI processes, but --tensor-parallel-size is {}: run mpirun -np N with "
@@ -90,14 +97,19 @@ void add_tensor_parallel_options(CLI::App* app, EngineArgs& a) {
                   "process per rank, bound one per NUMA node; under mpirun, the MPI world")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  app->add_option("--pipeline-parallel-size", a.pipeline_parallel_size,
+                  "Pipeline stages to split Llama/Qwen2 layers over on this machine (vLLM's -pp), "
+                  "each of --tensor-parallel-size ranks")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   // Set by rank 0 on the ranks it starts; hidden from --help.
   app->add_option("--tensor-parallel-rank", a.tensor_parallel_rank)->group("");
   app->add_option("--tensor-parallel-job-id", a.tensor_parallel_job_id)->group("");
 }
 
 FollowerRanks::FollowerRanks(EngineArgs& args) {
-  if (args.tensor_parallel_size <= 1 || args.tensor_parallel_rank != 0 || args.tensor_parallel_mpi)
-    return;
+  const int world_size = args.tensor_parallel_size * args.pipeline_parallel_size;
+  if (world_size <= 1 || args.tensor_parallel_rank != 0 || args.tensor_parallel_mpi) return;
   args.tensor_parallel_job_id =
       fmt::format("pagoda-tp-{}-{}", getpid(),
                   std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000);
@@ -106,7 +118,7 @@ FollowerRanks::FollowerRanks(EngineArgs& args) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  for (int rank = 1; rank < args.tensor_parallel_size; ++rank) {
+  for (int rank = 1; rank < world_size; ++rank) {
     std::vector<std::string> argv = own;
     argv.insert(argv.end(), {"--tensor-parallel-rank", std::to_string(rank),
                              "--tensor-parallel-job-id", args.tensor_parallel_job_id});
@@ -123,7 +135,7 @@ FollowerRanks::FollowerRanks(EngineArgs& args) {
     pids_.push_back(pid);
   }
   posix_spawn_file_actions_destroy(&actions);
-  spdlog::info("tensor parallel: started ranks 1-{} (job {})", args.tensor_parallel_size - 1,
+  spdlog::info("parallel: started ranks 1-{} (job {})", world_size - 1,
                args.tensor_parallel_job_id);
 }
 

@@ -112,13 +112,10 @@ void add_vllm_serve_options(CLI::App* serve, VllmServeFlags& f) {
   serve->add_option("--config", f.config_file,
                     "YAML file of options in vLLM's form (`max-model-len: 4096`, `enforce-eager: "
                     "true`, lists for multi-value options); the command line wins");
-  const std::pair<const char*, int*> sizes[] = {
-      {"--pipeline-parallel-size", &f.pipeline_parallel_size},
-      {"--data-parallel-size", &f.data_parallel_size},
-  };
-  for (const auto& [name, size] : sizes) {
-    serve->add_option(name, *size, "1 (parallelism is not available yet)")->capture_default_str();
-  }
+  serve
+      ->add_option("--data-parallel-size", f.data_parallel_size,
+                   "1 (data parallelism is not available yet)")
+      ->capture_default_str();
   serve
       ->add_option("--dtype", f.dtype,
                    "vLLM's compute dtype; Pagoda computes in fp32 on weights as stored, so "
@@ -178,7 +175,6 @@ void apply_vllm_serve_options(const CLI::App& serve, const VllmServeFlags& f, En
     }
     engine.args.model = f.model_tag;
   }
-  check_parallel_size("--pipeline-parallel-size", f.pipeline_parallel_size, "pipeline parallelism");
   check_parallel_size("--data-parallel-size", f.data_parallel_size, "data parallelism");
   if (f.dtype != "auto") {
     spdlog::warn(

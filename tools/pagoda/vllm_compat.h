@@ -1,6 +1,6 @@
 // `vllm serve`'s command line and environment on `pagoda serve`, so that a deployment moves
 // over unchanged: the positional model, the parallelism sizes (-tp is an engine option,
-// tensor_parallel_launch.h; pipeline and data parallelism must be 1), the flags with a meaning
+// -pp too, tensor_parallel_launch.h; data parallelism must be 1), the flags with a meaning
 // here, the GPU-only ones accepted with a warning that names them inert, and VLLM_API_KEY. The
 // engine-level variables (VLLM_CPU_KVCACHE_SPACE, VLLM_CPU_OMP_THREADS_BIND, ...) are read by
 // EngineFlags (engine_options.h); `--config FILE.yaml` by expand_config_file (vllm_config_file.h).
@@ -20,7 +20,6 @@ namespace pagoda::cli {
 struct VllmServeFlags {
   std::string model_tag;    // `pagoda serve MODEL`
   std::string config_file;  // --config: read by expand_config_file() before parsing
-  int pipeline_parallel_size = 1;
   int data_parallel_size = 1;
   std::string dtype = "auto";
   std::string device = "auto";

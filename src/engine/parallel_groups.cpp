@@ -1,0 +1,138 @@
+#include "engine/parallel_groups.h"
+
+#include <chrono>
+#include <string>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#if PAGODA_HAVE_MPI
+#include "parallel/mpi_communicator.h"
+#endif
+#include "parallel/shm_communicator.h"
+#include "util/error.h"
+#include "util/numa.h"
+
+namespace pagoda {
+namespace {
+
+std::unique_ptr<CountingCommunicator> join(const std::string& job_id, int rank, int world_size,
+                                           int numa_node = -1) {
+  ShmCommunicatorOptions options;
+  options.job_id = job_id;
+  options.rank = rank;
+  options.world_size = world_size;
+  // Every rank reads its weights before it attaches: give a slow disk time.
+  options.attach_timeout = std::chrono::minutes(10);
+  options.numa_node = numa_node;
+  return std::make_unique<CountingCommunicator>(std::make_unique<ShmCommunicator>(options));
+}
+
+// A two-rank link; `counter` is set to its counting communicator.
+std::unique_ptr<PairLink> link(const std::string& job_id, int rank,
+                               CountingCommunicator*& counter) {
+  std::unique_ptr<CountingCommunicator> group = join(job_id, rank, 2);
+  counter = group.get();
+  return std::make_unique<PairLink>(std::move(group));
+}
+
+// The world of a job launched by mpirun: MPI numbers the ranks, and they must be the ones the
+// arguments name. Only one stage: links between stages are shared-memory segments.
+std::unique_ptr<CountingCommunicator> join_mpi_world(const EngineArgs& args) {
+#if PAGODA_HAVE_MPI
+  if (args.pipeline_parallel_size > 1)
+    fail("pipeline parallelism under MPI: stages run over shared memory on one machine only");
+  auto mpi = std::make_unique<MpiCommunicator>();
+  if (mpi->world_size() != args.tensor_parallel_size || mpi->rank() != args.tensor_parallel_rank) {
+    fail("tensor parallel: MPI says rank {} of {}, the arguments rank {} of {}", mpi->rank(),
+         mpi->world_size(), args.tensor_parallel_rank, args.tensor_parallel_size);
+  }
+  spdlog::info("tensor parallel: rank {} of {} over MPI", mpi->rank(), mpi->world_size());
+  return std::make_unique<CountingCommunicator>(std::move(mpi));
+#else
+  (void)args;
+  fail(
+      "tensor parallel over MPI: this pagoda was built without MPI (install libopenmpi-dev and "
+      "rebuild)");
+#endif
+}
+
+void add(CommunicationStats& total, const CountingCommunicator* c) {
+  if (c == nullptr) return;
+  total.num_calls += c->stats().num_calls;
+  total.bytes += c->stats().bytes;
+  total.seconds += c->stats().seconds;
+}
+
+}  // namespace
+
+int parallel_world_size(const EngineArgs& args) {
+  return args.tensor_parallel_size * args.pipeline_parallel_size;
+}
+
+TensorParallel ParallelGroups::tensor_parallel() const {
+  if (tensor_size == 1) return TensorParallel();
+  return TensorParallel(pipeline_size == 1 ? world.get() : stage_tensor.get());
+}
+
+PipelineParallel ParallelGroups::pipeline_parallel() const {
+  return PipelineParallel(pipeline_size, stage(), from_previous.get(), to_next.get(), logits.get());
+}
+
+CommunicationStats ParallelGroups::stats() const {
+  CommunicationStats total;
+  for (const CountingCommunicator* c :
+       {world.get(), stage_tensor.get(), from_previous_counter, to_next_counter, logits_counter})
+    add(total, c);
+  return total;
+}
+
+std::unique_ptr<ParallelGroups> join_parallel_groups(const EngineArgs& args) {
+  const int world_size = parallel_world_size(args);
+  if (args.tensor_parallel_size < 1 || args.pipeline_parallel_size < 1)
+    fail("tensor- and pipeline-parallel sizes must be at least 1");
+  if (world_size <= 1) return nullptr;
+  if (args.tensor_parallel_mpi) {
+    auto g = std::make_unique<ParallelGroups>();
+    g->tensor_size = args.tensor_parallel_size;
+    g->rank = args.tensor_parallel_rank;
+    g->world = join_mpi_world(args);
+    return g;
+  }
+  if (world_size > ShmCommunicator::kMaxRanks)
+    fail("{} ranks is over the {} one machine takes", world_size, ShmCommunicator::kMaxRanks);
+  if (args.tensor_parallel_job_id.empty())
+    fail("{} ranks: no job id to find the other ranks by", world_size);
+  if (args.tensor_parallel_rank < 0 || args.tensor_parallel_rank >= world_size)
+    fail("rank {} is outside a group of {}", args.tensor_parallel_rank, world_size);
+
+  auto g = std::make_unique<ParallelGroups>();
+  g->tensor_size = args.tensor_parallel_size;
+  g->pipeline_size = args.pipeline_parallel_size;
+  g->rank = args.tensor_parallel_rank;
+  const std::string& id = args.tensor_parallel_job_id;
+  // One rank per NUMA node when the machine has several (ranks beyond the node count wrap).
+  const int num_nodes = numa_node_count();
+  const int numa_node = num_nodes > 1 ? g->rank % num_nodes : -1;
+  g->world = join(id, g->rank, world_size, numa_node);
+  const int stage = g->stage();
+  const int t = g->tensor_rank();
+  if (g->pipeline_size > 1) {
+    if (g->tensor_size > 1)
+      g->stage_tensor = join(fmt::format("{}.tp{}", id, stage), t, g->tensor_size);
+    if (stage > 0)
+      g->from_previous =
+          link(fmt::format("{}.pp{}.{}", id, stage - 1, t), 1, g->from_previous_counter);
+    if (stage + 1 < g->pipeline_size)
+      g->to_next = link(fmt::format("{}.pp{}.{}", id, stage, t), 0, g->to_next_counter);
+    const bool last = stage + 1 == g->pipeline_size;
+    if (g->rank == 0 || (last && t == 0))
+      g->logits = link(id + ".logits", g->rank == 0 ? 0 : 1, g->logits_counter);
+  }
+  spdlog::info("parallel: rank {} of {} (pipeline stage {} of {}, tensor rank {} of {}){}", g->rank,
+               world_size, stage, g->pipeline_size, t, g->tensor_size,
+               numa_node >= 0 ? fmt::format(", on NUMA node {}", numa_node) : "");
+  return g;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,261 @@
+// `pagoda generate -pp P` and `-tp T -pp P`: rank 0 starts the other ranks, each stage holds its
+// layers, and the greedy tokens are those of one process, for Llama and Qwen2 (5 layers, so
+// that the split is uneven) and the real stories260K; with prefix-cache hits, chunked prefill
+// and preemption in the same run. Ranks are oversubscribed on a 2-core machine.
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_process.h"
+#include "common/test_paths.h"
+#include "demo/model_generator.h"
+#include "model/pipeline_parallel.h"
+#include "util/error.h"
+
+namespace pagoda {
+namespace {
+
+using cli::testing::Clock;
+using cli::testing::PagodaProcess;
+using cli::testing::run_pagoda;
+using cli::testing::Scratch;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// Hand-computed from vLLM's get_pp_indices: L / P layers each, the remainder one each to the
+// stages just before the last.
+TEST(PipelineStageLayers, SplitsAsVllm) {
+  auto sizes = [](int64_t layers, int stages) {
+    std::vector<int64_t> out;
+    int64_t next = 0;
+    for (int s = 0; s < stages; ++s) {
+      const LayerRange r = pipeline_stage_layers(layers, stages, s);
+      EXPECT_EQ(r.begin, next) << "stages must be contiguous";
+      next = r.end;
+      out.push_back(r.size());
+    }
+    EXPECT_EQ(next, layers);
+    return out;
+  };
+  EXPECT_EQ(sizes(4, 2), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(sizes(5, 2), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(sizes(7, 4), (std::vector<int64_t>{2, 2, 2, 1}));
+  EXPECT_EQ(sizes(4, 3), (std::vector<int64_t>{1, 2, 1}));
+  EXPECT_EQ(sizes(32, 3), (std::vector<int64_t>{11, 11, 10}));
+  EXPECT_EQ(sizes(5, 1), (std::vector<int64_t>{5}));
+  EXPECT_THROW(pipeline_stage_layers(2, 3, 0), Error);
+  EXPECT_THROW(pipeline_stage_layers(4, 2, 2), Error);
+}
+
+bool have_pagoda() {
+  return fs::exists(test::pagoda_binary());
+}
+
+std::string tiny_model(const Scratch& scratch, const std::string& architecture) {
+  ModelSpec spec;
+  spec.architecture = architecture;
+  spec.hidden_size = 128;
+  spec.intermediate_size = 256;
+  spec.num_layers = 5;
+  spec.num_heads = 4;
+  spec.num_kv_heads = 2;
+  spec.vocab_size = 509;
+  spec.max_position_embeddings = 4096;
+  spec.seed = 23;
+  const std::string dir = scratch.path(architecture);
+  generate_model(spec, dir);
+  return dir;
+}
+
+struct GreedyRun {
+  std::vector<std::vector<int32_t>> tokens;  // per prompt
+  std::string err;
+};
+
+// Greedy generation of `prompts` at -tp tp -pp pp (plus `extra` flags).
+GreedyRun greedy(const Scratch& scratch, const std::string& model, int tp, int pp,
+                 const std::vector<std::string>& prompts, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"generate",        "--model", model, "--temperature",    "0",
+                                   "--ignore-eos",    "--json",  "-tp", std::to_string(tp), "-pp",
+                                   std::to_string(pp)};
+  for (const std::string& p : prompts) args.insert(args.end(), {"--prompt", p});
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto r = run_pagoda(args, scratch.dir(), {}, 600s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  GreedyRun run;
+  run.err = r.err;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    run.tokens.push_back(nlohmann::json::parse(line).at("token_ids").get<std::vector<int32_t>>());
+  EXPECT_EQ(run.tokens.size(), prompts.size()) << r.out;
+  if (pp > 1) {
+    EXPECT_NE(
+        r.err.find("pipeline parallel (" + std::to_string(pp) + " stages x " + std::to_string(tp)),
+        std::string::npos)
+        << "no communication summary: " << r.err;
+  }
+  return run;
+}
+
+const std::vector<std::string> kPrompts = {"Once upon", "a time 7"};
+
+void expect_same_tokens(const Scratch& scratch, const std::string& model,
+                        const std::vector<std::pair<int, int>>& tp_pp,
+                        const std::vector<std::string>& extra = {"--max-tokens", "16"}) {
+  const GreedyRun want = greedy(scratch, model, 1, 1, kPrompts, extra);
+  for (const auto& [tp, pp] : tp_pp) {
+    EXPECT_EQ(greedy(scratch, model, tp, pp, kPrompts, extra).tokens, want.tokens)
+        << "-tp " << tp << " -pp " << pp;
+  }
+}
+
+TEST(PipelineParallelGenerate, LlamaMatchesOneProcess) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  expect_same_tokens(scratch, tiny_model(scratch, "LlamaForCausalLM"), {{1, 2}, {1, 3}, {2, 2}});
+}
+
+TEST(PipelineParallelGenerate, Qwen2MatchesOneProcess) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  expect_same_tokens(scratch, tiny_model(scratch, "Qwen2ForCausalLM"), {{1, 2}, {2, 2}});
+}
+
+TEST(PipelineParallelGenerate, Stories260KMatchesOneProcess) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  const fs::path model = test::testdata_dir() / "models" / "stories260K-hf";
+  if (!fs::exists(model / "config.json")) GTEST_SKIP() << "no " << model << " (../shared/testdata)";
+  Scratch scratch;
+  expect_same_tokens(scratch, model.string(), {{1, 2}, {2, 2}});
+}
+
+// One run with everything the scheduler does besides plain steps: prompts that share a prefix
+// (prefix-cache hits), a token budget smaller than a prompt (chunked prefill) and a KV pool of
+// 6 blocks for 3 requests that need 3 each (preemption and recomputation).
+TEST(PipelineParallelGenerate, PrefixCacheChunkedPrefillAndPreemptionMatchOneProcess) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  const std::string model = tiny_model(scratch, "LlamaForCausalLM");
+  const std::string shared(40, 'a');  // 40+ tokens: two full blocks shared by every prompt
+  const std::vector<std::string> prompts = {shared + " one", shared + " two", shared + " three"};
+  // The pool rank 0 plans is sized for the fullest stage's layers and its KV heads.
+  auto flags = [](int tp, int pp) {
+    int64_t fullest = 0;
+    for (int s = 0; s < pp; ++s)
+      fullest = std::max(fullest, pipeline_stage_layers(5, pp, s).size());
+    const int64_t bytes_per_token = fullest * (2 / tp) * 32 * 2 * 2;  // K and V, fp16
+    return std::vector<std::string>{"--max-tokens",
+                                    "48",
+                                    "--max-model-len",
+                                    "112",
+                                    "--block-size",
+                                    "16",
+                                    "--kv-cache-space",
+                                    std::to_string(8 * 16 * bytes_per_token),
+                                    "--enable-prefix-caching",
+                                    "--enable-chunked-prefill",
+                                    "--max-num-batched-tokens",
+                                    "24"};
+  };
+  // Against the same tensor-parallel size on one stage: a stage boundary passes h in fp32 and
+  // changes no arithmetic, so even this long degenerate run (where a tensor-parallel sum order
+  // can flip a near tie against one process) must match token for token.
+  for (const int tp : {1, 2}) {
+    const GreedyRun want = greedy(scratch, model, tp, 1, prompts, flags(tp, 1));
+    EXPECT_NE(want.err.find("preemptions:"), std::string::npos) << want.err;
+    const GreedyRun got = greedy(scratch, model, tp, 2, prompts, flags(tp, 2));
+    EXPECT_EQ(got.tokens, want.tokens) << "-tp " << tp << " -pp 2";
+    EXPECT_EQ(got.err.find("(0 from the prefix cache)"), std::string::npos) << got.err;
+    EXPECT_NE(got.err.find("preemptions:"), std::string::npos) << got.err;
+  }
+}
+
+TEST(PipelineParallelGenerate, TooManyStagesAndDeepSeekAreRefused) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  const auto r = run_pagoda({"generate", "--model", tiny_model(scratch, "LlamaForCausalLM"),
+                             "--prompt", "hi", "-pp", "6"},
+                            scratch.dir(), {}, 120s);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("5 layers do not fill 6 stages"), std::string::npos) << r.err;
+
+  ModelSpec spec = model_preset("tiny");
+  spec.architecture = "DeepseekV2ForCausalLM";
+  spec.deepseek.q_lora_rank = 0;
+  spec.deepseek.kv_lora_rank = 32;
+  spec.deepseek.qk_nope_head_dim = 16;
+  spec.deepseek.qk_rope_head_dim = 16;
+  spec.deepseek.v_head_dim = 16;
+  const std::string dir = scratch.path("ds");
+  generate_model(spec, dir);
+  const auto d = run_pagoda({"generate", "--model", dir, "--prompt", "hi", "-pp", "2"},
+                            scratch.dir(), {}, 120s);
+  EXPECT_NE(d.exit_code, 0);
+  EXPECT_NE(d.err.find("pipeline parallelism is not implemented"), std::string::npos) << d.err;
+}
+
+// pids of processes whose command line holds every one of `parts`.
+std::vector<pid_t> processes_with(const std::vector<std::string>& parts) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+    bool all = !cmdline.empty();
+    for (const std::string& p : parts) all = all && cmdline.find(p) != std::string::npos;
+    if (all) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+// The last stage's second tensor rank killed mid-generation: the ranks waiting on it (its
+// stage's tensor group, the link from the first stage) notice, and so in turn does rank 0, which
+// fails the run soon instead of hanging.
+TEST(PipelineParallelGenerate, KilledLastStageRankFailsTheRunWithoutHanging) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  const std::string model = tiny_model(scratch, "LlamaForCausalLM");
+  PagodaProcess p(
+      {"generate", "--model", model, "--prompt", "Once upon", "--max-tokens", "4000",
+       "--ignore-eos", "--temperature", "0", "-tp", "2", "-pp", "2", "--log-level", "info"},
+      scratch.dir());
+  ASSERT_TRUE(p.wait_until([&] { return p.err().find("KV cache:") != std::string::npos; }, 120s))
+      << p.err();
+  std::vector<pid_t> victims;
+  ASSERT_TRUE(p.wait_until(
+      [&] {
+        victims = processes_with({model, std::string("--tensor-parallel-rank\0"
+                                                     "3",
+                                                     24)});
+        return !victims.empty();
+      },
+      30s));
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(victims.size(), 1u);
+  ::kill(victims.front(), SIGKILL);
+  const auto start = Clock::now();
+  const int code = p.wait_exit(90s);
+  EXPECT_NE(code, 0) << p.err();
+  EXPECT_NE(code, -1) << "generate hung after a rank died:\n" << p.err();
+  EXPECT_LT(Clock::now() - start, 60s);
+  // The communicator names the dead pid (and its rank within the group that noticed).
+  const std::string err = p.err();
+  EXPECT_TRUE(err.find("exited during") != std::string::npos ||
+              err.find("died") != std::string::npos)
+      << err;
+}
+
+}  // namespace
+}  // namespace pagoda
