@@ -1,6 +1,6 @@
-// Random-weight model directories: presets, config.json, fast parallel filling straight into
-// the mapped output files of the family's tensor table, tokenizer files and the cached demo
-// model.
+// Random-weight model directories: the tiny and demo presets (the published shapes are the
+// families'), config.json from the family's writer, fast parallel filling straight into the
+// mapped output files of the family's tensor table, tokenizer files and the cached demo model.
 #include "demo/model_generator.h"
 
 #include <unistd.h>

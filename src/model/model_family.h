@@ -3,10 +3,9 @@
 // names (HF <-> GGUF, model/tensor_names.h), the tensors and shapes a checkpoint of a given
 // config holds, and its GGUF metadata in both directions. GGUF import (gguf_model.cpp),
 // `pagoda export-gguf`, the model generator (src/demo) and the model factory all read these
-// tables, so there is no second table to disagree with them. `pagoda info` prints its shape
-// lines, and the model generator writes config.json and takes its presets from it. A family's
-// descriptor lives in its
-// *_family.cpp; model_registry.cpp lists the families, one line each.
+// tables, so there is no second table to disagree with them; `pagoda info` prints the shape
+// lines it gives, and the generator takes config.json and its presets from it. A family's
+// descriptor lives in its *_family.cpp; model_registry.cpp lists the families, one line each.
 #pragma once
 
 #include <cstdint>
