@@ -136,7 +136,6 @@ void validate(const ModelSpec& s) {
       {"intermediate-size", s.intermediate_size},
       {"num-layers", s.num_layers},
       {"num-heads", s.num_heads},
-      {"num-kv-heads", s.num_kv_heads},
       {"vocab-size", s.vocab_size},
       {"max-position-embeddings", s.max_position_embeddings}};
   for (const auto& [name, value] : sizes) {

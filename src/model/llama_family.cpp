@@ -239,7 +239,10 @@ json qwen2_generator_config(const ModelSpec& s, int64_t vocab_size) {
   return c;
 }
 
+// The KV heads are the dense family's own (MLA derives them), so their checks are here too.
 void check_dense_spec(ModelSpec& s, const std::string&) {
+  if (s.num_kv_heads <= 0)
+    fail("make-model: --num-kv-heads must be positive, got {}", s.num_kv_heads);
   if (s.head_dim < 0) fail("make-model: --head-dim must be positive, got {}", s.head_dim);
   if (s.head_dim == 0 && s.hidden_size % s.num_heads != 0) {
     fail("make-model: --num-heads {} does not divide --hidden-size {}", s.num_heads, s.hidden_size);
