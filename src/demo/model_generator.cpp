@@ -1,6 +1,6 @@
-// Random-weight model directories: presets, config.json, fast parallel filling straight into
-// the mapped output files of the family's tensor table, tokenizer files and the cached demo
-// model.
+// Random-weight model directories: the tiny and demo presets (the published shapes are the
+// families'), config.json from the family's writer, fast parallel filling straight into the
+// mapped output files of the family's tensor table, tokenizer files and the cached demo model.
 #include "demo/model_generator.h"
 
 #include <unistd.h>
@@ -19,7 +19,6 @@
 
 #include "demo/builtin_tokenizer.h"
 #include "loader/safetensors.h"
-#include "model/deepseek_config.h"
 #include "model/model_config.h"
 #include "model/model_family.h"
 #include "model/model_registry.h"
@@ -117,24 +116,26 @@ void write_text_file(const fs::path& path, const std::string& text) {
   if (!out) fail("{}: write failed", path.string());
 }
 
+// The registry's entry for the spec's architecture: its config.json writer and its family.
+const FamilyArchitecture& generated_architecture(const ModelSpec& s) {
+  if (const FamilyArchitecture* a = find_family_architecture(s.architecture)) return *a;
+  fail("make-model: architecture '{}' is not one the generator writes ({})", s.architecture,
+       fmt::join(generator_architectures(), ", "));
+}
+
+// The checks every family shares; the family's own follow (FamilyGenerator::check).
 void validate(const ModelSpec& s) {
   if (is_quantized(s.dtype)) {
     fail(
         "make-model: weights are generated in a float type; quantize them with `pagoda "
         "quantize` or --quantization");
   }
-  const std::vector<std::string> architectures = generator_architectures();
-  if (std::find(architectures.begin(), architectures.end(), s.architecture) ==
-      architectures.end()) {
-    fail("make-model: architecture '{}' is not one the generator writes ({})", s.architecture,
-         fmt::join(architectures, ", "));
-  }
+  generated_architecture(s);
   const std::pair<const char*, int64_t> sizes[] = {
       {"hidden-size", s.hidden_size},
       {"intermediate-size", s.intermediate_size},
       {"num-layers", s.num_layers},
       {"num-heads", s.num_heads},
-      {"num-kv-heads", s.num_kv_heads},
       {"vocab-size", s.vocab_size},
       {"max-position-embeddings", s.max_position_embeddings}};
   for (const auto& [name, value] : sizes) {
@@ -143,20 +144,6 @@ void validate(const ModelSpec& s) {
   if (s.num_shards < 1) fail("make-model: --shards must be at least 1, got {}", s.num_shards);
   if (!s.rope_scaling.is_null() && !s.rope_scaling.is_object()) {
     fail("make-model: --rope-scaling must be a JSON object or null, got {}", s.rope_scaling.dump());
-  }
-  // DeepSeek's attention shape is its own (MLA); its keys are checked by parsing the config.json
-  // that will be written (deepseek_config.cpp), so the generator and loader agree on the rules.
-  if (s.is_deepseek()) return;
-  if (s.head_dim < 0) fail("make-model: --head-dim must be positive, got {}", s.head_dim);
-  if (s.head_dim == 0 && s.hidden_size % s.num_heads != 0) {
-    fail("make-model: --num-heads {} does not divide --hidden-size {}", s.num_heads, s.hidden_size);
-  }
-  if (s.num_heads % s.num_kv_heads != 0) {
-    fail("make-model: --num-kv-heads {} does not divide --num-heads {}", s.num_kv_heads,
-         s.num_heads);
-  }
-  if (s.effective_head_dim() % 2 != 0) {
-    fail("make-model: head dim {} must be even for RoPE", s.effective_head_dim());
   }
 }
 
@@ -242,125 +229,13 @@ CopiedTokenizer copy_tokenizer(const fs::path& src, const fs::path& out) {
   return result;
 }
 
-const char* torch_dtype_name(DType dtype) {
-  return dtype == DType::kF32 ? "float32" : dtype == DType::kF16 ? "float16" : "bfloat16";
-}
-
-// An integer key that a zero leaves null (HF's "not used": q_lora_rank, n_routed_experts).
-json zero_as_null(int64_t value) {
-  return value == 0 ? json(nullptr) : json(value);
-}
-
-// config.json of DeepseekV2ForCausalLM / DeepseekV3ForCausalLM, key for key as the published
-// configs write them.
-json make_deepseek_config(const ModelSpec& s, int64_t vocab_size) {
-  const DeepseekSpec& d = s.deepseek;
-  const bool v3 = s.architecture == "DeepseekV3ForCausalLM";
-  const bool moe = d.n_routed_experts > 0;
-  json c = {
-      {"architectures", {s.architecture}},
-      {"model_type", v3 ? "deepseek_v3" : "deepseek_v2"},
-      {"hidden_size", s.hidden_size},
-      {"intermediate_size", s.intermediate_size},
-      {"num_hidden_layers", s.num_layers},
-      {"num_attention_heads", s.num_heads},
-      {"num_key_value_heads", s.num_heads},  // MLA: every head has its own K/V from the latent
-      {"q_lora_rank", zero_as_null(d.q_lora_rank)},
-      {"kv_lora_rank", d.kv_lora_rank},
-      {"qk_nope_head_dim", d.qk_nope_head_dim},
-      {"qk_rope_head_dim", d.qk_rope_head_dim},
-      {"v_head_dim", d.v_head_dim},
-      {"n_routed_experts", zero_as_null(d.n_routed_experts)},
-      {"n_shared_experts", moe ? json(d.n_shared_experts) : json(nullptr)},
-      {"num_experts_per_tok", moe ? json(d.num_experts_per_tok) : json(nullptr)},
-      {"moe_intermediate_size", d.moe_intermediate_size},
-      {"first_k_dense_replace", d.first_k_dense_replace},
-      {"moe_layer_freq", d.moe_layer_freq},
-      {"n_group", d.n_group},
-      {"topk_group", d.topk_group},
-      {"topk_method", d.topk_method},
-      {"scoring_func", d.scoring_func},
-      {"norm_topk_prob", d.norm_topk_prob},
-      {"routed_scaling_factor", d.routed_scaling_factor},
-      {"aux_loss_alpha", 0.001},
-      {"seq_aux", true},
-      {"ep_size", 1},
-      {"hidden_act", "silu"},
-      {"max_position_embeddings", s.max_position_embeddings},
-      {"rms_norm_eps", s.rms_norm_eps},
-      {"rope_theta", s.rope_theta},
-      {"rope_scaling", s.rope_scaling},
-      {"attention_bias", false},
-      {"attention_dropout", 0.0},
-      {"tie_word_embeddings", s.tie_word_embeddings},
-      {"torch_dtype", torch_dtype_name(s.dtype)},
-      {"vocab_size", vocab_size},
-      {"initializer_range", 0.02},
-      {"use_cache", true},
-      {"pagoda_generator", {{"preset", s.preset}, {"seed", s.seed}}},
-  };
-  if (v3 || d.num_nextn_predict_layers > 0)
-    c["num_nextn_predict_layers"] = d.num_nextn_predict_layers;
-  return c;
-}
-
-// config.json of LlamaForCausalLM / Qwen2ForCausalLM.
-json make_dense_config(const ModelSpec& s, int64_t vocab_size) {
-  const bool qwen2 = s.architecture == "Qwen2ForCausalLM";
-  json c = {
-      {"architectures", {s.architecture}},
-      {"model_type", qwen2 ? "qwen2" : "llama"},
-      {"hidden_size", s.hidden_size},
-      {"intermediate_size", s.intermediate_size},
-      {"num_hidden_layers", s.num_layers},
-      {"num_attention_heads", s.num_heads},
-      {"num_key_value_heads", s.num_kv_heads},
-      {"hidden_act", "silu"},
-      {"max_position_embeddings", s.max_position_embeddings},
-      {"rms_norm_eps", s.rms_norm_eps},
-      {"rope_theta", s.rope_theta},
-      {"rope_scaling", s.rope_scaling},
-      {"tie_word_embeddings", s.tie_word_embeddings},
-      {"torch_dtype", torch_dtype_name(s.dtype)},
-      {"vocab_size", vocab_size},
-      {"initializer_range", 0.02},
-      {"attention_dropout", 0.0},
-      {"use_cache", true},
-      {"pagoda_generator", {{"preset", s.preset}, {"seed", s.seed}}},
-  };
-  if (qwen2) {
-    c["use_sliding_window"] = false;
-    c["sliding_window"] = s.max_position_embeddings;
-    c["max_window_layers"] = s.num_layers;
-    if (s.head_dim != 0) c["head_dim"] = s.head_dim;
-  } else {
-    c["head_dim"] = s.effective_head_dim();
-    c["attention_bias"] = false;
-    c["mlp_bias"] = false;
-    c["pretraining_tp"] = 1;
-  }
-  return c;
-}
-
 json make_config(const ModelSpec& s, int64_t vocab_size, const std::optional<int64_t>& bos,
                  const std::vector<int64_t>& eos) {
-  json c = s.is_deepseek() ? make_deepseek_config(s, vocab_size) : make_dense_config(s, vocab_size);
+  json c = generated_architecture(s).generator_config(s, vocab_size);
   c["bos_token_id"] = bos ? json(*bos) : json(nullptr);
   c["eos_token_id"] = eos.empty() ? json(nullptr) : eos.size() == 1 ? json(eos[0]) : json(eos);
   if (s.demo) c["pagoda_demo"] = "random weights, for trying Pagoda only";
   return c;
-}
-
-}  // namespace
-
-namespace {
-
-// The rope_scaling of the published DeepSeek-V2/V3 configs: YaRN x40 over 4096 positions;
-// `mscale` (= mscale_all_dim) is 0.707 for V2, 1.0 for V3.
-json deepseek_yarn(double mscale) {
-  return {{"type", "yarn"},          {"factor", 40},   {"original_max_position_embeddings", 4096},
-          {"beta_fast", 32},         {"beta_slow", 1}, {"mscale", mscale},
-          {"mscale_all_dim", mscale}};
 }
 
 }  // namespace
@@ -370,20 +245,15 @@ std::vector<std::string> generator_architectures() {
 }
 
 std::vector<std::string> model_preset_names() {
-  return {"tiny",
-          "demo",
-          "ds-coder-1.3b",
-          "ds-llm-7b",
-          "r1-distill-qwen-1.5b",
-          "deepseek-v2",
-          "deepseek-v2-lite",
-          "deepseek-v3",
-          "tiny-deepseek-v3"};
+  std::vector<std::string> names = {"tiny", "demo"};
+  for (const ModelFamily* family : model_families()) {
+    for (const ModelPreset& preset : family->generator.presets) names.push_back(preset.name);
+  }
+  return names;
 }
 
 ModelSpec model_preset(const std::string& name) {
   ModelSpec s;
-  s.preset = name;
   if (name == "tiny") {
     s.hidden_size = 64;
     s.intermediate_size = 172;
@@ -403,128 +273,20 @@ ModelSpec model_preset(const std::string& name) {
     s.max_position_embeddings = 2048;
     s.dtype = DType::kBF16;
     s.demo = true;
-  } else if (name == "ds-coder-1.3b") {
-    // deepseek-ai/deepseek-coder-1.3b-base config.json
-    s.hidden_size = 2048;
-    s.intermediate_size = 5504;
-    s.num_layers = 24;
-    s.num_heads = 16;
-    s.num_kv_heads = 16;
-    s.vocab_size = 32256;
-    s.max_position_embeddings = 16384;
-    s.rope_theta = 100000.0;
-    s.rope_scaling = {{"type", "linear"}, {"factor", 4.0}};
-    s.dtype = DType::kBF16;
-  } else if (name == "ds-llm-7b") {
-    // deepseek-ai/deepseek-llm-7b-base config.json
-    s.hidden_size = 4096;
-    s.intermediate_size = 11008;
-    s.num_layers = 30;
-    s.num_heads = 32;
-    s.num_kv_heads = 32;
-    s.vocab_size = 102400;
-    s.max_position_embeddings = 4096;
-    s.dtype = DType::kBF16;
-  } else if (name == "r1-distill-qwen-1.5b") {
-    // deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B config.json
-    s.architecture = "Qwen2ForCausalLM";
-    s.hidden_size = 1536;
-    s.intermediate_size = 8960;
-    s.num_layers = 28;
-    s.num_heads = 12;
-    s.num_kv_heads = 2;
-    s.vocab_size = 151936;
-    s.max_position_embeddings = 131072;
-    s.rope_theta = 10000.0;
-    s.dtype = DType::kBF16;
-  } else if (name == "deepseek-v2" || name == "deepseek-v2-lite") {
-    // deepseek-ai/DeepSeek-V2 and DeepSeek-V2-Lite config.json: YaRN x40 over 4096 positions,
-    // softmax routing; V2 compresses queries and routes within groups, V2-Lite does neither.
-    const bool lite = name == "deepseek-v2-lite";
-    s.architecture = "DeepseekV2ForCausalLM";
-    s.hidden_size = lite ? 2048 : 5120;
-    s.intermediate_size = lite ? 10944 : 12288;
-    s.num_layers = lite ? 27 : 60;
-    s.num_heads = lite ? 16 : 128;
-    s.num_kv_heads = s.num_heads;
-    s.vocab_size = 102400;
-    s.max_position_embeddings = 163840;
-    s.rope_scaling = deepseek_yarn(0.707);
-    s.dtype = DType::kBF16;
-    DeepseekSpec& d = s.deepseek;
-    d.q_lora_rank = lite ? 0 : 1536;
-    d.n_routed_experts = lite ? 64 : 160;
-    d.n_shared_experts = 2;
-    d.num_experts_per_tok = 6;
-    d.moe_intermediate_size = lite ? 1408 : 1536;
-    d.first_k_dense_replace = 1;
-    d.n_group = lite ? 1 : 8;
-    d.topk_group = lite ? 1 : 3;
-    d.topk_method = lite ? "greedy" : "group_limited_greedy";
-    d.routed_scaling_factor = lite ? 1.0 : 16.0;
-  } else if (name == "deepseek-v3") {
-    // deepseek-ai/DeepSeek-V3 config.json (R1 has the same shape), in bf16 rather than the
-    // published fp8: sigmoid scores, noaux_tc routing, one MTP layer.
-    s.architecture = "DeepseekV3ForCausalLM";
-    s.hidden_size = 7168;
-    s.intermediate_size = 18432;
-    s.num_layers = 61;
-    s.num_heads = 128;
-    s.num_kv_heads = 128;
-    s.vocab_size = 129280;
-    s.max_position_embeddings = 163840;
-    s.rope_scaling = deepseek_yarn(1.0);
-    s.dtype = DType::kBF16;
-    DeepseekSpec& d = s.deepseek;
-    d.q_lora_rank = 1536;
-    d.n_routed_experts = 256;
-    d.n_shared_experts = 1;
-    d.num_experts_per_tok = 8;
-    d.moe_intermediate_size = 2048;
-    d.first_k_dense_replace = 3;
-    d.n_group = 8;
-    d.topk_group = 4;
-    d.topk_method = "noaux_tc";
-    d.scoring_func = "sigmoid";
-    d.norm_topk_prob = true;
-    d.routed_scaling_factor = 2.5;
-    d.num_nextn_predict_layers = 1;
-  } else if (name == "tiny-deepseek-v3") {
-    // DeepSeek-V3's structure at test size: q_lora, noaux_tc routing over sigmoid scores in
-    // groups, a shared expert, a dense first layer, YaRN, and one MTP layer (speculative
-    // method "mtp").
-    s.architecture = "DeepseekV3ForCausalLM";
-    s.hidden_size = 64;
-    s.intermediate_size = 96;
-    s.num_layers = 2;
-    s.num_heads = 4;
-    s.num_kv_heads = 4;
-    s.vocab_size = 512;
-    s.max_position_embeddings = 1024;
-    s.rope_scaling = deepseek_yarn(1.0);
-    s.dtype = DType::kF32;
-    DeepseekSpec& d = s.deepseek;
-    d.q_lora_rank = 24;
-    d.kv_lora_rank = 32;
-    d.qk_nope_head_dim = 16;
-    d.qk_rope_head_dim = 8;
-    d.v_head_dim = 12;
-    d.n_routed_experts = 8;
-    d.n_shared_experts = 1;
-    d.num_experts_per_tok = 2;
-    d.moe_intermediate_size = 24;
-    d.first_k_dense_replace = 1;
-    d.n_group = 2;
-    d.topk_group = 1;
-    d.topk_method = "noaux_tc";
-    d.scoring_func = "sigmoid";
-    d.norm_topk_prob = true;
-    d.routed_scaling_factor = 2.5;
-    d.num_nextn_predict_layers = 1;
   } else {
-    fail("make-model: unknown preset '{}' (known: {})", name,
-         fmt::join(model_preset_names(), ", "));
+    const ModelPreset* found = nullptr;
+    for (const ModelFamily* family : model_families()) {
+      for (const ModelPreset& preset : family->generator.presets) {
+        if (name == preset.name) found = &preset;
+      }
+    }
+    if (found == nullptr) {
+      fail("make-model: unknown preset '{}' (known: {})", name,
+           fmt::join(model_preset_names(), ", "));
+    }
+    s = found->spec();
   }
+  s.preset = name;
   return s;
 }
 
@@ -538,9 +300,10 @@ std::vector<TensorLayout> model_tensor_layout(const ModelSpec& s) {
 
 GeneratedModel generate_model(const ModelSpec& spec_in, const std::string& out_dir) {
   ModelSpec spec = spec_in;
-  if (spec.is_deepseek()) spec.num_kv_heads = spec.num_heads;  // MLA: one K/V per query head
   validate(spec);
   const fs::path out(out_dir);
+  // The family completes the spec and checks its own constraints before anything is written.
+  find_model_family(spec.architecture)->generator.check(spec, (out / "config.json").string());
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) fail("{}: cannot create directory: {}", out_dir, ec.message());
@@ -575,11 +338,6 @@ GeneratedModel generate_model(const ModelSpec& spec_in, const std::string& out_d
   result.vocab_size = spec.vocab_size;
 
   const json config = make_config(spec, spec.vocab_size, bos, eos);
-  if (spec.is_deepseek()) {
-    // The loader's own checks, before any weight is written (an error names the key).
-    DeepseekConfig::from_model_config(
-        ModelConfig::from_json(config, (out / "config.json").string()));
-  }
   write_text_file(out / "config.json", config.dump(2));
   json generation = {{"_from_model_config", true}};
   generation["bos_token_id"] = bos ? json(*bos) : json(nullptr);

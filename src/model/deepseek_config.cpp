@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model_config.h"
+#include "model/model_family.h"
 #include "util/error.h"
 
 namespace pagoda {
@@ -148,7 +149,8 @@ DeepseekConfig DeepseekConfig::from_model_config(const ModelConfig& c) {
     m.topk_groups = static_cast<int32_t>(r.integer("topk_group", 1, 1));
     m.norm_topk_prob = r.boolean("norm_topk_prob", false);
     m.routed_scaling_factor = static_cast<float>(r.number("routed_scaling_factor", 1.0));
-    m.scale_after_norm = c.architecture != "DeepseekV2ForCausalLM";
+    const FamilyArchitecture* architecture = find_family_architecture(c.architecture);
+    m.scale_after_norm = architecture == nullptr || architecture->config.moe_scale_after_norm;
 
     const std::string scoring = r.string("scoring_func", "softmax");
     if (scoring == "softmax") {

@@ -11,16 +11,24 @@
 // kv_b_proj per head into attn_k_b [H, kv_lora, nope] (W_uk already transposed, exactly what
 // absorbed MLA multiplies by) and attn_v_b [H, v, kv_lora]. Pagoda keeps those two as
 // self_attn.k_b_proj / v_b_proj, flattened to [H * kv_lora, nope] and [H * v, kv_lora]. Export
-// writes the newer form.
+// writes the newer form, stacking the routed experts and splitting kv_b_proj as the converter does
+// (plan_deepseek2_export).
 //
 // One architecture name covers V2 and V3. The V3 router (sigmoid scores, the bias-corrected
 // noaux_tc top-k) is recognised by the exp_probs_b bias tensor or the sigmoid gating function.
+#include <iterator>
+#include <map>
+#include <regex>
+
 #include <fmt/format.h>
 
 #include "loader/gguf_writer.h"
+#include "loader/safetensors.h"
+#include "loader/tensor_rows.h"
 #include "model/deepseek_config.h"
 #include "model/model_config.h"
 #include "model/model_family.h"
+#include "model/model_spec.h"
 #include "util/error.h"
 
 namespace pagoda {
@@ -235,6 +243,87 @@ void add_deepseek2_hparams(GgufWriter& w, const ModelConfig& c) {
   }
 }
 
+// Routed experts, one [E, rows, cols] tensor per projection and layer, as llama.cpp's converter
+// stacks them; multi-token-prediction layers are left out (llama.cpp does not load them).
+void plan_stacked_experts(const TensorStore& store, const DeepseekConfig& d, GgufExportPlan& plan) {
+  static const std::regex kExpert(
+      R"(model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(\w+)_proj\.weight)");
+  std::map<std::pair<int64_t, std::string>, std::vector<const Tensor*>> stacks;
+  for (const auto& [hf_name, tensor] : store.tensors()) {
+    std::smatch m;
+    if (!std::regex_match(hf_name, m, kExpert)) continue;
+    const int64_t layer = std::stoll(m[1].str()), expert = std::stoll(m[2].str());
+    if (layer >= d.num_layers) continue;  // multi-token-prediction layers are not exported
+    auto& stack = stacks[{layer, m[3].str()}];
+    stack.resize(static_cast<size_t>(d.router.num_experts), nullptr);
+    if (expert >= d.router.num_experts) fail("{}: tensor {}: no such expert", tensor.path, hf_name);
+    require_float_tensor(tensor, "export-gguf");
+    stack[static_cast<size_t>(expert)] = &tensor;
+  }
+  for (auto& [key, stack] : stacks) {
+    const auto& [layer, proj] = key;
+    for (size_t e = 0; e < stack.size(); ++e) {
+      if (stack[e] == nullptr)
+        fail("{}: expert {} of layer {} has no {}_proj", store.path(), e, layer, proj);
+    }
+    const int64_t rows = stack[0]->shape[0], cols = stack[0]->shape[1];
+    for (const Tensor* t : stack) {
+      if (t->shape != stack[0]->shape)
+        fail("{}: tensor {} has shape {}, unlike expert 0's {}", t->path, t->name,
+             format_shape(t->shape), format_shape(stack[0]->shape));
+    }
+    plan.tensors.push_back({fmt::format("blk.{}.ffn_{}_exps.weight", layer, proj),
+                            {static_cast<int64_t>(stack.size()), rows, cols},
+                            [stack, rows, cols](int64_t r, float* dst) {
+                              read_row_f32(*stack[static_cast<size_t>(r / rows)], r % rows, cols,
+                                           dst);
+                            }});
+  }
+}
+
+// kv_b_proj [H * (nope + v), kv_lora] split per head as llama.cpp's converter does for absorbed
+// MLA: attn_k_b [H, kv_lora, nope] (W_uk transposed) and attn_v_b [H, v, kv_lora].
+void plan_split_kv_b(const Tensor& kv_b, int64_t layer, const DeepseekConfig& d,
+                     GgufExportPlan& plan) {
+  require_float_tensor(kv_b, "export-gguf");
+  const int64_t H = d.num_heads, rank = d.kv_lora_rank, nope = d.qk_nope_head_dim, v = d.v_head_dim;
+  if (kv_b.shape != std::vector<int64_t>{H * (nope + v), rank})
+    fail("{}: tensor {} has shape {}, expected [{}, {}]", kv_b.path, kv_b.name,
+         format_shape(kv_b.shape), H * (nope + v), rank);
+  plan.tensors.push_back({fmt::format("blk.{}.attn_k_b.weight", layer),
+                          {H, rank, nope},
+                          [&kv_b, rank, nope, v](int64_t r, float* dst) {
+                            const int64_t h = r / rank, col = r % rank;
+                            for (int64_t i = 0; i < nope; ++i)
+                              read_row_f32(kv_b, (h * (nope + v) + i) * rank + col, 1, dst + i);
+                          }});
+  plan.tensors.push_back({fmt::format("blk.{}.attn_v_b.weight", layer),
+                          {H, v, rank},
+                          [&kv_b, rank, nope, v](int64_t r, float* dst) {
+                            read_row_f32(kv_b, (r / v) * (nope + v) + nope + r % v, rank, dst);
+                          }});
+}
+
+GgufExportPlan plan_deepseek2_export(const TensorStore& store, const ModelConfig& config) {
+  static const std::regex kLayerTensor(R"(model\.layers\.(\d+)\.(.+))");
+  const DeepseekConfig d = DeepseekConfig::from_model_config(config);
+  GgufExportPlan plan;
+  plan_stacked_experts(store, d, plan);
+  for (const auto& [hf_name, tensor] : store.tensors()) {
+    std::smatch m;
+    if (!std::regex_match(hf_name, m, kLayerTensor)) continue;
+    const int64_t layer = std::stoll(m[1].str());
+    const std::string suffix = m[2].str();
+    if (layer >= d.num_layers || suffix.starts_with("mlp.experts.")) {
+      plan.handled.insert(hf_name);  // stacked above, or an MTP layer's
+    } else if (suffix == "self_attn.kv_b_proj.weight") {
+      plan_split_kv_b(tensor, layer, d, plan);
+      plan.handled.insert(hf_name);
+    }
+  }
+  return plan;
+}
+
 // ---- tensors -------------------------------------------------------------------------------
 
 // One decoder layer as the published safetensors name it; an MTP layer (layer >= num_layers)
@@ -306,18 +395,266 @@ std::vector<TensorLayout> deepseek_tensor_layout(const ModelConfig& c, const std
   return t;
 }
 
-const GgufArchitecture kDeepseek2Gguf{"deepseek2", add_deepseek2_config, add_deepseek2_hparams,
-                                      split_deepseek2, false};
+// ---- the model generator -------------------------------------------------------------------
+
+// An integer key that a zero leaves null (HF's "not used": q_lora_rank, n_routed_experts).
+json zero_as_null(int64_t value) {
+  return value == 0 ? json(nullptr) : json(value);
+}
+
+// config.json of DeepseekV2ForCausalLM / DeepseekV3ForCausalLM, key for key as the published
+// configs write them (the generator's; their transformers config classes read them).
+// V3's config always has num_nextn_predict_layers; V2's only when there are MTP layers.
+json deepseek_generator_config(const ModelSpec& s, int64_t vocab_size, bool v3) {
+  const DeepseekSpec& d = s.deepseek;
+  const bool moe = d.n_routed_experts > 0;
+  json c = {
+      {"architectures", {s.architecture}},
+      {"model_type", v3 ? "deepseek_v3" : "deepseek_v2"},
+      {"hidden_size", s.hidden_size},
+      {"intermediate_size", s.intermediate_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", s.num_heads},  // MLA: every head has its own K/V from the latent
+      {"q_lora_rank", zero_as_null(d.q_lora_rank)},
+      {"kv_lora_rank", d.kv_lora_rank},
+      {"qk_nope_head_dim", d.qk_nope_head_dim},
+      {"qk_rope_head_dim", d.qk_rope_head_dim},
+      {"v_head_dim", d.v_head_dim},
+      {"n_routed_experts", zero_as_null(d.n_routed_experts)},
+      {"n_shared_experts", moe ? json(d.n_shared_experts) : json(nullptr)},
+      {"num_experts_per_tok", moe ? json(d.num_experts_per_tok) : json(nullptr)},
+      {"moe_intermediate_size", d.moe_intermediate_size},
+      {"first_k_dense_replace", d.first_k_dense_replace},
+      {"moe_layer_freq", d.moe_layer_freq},
+      {"n_group", d.n_group},
+      {"topk_group", d.topk_group},
+      {"topk_method", d.topk_method},
+      {"scoring_func", d.scoring_func},
+      {"norm_topk_prob", d.norm_topk_prob},
+      {"routed_scaling_factor", d.routed_scaling_factor},
+      {"aux_loss_alpha", 0.001},
+      {"seq_aux", true},
+      {"ep_size", 1},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"rms_norm_eps", s.rms_norm_eps},
+      {"rope_theta", s.rope_theta},
+      {"rope_scaling", s.rope_scaling},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"torch_dtype", torch_dtype_name(s.dtype)},
+      {"vocab_size", vocab_size},
+      {"initializer_range", 0.02},
+      {"use_cache", true},
+      {"pagoda_generator", {{"preset", s.preset}, {"seed", s.seed}}},
+  };
+  if (v3 || d.num_nextn_predict_layers > 0)
+    c["num_nextn_predict_layers"] = d.num_nextn_predict_layers;
+  return c;
+}
+
+json deepseek_v2_generator_config(const ModelSpec& s, int64_t vocab_size) {
+  return deepseek_generator_config(s, vocab_size, false);
+}
+
+json deepseek_v3_generator_config(const ModelSpec& s, int64_t vocab_size) {
+  return deepseek_generator_config(s, vocab_size, true);
+}
+
+// MLA gives every query head its own K/V from the latent. The rest is checked by parsing the
+// config.json that will be written, so the generator and the loader agree on the rules (an
+// error names the key).
+void check_deepseek_spec(ModelSpec& s, const std::string& config_path) {
+  s.num_kv_heads = s.num_heads;
+  const json config = find_family_architecture(s.architecture)->generator_config(s, s.vocab_size);
+  DeepseekConfig::from_model_config(ModelConfig::from_json(config, config_path));
+}
+
+// The rope_scaling of the published DeepSeek-V2/V3 configs: YaRN x40 over 4096 positions;
+// `mscale` (= mscale_all_dim) is 0.707 for V2, 1.0 for V3.
+json deepseek_yarn(double mscale) {
+  return {{"type", "yarn"},          {"factor", 40},   {"original_max_position_embeddings", 4096},
+          {"beta_fast", 32},         {"beta_slow", 1}, {"mscale", mscale},
+          {"mscale_all_dim", mscale}};
+}
+
+ModelSpec deepseek_v2_spec(bool lite) {
+  // deepseek-ai/DeepSeek-V2 and DeepSeek-V2-Lite config.json: YaRN x40 over 4096 positions,
+  // softmax routing; V2 compresses queries and routes within groups, V2-Lite does neither.
+  ModelSpec s;
+  s.architecture = "DeepseekV2ForCausalLM";
+  s.hidden_size = lite ? 2048 : 5120;
+  s.intermediate_size = lite ? 10944 : 12288;
+  s.num_layers = lite ? 27 : 60;
+  s.num_heads = lite ? 16 : 128;
+  s.num_kv_heads = s.num_heads;
+  s.vocab_size = 102400;
+  s.max_position_embeddings = 163840;
+  s.rope_scaling = deepseek_yarn(0.707);
+  s.dtype = DType::kBF16;
+  DeepseekSpec& d = s.deepseek;
+  d.q_lora_rank = lite ? 0 : 1536;
+  d.n_routed_experts = lite ? 64 : 160;
+  d.n_shared_experts = 2;
+  d.num_experts_per_tok = 6;
+  d.moe_intermediate_size = lite ? 1408 : 1536;
+  d.first_k_dense_replace = 1;
+  d.n_group = lite ? 1 : 8;
+  d.topk_group = lite ? 1 : 3;
+  d.topk_method = lite ? "greedy" : "group_limited_greedy";
+  d.routed_scaling_factor = lite ? 1.0 : 16.0;
+  return s;
+}
+
+ModelSpec deepseek_v2() {
+  return deepseek_v2_spec(false);
+}
+
+ModelSpec deepseek_v2_lite() {
+  return deepseek_v2_spec(true);
+}
+
+// deepseek-ai/DeepSeek-V3 config.json (R1 has the same shape), in bf16 rather than the
+// published fp8: sigmoid scores, noaux_tc routing, one MTP layer.
+ModelSpec deepseek_v3() {
+  ModelSpec s;
+  s.architecture = "DeepseekV3ForCausalLM";
+  s.hidden_size = 7168;
+  s.intermediate_size = 18432;
+  s.num_layers = 61;
+  s.num_heads = 128;
+  s.num_kv_heads = 128;
+  s.vocab_size = 129280;
+  s.max_position_embeddings = 163840;
+  s.rope_scaling = deepseek_yarn(1.0);
+  s.dtype = DType::kBF16;
+  DeepseekSpec& d = s.deepseek;
+  d.q_lora_rank = 1536;
+  d.n_routed_experts = 256;
+  d.n_shared_experts = 1;
+  d.num_experts_per_tok = 8;
+  d.moe_intermediate_size = 2048;
+  d.first_k_dense_replace = 3;
+  d.n_group = 8;
+  d.topk_group = 4;
+  d.topk_method = "noaux_tc";
+  d.scoring_func = "sigmoid";
+  d.norm_topk_prob = true;
+  d.routed_scaling_factor = 2.5;
+  d.num_nextn_predict_layers = 1;
+  return s;
+}
+
+// DeepSeek-V3's structure at test size: q_lora, noaux_tc routing over sigmoid scores in groups,
+// a shared expert, a dense first layer, YaRN, and one MTP layer (speculative method "mtp").
+ModelSpec tiny_deepseek_v3() {
+  ModelSpec s;
+  s.architecture = "DeepseekV3ForCausalLM";
+  s.hidden_size = 64;
+  s.intermediate_size = 96;
+  s.num_layers = 2;
+  s.num_heads = 4;
+  s.num_kv_heads = 4;
+  s.vocab_size = 512;
+  s.max_position_embeddings = 1024;
+  s.rope_scaling = deepseek_yarn(1.0);
+  s.dtype = DType::kF32;
+  DeepseekSpec& d = s.deepseek;
+  d.q_lora_rank = 24;
+  d.kv_lora_rank = 32;
+  d.qk_nope_head_dim = 16;
+  d.qk_rope_head_dim = 8;
+  d.v_head_dim = 12;
+  d.n_routed_experts = 8;
+  d.n_shared_experts = 1;
+  d.num_experts_per_tok = 2;
+  d.moe_intermediate_size = 24;
+  d.first_k_dense_replace = 1;
+  d.n_group = 2;
+  d.topk_group = 1;
+  d.topk_method = "noaux_tc";
+  d.scoring_func = "sigmoid";
+  d.norm_topk_prob = true;
+  d.routed_scaling_factor = 2.5;
+  d.num_nextn_predict_layers = 1;
+  return s;
+}
+
+// ---- pagoda info ---------------------------------------------------------------------------
+
+// MLA's ranks and what one token caches; the experts, which layers use them and how they are
+// routed; the MTP layers the checkpoint carries.
+std::string describe_deepseek(const ModelConfig& c) {
+  const DeepseekConfig d = DeepseekConfig::from_model_config(c);
+  std::string out;
+  auto line = std::back_inserter(out);
+  fmt::format_to(line, "attention:          MLA (multi-head latent), {} heads\n", d.num_heads);
+  fmt::format_to(line, "  q_lora_rank:      {}\n",
+                 d.q_lora_rank > 0 ? std::to_string(d.q_lora_rank) : "none (q_proj)");
+  fmt::format_to(line, "  kv_lora_rank:     {}\n", d.kv_lora_rank);
+  fmt::format_to(line, "  qk head dims:     {} nope + {} rope\n", d.qk_nope_head_dim,
+                 d.qk_rope_head_dim);
+  fmt::format_to(line, "  v_head_dim:       {}\n", d.v_head_dim);
+  fmt::format_to(line, "  cached per token: {} values per layer (latent {} + rope {})\n",
+                 d.latent_dim(), d.kv_lora_rank, d.qk_rope_head_dim);
+  const MoeRouterConfig& r = d.router;
+  if (r.num_experts == 0) {
+    fmt::format_to(line, "experts:            none (every layer dense, intermediate size {})\n",
+                   d.intermediate_size);
+  } else {
+    int64_t num_moe_layers = 0;
+    for (int64_t layer = 0; layer < d.num_layers; ++layer) num_moe_layers += d.is_moe_layer(layer);
+    fmt::format_to(line, "experts (MoE):      {} routed + {} shared, {} per token\n", r.num_experts,
+                   d.num_shared_experts, r.top_k);
+    fmt::format_to(line, "  MoE layers:       {} of {} (first {} dense, then every {})\n",
+                   num_moe_layers, d.num_layers, d.first_k_dense_replace, d.moe_layer_freq);
+    fmt::format_to(line, "  intermediate:     {} per expert, {} dense\n", d.moe_intermediate_size,
+                   d.intermediate_size);
+    fmt::format_to(line, "  routing:          {} scores, {}",
+                   r.scoring == MoeScoring::kSigmoid ? "sigmoid" : "softmax",
+                   moe_topk_method_name(r.method));
+    if (r.method != MoeTopkMethod::kGreedy)
+      fmt::format_to(line, " ({} groups, {} per token)", r.num_groups, r.topk_groups);
+    fmt::format_to(line, ", norm_topk_prob {}, routed_scaling_factor {}\n", r.norm_topk_prob,
+                   r.routed_scaling_factor);
+  }
+  if (d.num_nextn_predict_layers > 0) {
+    fmt::format_to(line,
+                   "MTP layers:         {} (multi-token prediction; drafts with speculative method mtp)\n",
+                   d.num_nextn_predict_layers);
+  }
+  return out;
+}
+
+const GgufArchitecture kDeepseek2Gguf{
+    "deepseek2", add_deepseek2_config, add_deepseek2_hparams, split_deepseek2,
+    false,       plan_deepseek2_export};
 
 }  // namespace
 
 const ModelFamily& deepseek_family() {
   static constexpr FamilyArchitecture kArchitectures[] = {
-      {"DeepseekV2ForCausalLM", &kDeepseek2Gguf},  // V2, V2-Lite, V2.5: MLA + MoE
-      {"DeepseekV3ForCausalLM", &kDeepseek2Gguf},  // V3, R1: MLA + MoE (sigmoid, noaux_tc)
+      // V2, V2-Lite, V2.5: MLA + MoE; the gate scales only unnormalised weights.
+      {"DeepseekV2ForCausalLM",
+       &kDeepseek2Gguf,
+       {.moe_scale_after_norm = false},
+       deepseek_v2_generator_config},
+      // V3, R1: MLA + MoE (sigmoid, noaux_tc)
+      {"DeepseekV3ForCausalLM", &kDeepseek2Gguf, {}, deepseek_v3_generator_config},
   };
-  static const ModelFamily kFamily{"deepseek2", kArchitectures, create_deepseek_model,
-                                   deepseek2_tensor_names(), deepseek_tensor_layout};
+  static constexpr ModelPreset kPresets[] = {{"deepseek-v2", deepseek_v2},
+                                             {"deepseek-v2-lite", deepseek_v2_lite},
+                                             {"deepseek-v3", deepseek_v3},
+                                             {"tiny-deepseek-v3", tiny_deepseek_v3}};
+  static const ModelFamily kFamily{"deepseek2",
+                                   kArchitectures,
+                                   create_deepseek_model,
+                                   deepseek2_tensor_names(),
+                                   deepseek_tensor_layout,
+                                   describe_deepseek,
+                                   {check_deepseek_spec, kPresets}};
   return kFamily;
 }
 

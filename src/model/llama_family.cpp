@@ -2,7 +2,8 @@
 // (DeepSeek-LLM 7B/67B, DeepSeek-Coder, R1-Distill-Llama) and Qwen2ForCausalLM (R1-Distill-Qwen),
 // written to GGUF as llama.cpp's "llama" and "qwen2". The graph is llama_model.cpp. Metadata keys
 // and tensor names are llama.cpp's (gguf-py/gguf/constants.py), mapped to what
-// convert_hf_to_gguf.py reads them from.
+// convert_hf_to_gguf.py reads them from; config.json keys are transformers' LlamaConfig and
+// Qwen2Config.
 #include <cmath>
 #include <numbers>
 
@@ -12,6 +13,7 @@
 #include "loader/safetensors.h"
 #include "model/model_config.h"
 #include "model/model_family.h"
+#include "model/model_spec.h"
 #include "util/error.h"
 
 namespace pagoda {
@@ -182,6 +184,124 @@ std::vector<TensorLayout> dense_tensor_layout(const ModelConfig& c, const std::s
   return t;
 }
 
+// ---- pagoda info ---------------------------------------------------------------------------
+
+std::string describe_dense(const ModelConfig& c) {
+  return fmt::format(
+      "attention heads:    {} (kv heads {}, head dim {})\n"
+      "intermediate size:  {}\n",
+      c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size);
+}
+
+// ---- the model generator -------------------------------------------------------------------
+
+// config.json as transformers' LlamaConfig / Qwen2Config save it: the keys both write, then
+// `extra` adds the architecture's own.
+json dense_generator_config(const ModelSpec& s, int64_t vocab_size, const char* model_type) {
+  return {
+      {"architectures", {s.architecture}},
+      {"model_type", model_type},
+      {"hidden_size", s.hidden_size},
+      {"intermediate_size", s.intermediate_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", s.num_kv_heads},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"rms_norm_eps", s.rms_norm_eps},
+      {"rope_theta", s.rope_theta},
+      {"rope_scaling", s.rope_scaling},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"torch_dtype", torch_dtype_name(s.dtype)},
+      {"vocab_size", vocab_size},
+      {"initializer_range", 0.02},
+      {"attention_dropout", 0.0},
+      {"use_cache", true},
+      {"pagoda_generator", {{"preset", s.preset}, {"seed", s.seed}}},
+  };
+}
+
+json llama_generator_config(const ModelSpec& s, int64_t vocab_size) {
+  json c = dense_generator_config(s, vocab_size, "llama");
+  c["head_dim"] = s.effective_head_dim();
+  c["attention_bias"] = false;
+  c["mlp_bias"] = false;
+  c["pretraining_tp"] = 1;
+  return c;
+}
+
+json qwen2_generator_config(const ModelSpec& s, int64_t vocab_size) {
+  json c = dense_generator_config(s, vocab_size, "qwen2");
+  c["use_sliding_window"] = false;
+  c["sliding_window"] = s.max_position_embeddings;
+  c["max_window_layers"] = s.num_layers;
+  if (s.head_dim != 0) c["head_dim"] = s.head_dim;
+  return c;
+}
+
+// The KV heads are the dense family's own (MLA derives them), so their checks are here too.
+void check_dense_spec(ModelSpec& s, const std::string&) {
+  if (s.num_kv_heads <= 0)
+    fail("make-model: --num-kv-heads must be positive, got {}", s.num_kv_heads);
+  if (s.head_dim < 0) fail("make-model: --head-dim must be positive, got {}", s.head_dim);
+  if (s.head_dim == 0 && s.hidden_size % s.num_heads != 0) {
+    fail("make-model: --num-heads {} does not divide --hidden-size {}", s.num_heads, s.hidden_size);
+  }
+  if (s.num_heads % s.num_kv_heads != 0) {
+    fail("make-model: --num-kv-heads {} does not divide --num-heads {}", s.num_kv_heads,
+         s.num_heads);
+  }
+  if (s.effective_head_dim() % 2 != 0) {
+    fail("make-model: head dim {} must be even for RoPE", s.effective_head_dim());
+  }
+}
+
+// deepseek-ai/deepseek-coder-1.3b-base config.json
+ModelSpec ds_coder_1_3b() {
+  ModelSpec s;
+  s.hidden_size = 2048;
+  s.intermediate_size = 5504;
+  s.num_layers = 24;
+  s.num_heads = 16;
+  s.num_kv_heads = 16;
+  s.vocab_size = 32256;
+  s.max_position_embeddings = 16384;
+  s.rope_theta = 100000.0;
+  s.rope_scaling = {{"type", "linear"}, {"factor", 4.0}};
+  s.dtype = DType::kBF16;
+  return s;
+}
+
+// deepseek-ai/deepseek-llm-7b-base config.json
+ModelSpec ds_llm_7b() {
+  ModelSpec s;
+  s.hidden_size = 4096;
+  s.intermediate_size = 11008;
+  s.num_layers = 30;
+  s.num_heads = 32;
+  s.num_kv_heads = 32;
+  s.vocab_size = 102400;
+  s.max_position_embeddings = 4096;
+  s.dtype = DType::kBF16;
+  return s;
+}
+
+// deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B config.json
+ModelSpec r1_distill_qwen_1_5b() {
+  ModelSpec s;
+  s.architecture = "Qwen2ForCausalLM";
+  s.hidden_size = 1536;
+  s.intermediate_size = 8960;
+  s.num_layers = 28;
+  s.num_heads = 12;
+  s.num_kv_heads = 2;
+  s.vocab_size = 151936;
+  s.max_position_embeddings = 131072;
+  s.rope_theta = 10000.0;
+  s.dtype = DType::kBF16;
+  return s;
+}
+
 const GgufArchitecture kLlamaGguf{"llama", add_llama_config, add_llama_hparams, nullptr, true};
 const GgufArchitecture kQwen2Gguf{"qwen2", add_qwen2_config, add_qwen2_hparams, nullptr, false};
 
@@ -189,14 +309,23 @@ const GgufArchitecture kQwen2Gguf{"qwen2", add_qwen2_config, add_qwen2_hparams, 
 
 const ModelFamily& llama_family() {
   static constexpr FamilyArchitecture kArchitectures[] = {
-      {"LlamaForCausalLM", &kLlamaGguf},
+      {"LlamaForCausalLM", &kLlamaGguf, {}, llama_generator_config},
       // Llama plus q/k/v biases; Qwen2Config's default context.
       {"Qwen2ForCausalLM",
        &kQwen2Gguf,
-       {.default_max_position_embeddings = 32768, .qkv_bias_only = true}},
+       {.default_max_position_embeddings = 32768, .qkv_bias_only = true},
+       qwen2_generator_config},
   };
-  static const ModelFamily kFamily{"dense", kArchitectures, create_llama_model,
-                                   dense_tensor_names(), dense_tensor_layout};
+  static constexpr ModelPreset kPresets[] = {{"ds-coder-1.3b", ds_coder_1_3b},
+                                             {"ds-llm-7b", ds_llm_7b},
+                                             {"r1-distill-qwen-1.5b", r1_distill_qwen_1_5b}};
+  static const ModelFamily kFamily{"dense",
+                                   kArchitectures,
+                                   create_llama_model,
+                                   dense_tensor_names(),
+                                   dense_tensor_layout,
+                                   describe_dense,
+                                   {check_dense_spec, kPresets}};
   return kFamily;
 }
 

@@ -3,14 +3,17 @@
 // names (HF <-> GGUF, model/tensor_names.h), the tensors and shapes a checkpoint of a given
 // config holds, and its GGUF metadata in both directions. GGUF import (gguf_model.cpp),
 // `pagoda export-gguf`, the model generator (src/demo) and the model factory all read these
-// tables, so there is no second table to disagree with them. A family's descriptor lives in its
-// *_family.cpp; model_registry.cpp lists the families, one line each.
+// tables, so there is no second table to disagree with them; `pagoda info` prints the shape
+// lines it gives, and the generator takes config.json and its presets from it. A family's
+// descriptor lives in its *_family.cpp; model_registry.cpp lists the families, one line each.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -32,6 +35,23 @@ struct GgufTensorPart {
   std::vector<int64_t> shape;
 };
 
+// One tensor that export writes other than by renaming one HF tensor (stacked experts, a matrix
+// split in two): its GGUF name, its shape in HF order, and row r (every dim but the last folded)
+// as fp32.
+struct GgufExportTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::function<void(int64_t row, float* dst)> row;
+};
+
+// A family's part of an export: the tensors it builds itself, and every HF tensor those cover or
+// that it leaves out on purpose (multi-token-prediction layers). Export renames the rest one to
+// one through the family's tensor names.
+struct GgufExportPlan {
+  std::vector<GgufExportTensor> tensors;
+  std::unordered_set<std::string> handled;
+};
+
 // One llama.cpp architecture (general.architecture) and how its metadata maps to config.json.
 // Keys and conventions are those llama.cpp's converter writes and its loader reads.
 struct GgufArchitecture {
@@ -49,6 +69,9 @@ struct GgufArchitecture {
   // llama.cpp permutes q/k rows for its interleaved rope (Llama only): export permutes, import
   // undoes it.
   bool permuted_qk = false;
+  // Export, the inverse of `split`: the tensors this architecture stores differently from HF.
+  // Null when every tensor is a rename. The plan's rows read `store`, which must outlive it.
+  GgufExportPlan (*plan_export)(const TensorStore& store, const ModelConfig& config) = nullptr;
 };
 
 using ModelFactory = std::unique_ptr<Model> (*)(const ModelConfig&, const TensorStore&,
@@ -60,12 +83,35 @@ struct ArchitectureConfigRules {
   int64_t default_max_position_embeddings = 2048;  // LlamaConfig, DeepseekV2Config
   // Qwen2Attention: biases on q/k/v always, never on o_proj or the MLP, whatever config.json says.
   bool qkv_bias_only = false;
+  // DeepSeek's MoE gate: V3's multiplies by routed_scaling_factor after normalising the top-k
+  // weights, V2's only when it does not normalise (deepseek_config.h, MoeRouterConfig).
+  bool moe_scale_after_norm = true;
 };
+
+struct ModelSpec;  // model/model_spec.h
 
 struct FamilyArchitecture {
   const char* hf_name;  // config.json's architectures[0]
   const GgufArchitecture* gguf;
   ArchitectureConfigRules config = {};
+  // The model generator's config.json for `spec` with `vocab_size` embedding rows, key for key
+  // as the architecture's transformers config saves it; the generator adds the token ids.
+  nlohmann::json (*generator_config)(const ModelSpec& spec, int64_t vocab_size) = nullptr;
+};
+
+// A published shape the model generator offers as `make-model --preset NAME`.
+struct ModelPreset {
+  const char* name;
+  ModelSpec (*spec)();
+};
+
+// What the model generator takes from a family besides each architecture's config.json.
+struct FamilyGenerator {
+  // Completes `spec` (e.g. MLA's one K/V head per query head) and checks what only this
+  // family constrains, naming make-model's flags or config.json's keys, before anything is
+  // written; `config_path` is where config.json will go.
+  void (*check)(ModelSpec& spec, const std::string& config_path);
+  std::span<const ModelPreset> presets;
 };
 
 struct ModelFamily {
@@ -76,6 +122,10 @@ struct ModelFamily {
   // Every weight tensor a checkpoint of `config` holds, with its HF name and shape, in file
   // order; `dtype` is the weights' safetensors type (tensors a family keeps in F32 say so).
   std::vector<TensorLayout> (*tensor_layout)(const ModelConfig& config, const std::string& dtype);
+  // `pagoda info`'s lines for the family's own shape (attention, feed-forward, experts), each
+  // ending in a newline; the common lines (layers, vocabulary, memory) are info's.
+  std::string (*describe)(const ModelConfig& config);
+  FamilyGenerator generator;
 };
 
 // The families (model_registry.cpp) and lookups over them. The lookups that throw name the

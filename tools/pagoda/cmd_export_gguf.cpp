@@ -2,10 +2,10 @@
 // v3 file that llama.cpp loads (llama-cli, llama-bench, llama-server), so both engines can be
 // measured on the same weights. The architecture's metadata, its tensor names and whether q/k
 // rows are permuted come from the model family (model/model_family.h), the same tables GGUF
-// import reads; this file owns the rest: DeepSeek's stacked experts and split kv_b_proj
-// (deepseek2), per-tensor types, and the tokenizer metadata taken from tokenizer.json /
-// tokenizer_config.json. Names and conventions follow
-// llama.cpp's convert_hf_to_gguf.py and gguf-py (read, not copied); see docs/gguf.md.
+// import reads, and so do tensors a family stores differently from HF (DeepSeek's stacked
+// experts and split kv_b_proj). This file owns the rest: per-tensor types, file order, and the
+// tokenizer metadata taken from tokenizer.json / tokenizer_config.json. Names and conventions
+// follow llama.cpp's convert_hf_to_gguf.py and gguf-py (read, not copied); see docs/gguf.md.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -14,7 +14,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -24,7 +23,7 @@
 
 #include "loader/gguf_writer.h"
 #include "loader/safetensors.h"
-#include "model/deepseek_config.h"
+#include "loader/tensor_rows.h"
 #include "model/model_config.h"
 #include "model/model_family.h"
 #include "tools/pagoda/commands.h"
@@ -277,12 +276,9 @@ void add_tokenizer(GgufWriter& w, const ModelConfig& config, const ExportOptions
 
 // ---- architecture and tensors ------------------------------------------------------------
 
-// "model.layers.<N>.<suffix>": the layer and the suffix.
-const std::regex kLayerTensor(R"(model\.layers\.(\d+)\.(.+))");
-
 // HF tensor name → GGUF name ("" to skip), from the family's table (model/tensor_names.h).
-// Throws on a name we do not know. Experts and kv_b_proj of deepseek2 are stacked / split by
-// run_export_gguf, not named here.
+// Throws on a name we do not know. Tensors the family's export plan builds itself (deepseek2's
+// stacked experts and split kv_b_proj) are not named here.
 std::string gguf_tensor_name(const std::string& hf, const std::string& path,
                              const FamilyTensorNames& names) {
   // Precomputed rope frequencies some checkpoints carry: the model computes its own.
@@ -300,32 +296,8 @@ int64_t permuted_source_row(int64_t row, int64_t head_dim) {
   return head * head_dim + (r % 2) * (head_dim / 2) + r / 2;
 }
 
-void widen_row(const Tensor& t, int64_t row, int64_t cols, float* dst) {
-  const int64_t at = row * cols;
-  switch (t.dtype) {
-    case DType::kF32:
-      std::copy_n(t.data_as<float>() + at, cols, dst);
-      return;
-    case DType::kF16:
-      for (int64_t i = 0; i < cols; ++i) dst[i] = f16_to_f32(t.data_as<uint16_t>()[at + i]);
-      return;
-    case DType::kBF16:
-      for (int64_t i = 0; i < cols; ++i) dst[i] = bf16_to_f32(t.data_as<uint16_t>()[at + i]);
-      return;
-    default:
-      fail("{}: tensor {} is {}; export-gguf reads f32, f16 and bf16 weights", t.path, t.name,
-           dtype_name(t.dtype));
-  }
-}
-
-void check_float(const Tensor& t) {
-  if (!t.dtype_supported || is_quantized(t.dtype))
-    fail("{}: tensor {} is {}; export-gguf reads f32, f16 and bf16 weights", t.path, t.name,
-         t.stored_dtype);
-}
-
 // One GGUF tensor: its shape (HF order) and each of its rows as fp32 (rows: every dim but the
-// last folded), from one HF tensor or several (stacked experts, a split kv_b_proj).
+// last folded), from one HF tensor or from the family's plan (several, or part of one).
 struct TensorPlan {
   int64_t layer;  // file order: token_embd (-1), blocks, then the output tensors
   std::string name;
@@ -358,70 +330,6 @@ int64_t layer_of(const std::string& gguf_name) {
   return INT64_MAX;
 }
 
-// DeepSeek's routed experts, one [E, rows, cols] tensor per projection and layer, as llama.cpp's
-// converter stacks them.
-void plan_stacked_experts(const TensorStore& store, const DeepseekConfig& d,
-                          std::vector<TensorPlan>& plans) {
-  static const std::regex kExpert(
-      R"(model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(\w+)_proj\.weight)");
-  std::map<std::pair<int64_t, std::string>, std::vector<const Tensor*>> stacks;
-  for (const auto& [hf_name, tensor] : store.tensors()) {
-    std::smatch m;
-    if (!std::regex_match(hf_name, m, kExpert)) continue;
-    const int64_t layer = std::stoll(m[1].str()), expert = std::stoll(m[2].str());
-    if (layer >= d.num_layers) continue;  // multi-token-prediction layers are not exported
-    auto& stack = stacks[{layer, m[3].str()}];
-    stack.resize(static_cast<size_t>(d.router.num_experts), nullptr);
-    if (expert >= d.router.num_experts) fail("{}: tensor {}: no such expert", tensor.path, hf_name);
-    check_float(tensor);
-    stack[static_cast<size_t>(expert)] = &tensor;
-  }
-  for (auto& [key, stack] : stacks) {
-    const auto& [layer, proj] = key;
-    for (size_t e = 0; e < stack.size(); ++e) {
-      if (stack[e] == nullptr)
-        fail("{}: expert {} of layer {} has no {}_proj", store.path(), e, layer, proj);
-    }
-    const int64_t rows = stack[0]->shape[0], cols = stack[0]->shape[1];
-    for (const Tensor* t : stack) {
-      if (t->shape != stack[0]->shape)
-        fail("{}: tensor {} has shape {}, unlike expert 0's {}", t->path, t->name,
-             format_shape(t->shape), format_shape(stack[0]->shape));
-    }
-    TensorPlan p{layer,
-                 fmt::format("blk.{}.ffn_{}_exps.weight", layer, proj),
-                 {static_cast<int64_t>(stack.size()), rows, cols},
-                 nullptr};
-    p.row = [stack, rows, cols](int64_t r, float* dst) {
-      widen_row(*stack[static_cast<size_t>(r / rows)], r % rows, cols, dst);
-    };
-    plans.push_back(std::move(p));
-  }
-}
-
-// kv_b_proj [H * (nope + v), kv_lora] split per head as llama.cpp's converter does for absorbed
-// MLA: attn_k_b [H, kv_lora, nope] (W_uk transposed) and attn_v_b [H, v, kv_lora].
-void plan_split_kv_b(const Tensor& kv_b, int64_t layer, const DeepseekConfig& d,
-                     std::vector<TensorPlan>& plans) {
-  check_float(kv_b);
-  const int64_t H = d.num_heads, rank = d.kv_lora_rank, nope = d.qk_nope_head_dim, v = d.v_head_dim;
-  if (kv_b.shape != std::vector<int64_t>{H * (nope + v), rank})
-    fail("{}: tensor {} has shape {}, expected [{}, {}]", kv_b.path, kv_b.name,
-         format_shape(kv_b.shape), H * (nope + v), rank);
-  TensorPlan k{layer, fmt::format("blk.{}.attn_k_b.weight", layer), {H, rank, nope}, nullptr};
-  k.row = [&kv_b, rank, nope, v](int64_t r, float* dst) {
-    const int64_t h = r / rank, col = r % rank;
-    for (int64_t i = 0; i < nope; ++i)
-      widen_row(kv_b, (h * (nope + v) + i) * rank + col, 1, dst + i);
-  };
-  TensorPlan vb{layer, fmt::format("blk.{}.attn_v_b.weight", layer), {H, v, rank}, nullptr};
-  vb.row = [&kv_b, rank, nope, v](int64_t r, float* dst) {
-    widen_row(kv_b, (r / v) * (nope + v) + nope + r % v, rank, dst);
-  };
-  plans.push_back(std::move(k));
-  plans.push_back(std::move(vb));
-}
-
 int run_export_gguf(const ExportOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const ExportType export_type = parse_export_type(o.type);
@@ -439,29 +347,22 @@ int run_export_gguf(const ExportOptions& o) {
                    : o.name);
   w.set_u32("general.file_type", export_type.file_type);
   w.set_u32("general.quantization_version", 2);  // ggml's GGML_QNT_VERSION
-  std::optional<DeepseekConfig> deepseek;
   gguf.add_hparams(w, config);
-  if (arch == "deepseek2") deepseek = DeepseekConfig::from_model_config(config);
   add_tokenizer(w, config, o);
 
   std::vector<TensorPlan> plans;
-  if (deepseek) plan_stacked_experts(store, *deepseek, plans);
+  GgufExportPlan family_plan;
+  if (gguf.plan_export != nullptr) family_plan = gguf.plan_export(store, config);
+  for (GgufExportTensor& t : family_plan.tensors) {
+    TensorPlan p{layer_of(t.name), t.name, t.shape, std::move(t.row)};
+    p.keep_f32 = t.shape.size() == 1 || t.name.find(".ffn_gate_inp.") != std::string::npos;
+    plans.push_back(std::move(p));
+  }
   for (const auto& [hf_name, tensor] : store.tensors()) {
-    if (deepseek) {
-      std::smatch m;
-      if (std::regex_match(hf_name, m, kLayerTensor)) {
-        const int64_t layer = std::stoll(m[1].str());
-        const std::string suffix = m[2].str();
-        if (layer >= deepseek->num_layers || suffix.rfind("mlp.experts.", 0) == 0) continue;
-        if (suffix == "self_attn.kv_b_proj.weight") {
-          plan_split_kv_b(tensor, layer, *deepseek, plans);
-          continue;
-        }
-      }
-    }
+    if (family_plan.handled.contains(hf_name)) continue;
     std::string name = gguf_tensor_name(hf_name, tensor.path, family.tensor_names);
     if (name.empty()) continue;
-    check_float(tensor);
+    require_float_tensor(tensor, "export-gguf");
     TensorPlan p{layer_of(name), name, tensor.shape, nullptr};
     p.keep_f32 = tensor.shape.size() == 1 || name.find(".ffn_gate_inp.") != std::string::npos;
     const int64_t cols = tensor.shape.back();
@@ -469,15 +370,15 @@ int run_export_gguf(const ExportOptions& o) {
                                                name.find(".attn_k.") != std::string::npos);
     const int64_t head_dim = config.head_dim;
     if (!permuted) {
-      p.row = [&tensor, cols](int64_t r, float* dst) { widen_row(tensor, r, cols, dst); };
+      p.row = [&tensor, cols](int64_t r, float* dst) { read_row_f32(tensor, r, cols, dst); };
     } else if (tensor.shape.size() == 1) {  // a q/k bias: its elements move as rows do
       p.row = [&tensor, cols, head_dim](int64_t, float* dst) {
         for (int64_t i = 0; i < cols; ++i)
-          widen_row(tensor, permuted_source_row(i, head_dim), 1, dst + i);
+          read_row_f32(tensor, permuted_source_row(i, head_dim), 1, dst + i);
       };
     } else {
       p.row = [&tensor, cols, head_dim](int64_t r, float* dst) {
-        widen_row(tensor, permuted_source_row(r, head_dim), cols, dst);
+        read_row_f32(tensor, permuted_source_row(r, head_dim), cols, dst);
       };
     }
     plans.push_back(std::move(p));

@@ -1,6 +1,6 @@
 // `pagoda info`: what a model directory or GGUF file holds and what serving it costs in memory:
-// the shape, the weights' stored format, the KV cache at the dtype the engine would use, and for
-// DeepSeek-V2/V3 the MLA and mixture-of-experts layout.
+// the shape (the family's own part from its descriptor, e.g. DeepSeek's MLA and mixture-of-experts
+// layout), the weights' stored format, and the KV cache at the dtype the engine would use.
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -9,14 +9,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "demo/model_generator.h"
 #include "hub/resolve_model.h"
 #include "kernels/kernels.h"
 #include "loader/safetensors.h"
 #include "loader/weight_format.h"
-#include "model/deepseek_config.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
-#include "demo/model_generator.h"
+#include "model/model_family.h"
 #include "model/model_registry.h"
 #include "model/model_source.h"
 #include "tools/pagoda/commands.h"
@@ -36,42 +36,6 @@ struct InfoFlags {
 // The name a --kv-cache-dtype value resolves to ("auto" is the engine's fp16).
 const char* kv_dtype_label(DType dtype) {
   return dtype == DType::kF32 ? "fp32" : dtype == DType::kBF16 ? "bf16" : "fp16";
-}
-
-void print_deepseek(const DeepseekConfig& d) {
-  fmt::print("attention:          MLA (multi-head latent), {} heads\n", d.num_heads);
-  fmt::print("  q_lora_rank:      {}\n",
-             d.q_lora_rank > 0 ? std::to_string(d.q_lora_rank) : "none (q_proj)");
-  fmt::print("  kv_lora_rank:     {}\n", d.kv_lora_rank);
-  fmt::print("  qk head dims:     {} nope + {} rope\n", d.qk_nope_head_dim, d.qk_rope_head_dim);
-  fmt::print("  v_head_dim:       {}\n", d.v_head_dim);
-  fmt::print("  cached per token: {} values per layer (latent {} + rope {})\n", d.latent_dim(),
-             d.kv_lora_rank, d.qk_rope_head_dim);
-  const MoeRouterConfig& r = d.router;
-  if (r.num_experts == 0) {
-    fmt::print("experts:            none (every layer dense, intermediate size {})\n",
-               d.intermediate_size);
-  } else {
-    int64_t num_moe_layers = 0;
-    for (int64_t layer = 0; layer < d.num_layers; ++layer) num_moe_layers += d.is_moe_layer(layer);
-    fmt::print("experts (MoE):      {} routed + {} shared, {} per token\n", r.num_experts,
-               d.num_shared_experts, r.top_k);
-    fmt::print("  MoE layers:       {} of {} (first {} dense, then every {})\n", num_moe_layers,
-               d.num_layers, d.first_k_dense_replace, d.moe_layer_freq);
-    fmt::print("  intermediate:     {} per expert, {} dense\n", d.moe_intermediate_size,
-               d.intermediate_size);
-    fmt::print("  routing:          {} scores, {}",
-               r.scoring == MoeScoring::kSigmoid ? "sigmoid" : "softmax",
-               moe_topk_method_name(r.method));
-    if (r.method != MoeTopkMethod::kGreedy)
-      fmt::print(" ({} groups, {} per token)", r.num_groups, r.topk_groups);
-    fmt::print(", norm_topk_prob {}, routed_scaling_factor {}\n", r.norm_topk_prob,
-               r.routed_scaling_factor);
-  }
-  if (d.num_nextn_predict_layers > 0) {
-    fmt::print("MTP layers:         {} (multi-token prediction; in the checkpoint, not run)\n",
-               d.num_nextn_predict_layers);
-  }
 }
 
 int run_info(const InfoFlags& f) {
@@ -94,20 +58,12 @@ int run_info(const InfoFlags& f) {
   KvCacheSpec kv = model->kv_cache_spec();
   kv.dtype = parse_kv_cache_dtype(f.kv_cache_dtype);  // as the engine sets it
   const int64_t kv_per_token = kv.bytes_per_token();
-  const bool deepseek = config.architecture == "DeepseekV2ForCausalLM" ||
-                        config.architecture == "DeepseekV3ForCausalLM";
 
   fmt::print("model:              {}\n", path);
   fmt::print("architecture:       {}\n", config.architecture);
   fmt::print("layers:             {}\n", config.num_hidden_layers);
   fmt::print("hidden size:        {}\n", config.hidden_size);
-  if (deepseek) {
-    print_deepseek(DeepseekConfig::from_model_config(config));
-  } else {
-    fmt::print("attention heads:    {} (kv heads {}, head dim {})\n", config.num_attention_heads,
-               config.num_key_value_heads, config.head_dim);
-    fmt::print("intermediate size:  {}\n", config.intermediate_size);
-  }
+  fmt::print("{}", model_family_of(config).describe(config));
   fmt::print("vocabulary:         {}\n", config.vocab_size);
   fmt::print("context length:     {}\n", config.max_position_embeddings);
   fmt::print("rope scaling:       {}\n", config.rope_scaling.type);
