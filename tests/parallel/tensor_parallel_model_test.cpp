@@ -1,7 +1,7 @@
-// Tensor-parallel Llama and Qwen2 forward passes against the same model in one process: every
-// rank a program of its own (tp_forward_main.cpp) joined by the shared-memory communicator,
-// oversubscribed on this 2-core machine. The greedy tokens must be identical and the logits
-// close: the row-parallel sums add the ranks' partial dot products in another order than one
+// Tensor-parallel Llama, Qwen2 and DeepSeek-V2/V3 forward passes against the same model in one
+// process: every rank a program of its own (tp_forward_main.cpp) joined by the shared-memory
+// communicator, oversubscribed on this 2-core machine. The greedy tokens must be identical and the
+// logits close: the row-parallel sums add the ranks' partial dot products in another order than one
 // matmul does, and 16-bit or int8 activations are rounded from those slightly different inputs.
 // Per-channel int8 (W8A8, one activation scale per token over the whole row) cannot match one
 // process: a row-parallel shard scales its half of the row on its own. There the test asks for
@@ -127,6 +127,39 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 
 class TensorParallelModel : public ::testing::TestWithParam<Case> {};
 
+bool is_deepseek(const Case& c) {
+  return c.architecture.rfind("Deepseek", 0) == 0;
+}
+
+// DeepSeek: 4 MLA heads over a latent of 64 (+ 16 rope dims), a dense first layer then two MoE
+// layers of 8 routed experts (2 per token). V2 in the Lite shape (q_proj, softmax, greedy, 2
+// shared experts of 64 rows), V3 with q_a/q_b, sigmoid noaux_tc over 4 groups and one shared
+// expert of 128 rows: the shared rows, o_proj's 4 x 32 columns and the experts split over 2 and
+// 4 ranks at groups of 32.
+void set_deepseek_shape(ModelSpec& spec) {
+  DeepseekSpec& d = spec.deepseek;
+  const bool v3 = spec.architecture == "DeepseekV3ForCausalLM";
+  spec.num_layers = 3;
+  d.q_lora_rank = v3 ? 64 : 0;
+  d.kv_lora_rank = 64;
+  d.qk_nope_head_dim = 32;
+  d.qk_rope_head_dim = 16;
+  d.v_head_dim = 32;
+  d.n_routed_experts = 8;
+  d.num_experts_per_tok = 2;
+  d.first_k_dense_replace = 1;
+  d.n_shared_experts = v3 ? 1 : 2;
+  d.moe_intermediate_size = v3 ? 128 : 64;
+  if (v3) {
+    d.n_group = 4;
+    d.topk_group = 2;
+    d.topk_method = "noaux_tc";
+    d.scoring_func = "sigmoid";
+    d.norm_topk_prob = true;
+    d.routed_scaling_factor = 2.5;
+  }
+}
+
 // hidden 128 in 4 heads of 32 (4 KV heads for Llama, 2 for Qwen2 so that TP=4 is refused
 // there), an intermediate of 256 and a vocabulary of 509, which splits unevenly.
 ModelSpec test_spec(const Case& c) {
@@ -141,6 +174,7 @@ ModelSpec test_spec(const Case& c) {
   spec.max_position_embeddings = 256;
   spec.dtype = c.dtype;
   spec.seed = 7;
+  if (is_deepseek(c)) set_deepseek_shape(spec);
   return spec;
 }
 
@@ -193,6 +227,12 @@ TEST(TensorParallelModel, PerChannelInt8IsAsAccurateAsOneProcess) {
 // input differing in its last fp32 bit can round one bf16 ulp (2^-8) apart: 2e-3. Quantized:
 // int8 activations are rounded from such inputs; measured 2-4e-7 here, allowed 1e-3 so that one
 // activation landing on the other side of a rounding (1/127 of its block) still passes.
+// DeepSeek (3 layers, two of them MoE): fp32 as above (measured <= 6.6e-7). In bf16 and int8 /
+// int4 / GGUF most rows match to <= 7e-7 (V3 bf16 at 4 ranks exactly), but isolated rows carry such
+// a flipped rounding through more matmuls (the absorbed MLA's two per head, the experts) and
+// through the router, whose top-k is discontinuous: measured up to 2.4e-3 (V2 bf16) and 1.5e-2
+// (V3 int4), allowed 5e-3 and 3e-2. A wrong shard (another head's rows, an expert run twice
+// or not at all) moves the logits by O(1).
 INSTANTIATE_TEST_SUITE_P(
     Shapes, TensorParallelModel,
     ::testing::Values(
@@ -206,7 +246,18 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"Qwen2Int8G64Tp2", "Qwen2ForCausalLM", DType::kBF16, "int8/64", "", 2, 1e-3},
         Case{"LlamaInt4Tp4", "LlamaForCausalLM", DType::kBF16, "int4", "", 4, 1e-3},
         Case{"LlamaGgufQ8_0Tp2", "LlamaForCausalLM", DType::kF32, "none", "q8_0", 2, 1e-3},
-        Case{"LlamaGgufQ4_0Tp4", "LlamaForCausalLM", DType::kF32, "none", "q4_0", 4, 1e-3}),
+        Case{"LlamaGgufQ4_0Tp4", "LlamaForCausalLM", DType::kF32, "none", "q4_0", 4, 1e-3},
+        Case{"DeepseekV2Bf16Tp2", "DeepseekV2ForCausalLM", DType::kBF16, "none", "", 2, 5e-3},
+        Case{"DeepseekV2F32Tp4", "DeepseekV2ForCausalLM", DType::kF32, "none", "", 4, 1e-5},
+        Case{"DeepseekV2Int8G64Tp2", "DeepseekV2ForCausalLM", DType::kBF16, "int8/64", "", 2, 3e-2},
+        Case{"DeepseekV3Bf16Tp4", "DeepseekV3ForCausalLM", DType::kBF16, "none", "", 4, 5e-3},
+        Case{"DeepseekV3F32Tp2", "DeepseekV3ForCausalLM", DType::kF32, "none", "", 2, 1e-5},
+        Case{"DeepseekV3Int8G32Tp4", "DeepseekV3ForCausalLM", DType::kBF16, "int8/32", "", 4, 3e-2},
+        Case{"DeepseekV3Int4Tp2", "DeepseekV3ForCausalLM", DType::kBF16, "int4", "", 2, 3e-2},
+        Case{"DeepseekV3GgufQ8_0Tp2", "DeepseekV3ForCausalLM", DType::kF32, "none", "q8_0", 2,
+             3e-2},
+        Case{"DeepseekV2GgufQ4_0Tp4", "DeepseekV2ForCausalLM", DType::kF32, "none", "q4_0", 4,
+             3e-2}),
     case_name);
 
 TEST(TensorParallelModel, HeadsThatDoNotSplitAreRefused) {
@@ -216,6 +267,17 @@ TEST(TensorParallelModel, HeadsThatDoNotSplitAreRefused) {
   generate_model(test_spec(c), model);
   // 2 KV heads over 4 ranks: every rank fails to load, with the reason on stderr.
   EXPECT_NE(run_forward(model, scratch.path("out.bin"), 4, "none"), "");
+}
+
+TEST(TensorParallelModel, ExpertsThatDoNotSplitAreRefused) {
+  Case c{"", "DeepseekV2ForCausalLM", DType::kBF16, "none", "", 4, 0};
+  Scratch scratch;
+  const std::string model = scratch.path("model");
+  ModelSpec spec = test_spec(c);
+  spec.deepseek.n_routed_experts = 6;  // 6 experts over 4 ranks
+  generate_model(spec, model);
+  EXPECT_NE(run_forward(model, scratch.path("out.bin"), 4, "none"), "");
+  EXPECT_EQ(run_forward(model, scratch.path("out.bin"), 2, "none"), "");
 }
 
 }  // namespace
