@@ -207,8 +207,9 @@ TEST_P(TensorParallelModel, GreedyTokensAndLogitsMatchOneProcess) {
   std::printf("largest relative logit difference: %.3g (allowed %.3g)\n", worst, c.tolerance);
 }
 
-TEST(TensorParallelModel, PerChannelInt8IsAsAccurateAsOneProcess) {
-  Case c{"", "LlamaForCausalLM", DType::kBF16, "int8", "", 2, 0};
+// Per-channel int8 at load, one process and `world_size` ranks, each against the float model.
+void expect_per_channel_int8_as_accurate(const std::string& architecture, int world_size) {
+  Case c{"", architecture, DType::kBF16, "int8", "", world_size, 0};
   Scratch scratch;
   const std::string model = scratch.path("model");
   generate_model(test_spec(c), model);
@@ -216,14 +217,23 @@ TEST(TensorParallelModel, PerChannelInt8IsAsAccurateAsOneProcess) {
                     sharded = scratch.path("tp.bin");
   ASSERT_EQ(run_forward(model, exact, 1, "none"), "");
   ASSERT_EQ(run_forward(model, one, 1, "int8"), "");
-  ASSERT_EQ(run_forward(model, sharded, 2, "int8"), "");
+  ASSERT_EQ(run_forward(model, sharded, world_size, "int8"), "");
   const std::vector<StepRow> want = read_rows(exact, 509);
   // The prefill rows only: both runs then feed the float model's context, no greedy drift.
   const double one_error = largest_relative_difference(want, read_rows(one, 509), 2);
   const double tp_error = largest_relative_difference(want, read_rows(sharded, 509), 2);
-  std::printf("int8 vs float: one process %.3g, 2 ranks %.3g\n", one_error, tp_error);
+  std::printf("int8 vs float: one process %.3g, %d ranks %.3g\n", one_error, world_size, tp_error);
   EXPECT_GT(one_error, 0);
   EXPECT_LE(tp_error, 1.5 * one_error);
+}
+
+TEST(TensorParallelModel, PerChannelInt8IsAsAccurateAsOneProcess) {
+  expect_per_channel_int8_as_accurate("LlamaForCausalLM", 2);
+}
+
+// DeepSeek: o_proj and the shared experts' down are cut through their rows' one scale group.
+TEST(TensorParallelModel, DeepseekPerChannelInt8IsAsAccurateAsOneProcess) {
+  expect_per_channel_int8_as_accurate("DeepseekV3ForCausalLM", 4);
 }
 
 // fp32 weights: only the summation order differs (1e-5 of the largest logit is ~100 fp32 ulps
