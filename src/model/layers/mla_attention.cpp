@@ -60,9 +60,11 @@ MlaAttention::MlaAttention(WeightLoader& loader, const std::string& p, const Dee
   // GGUF files from llama.cpp's converter carry kv_b_proj already split per head, W_uk
   // transposed (gguf_deepseek2.cpp): the absorbed-MLA matrices are used in place, in any type.
   if (loader.store().find(p + "k_b_proj.weight") != nullptr) {
-    const WeightView k_b = loader.matrix_as_stored(p + "k_b_proj.weight", all_heads * rank, nope);
-    const WeightView v_b = loader.matrix_as_stored(p + "v_b_proj.weight", all_heads * vd, rank);
-    for (int64_t h = first; h < first + H; ++h) {
+    const WeightView k_b = loader.matrix_rows_as_stored(p + "k_b_proj.weight", all_heads * rank,
+                                                        nope, first * rank, H * rank);
+    const WeightView v_b = loader.matrix_rows_as_stored(p + "v_b_proj.weight", all_heads * vd, rank,
+                                                        first * vd, H * vd);
+    for (int64_t h = 0; h < H; ++h) {
       w_uk_t_.push_back(Linear{weight_rows(k_b, h * rank, rank), {}});
       w_uv_.push_back(Linear{weight_rows(v_b, h * vd, vd), {}});
     }
@@ -73,8 +75,8 @@ MlaAttention::MlaAttention(WeightLoader& loader, const std::string& p, const Dee
   // in place; W_uk is transposed once so the absorbed query is an ordinary y = x W^T matmul:
   // element by element in its stored float type (no rounding), or as fp32 from a quantized
   // kv_b_proj (older GGUF files), whose groups run along the wrong axis for a transpose.
-  const WeightView kv_b =
-      loader.matrix_as_stored(p + "kv_b_proj.weight", all_heads * (nope + vd), rank);
+  const WeightView kv_b = loader.matrix_rows_as_stored(
+      p + "kv_b_proj.weight", all_heads * (nope + vd), rank, first * (nope + vd), H * (nope + vd));
   const bool dequantize = is_quantized(kv_b.dtype);
   const DType uk_dtype = dequantize ? DType::kF32 : kv_b.dtype;
   const int64_t elem = dtype_size(uk_dtype);
@@ -83,9 +85,8 @@ MlaAttention::MlaAttention(WeightLoader& loader, const std::string& p, const Dee
   std::vector<float> row(dequantize ? static_cast<size_t>(rank) : 0);
   for (int64_t h = 0; h < H; ++h) {
     uint8_t* dst = w_uk_t_data_.data() + h * rank * nope * elem;  // [rank, nope]
-    const int64_t kv_b_head = first + h;
     for (int64_t i = 0; i < nope; ++i) {
-      const int64_t src_row = kv_b_head * (nope + vd) + i;  // W_uk row i: [rank]
+      const int64_t src_row = h * (nope + vd) + i;  // W_uk row i: [rank]
       if (dequantize) {
         dequantize_row_reference(kv_b, src_row, row.data());
         for (int64_t r = 0; r < rank; ++r)
@@ -98,7 +99,7 @@ MlaAttention::MlaAttention(WeightLoader& loader, const std::string& p, const Dee
       }
     }
     w_uk_t_.push_back(Linear{WeightView{dst, uk_dtype, rank, nope}, {}});
-    w_uv_.push_back(Linear{weight_rows(kv_b, kv_b_head * (nope + vd) + nope, vd), {}});
+    w_uv_.push_back(Linear{weight_rows(kv_b, h * (nope + vd) + nope, vd), {}});
   }
 }
 
