@@ -13,6 +13,11 @@
 //   logits = shared_head.head(shared_head.norm(g))
 // This file only says which layers, in which order, on which tensors; the layers
 // (model/layers/) do the work on the execution context they are given.
+// Tensor parallel (ModelOptions::tensor_parallel): each rank holds num_heads/T attention heads
+// over a whole latent cache (layers/mla_attention.h), E/T routed experts and a T-th of the
+// shared experts' rows (expert parallel, layers/moe.h), inter/T rows of a dense layer's MLP, and
+// a vocabulary range (embedding and lm_head). Attention, MLP and MoE each end in one all-reduce
+// of [T, hidden].
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -37,7 +42,6 @@
 #include "model/model_config.h"
 #include "model/model_family.h"
 #include "model/weights.h"
-#include "util/error.h"
 
 namespace pagoda {
 namespace {
@@ -90,6 +94,8 @@ class DeepseekModel final : public Model {
                  const PagedKvLayer& cache_layer, int64_t T);
   void load_mtp_layers(const ModelConfig& config, const TensorStore& store, bool load);
   ExpertMlp load_mlp(const std::string& prefix, int64_t inter);
+  // This rank's intermediate rows of gate/up and columns of down (all of them on one rank).
+  ExpertMlp load_mlp_sharded(const std::string& prefix, int64_t inter, const char* what);
 
   WeightView matrix(const std::string& name, int64_t rows, int64_t cols) {
     return weights_.matrix(name, rows, cols);
@@ -97,6 +103,7 @@ class DeepseekModel final : public Model {
   std::vector<float> vector(const std::string& name, int64_t n) { return weights_.vector(name, n); }
 
   DeepseekConfig c_;
+  TensorParallel tp_;
   WeightLoader weights_;
   RotaryEmbedding rope_;
   Embedding embed_;
@@ -124,9 +131,21 @@ ExpertMlp DeepseekModel::load_mlp(const std::string& p, int64_t inter) {
   return m;
 }
 
+ExpertMlp DeepseekModel::load_mlp_sharded(const std::string& p, int64_t inter, const char* what) {
+  if (!tp_.enabled()) return load_mlp(p, inter);
+  const DimShard rows = tp_.even_split(inter, what);
+  const int64_t hidden = c_.hidden_size;
+  ExpertMlp m;
+  m.gate = weights_.matrix_rows(p + "gate_proj.weight", inter, hidden, rows.first, rows.count);
+  m.up = weights_.matrix_rows(p + "up_proj.weight", inter, hidden, rows.first, rows.count);
+  m.down = weights_.matrix_columns(p + "down_proj.weight", hidden, inter, rows.first, rows.count);
+  return m;
+}
+
 DeepseekModel::DeepseekModel(const ModelConfig& config, const TensorStore& store,
                              const ModelOptions& options)
     : c_(DeepseekConfig::from_model_config(config)),
+      tp_(options.tensor_parallel),
       weights_(store, options.weights),
       rope_(c_.rope),
       residual_(c_.hidden_size),
@@ -135,11 +154,12 @@ DeepseekModel::DeepseekModel(const ModelConfig& config, const TensorStore& store
       gate_(c_.intermediate_size),
       up_(c_.intermediate_size),
       joined_(2 * c_.hidden_size) {
-  embed_ = Embedding::load(weights_, "model.embed_tokens.weight", c_.vocab_size, c_.hidden_size);
+  embed_ = Embedding::load_sharded(weights_, "model.embed_tokens.weight", c_.vocab_size,
+                                   c_.hidden_size, tp_);
   layers_.reserve(static_cast<size_t>(c_.num_layers));
   for (int64_t i = 0; i < c_.num_layers; ++i) layers_.push_back(load_layer(i, c_.is_moe_layer(i)));
   head_ = LogitsHead(weights_, embed_, c_.tie_word_embeddings, c_.vocab_size, c_.hidden_size,
-                     c_.rms_norm_eps);
+                     c_.rms_norm_eps, tp_);
   load_mtp_layers(config, store, options.load_mtp_layers);
 
   // The activations (and the MoE dispatcher's buffers) grow with the largest step seen:
@@ -154,10 +174,11 @@ DeepseekLayer DeepseekModel::load_layer(int64_t i, bool is_moe) {
       RmsNorm::load(weights_, p + "input_layernorm.weight", c_.hidden_size, c_.rms_norm_eps);
   l.post_attn_norm = RmsNorm::load(weights_, p + "post_attention_layernorm.weight", c_.hidden_size,
                                    c_.rms_norm_eps);
-  l.attention = MlaAttention(weights_, p + "self_attn.", c_);
+  l.attention = MlaAttention(weights_, p + "self_attn.", c_, tp_);
   l.is_moe = is_moe;
   if (!l.is_moe) {
-    l.dense = GatedMlp::load(weights_, p + "mlp.", c_.hidden_size, c_.intermediate_size);
+    l.dense =
+        GatedMlp::load_sharded(weights_, p + "mlp.", c_.hidden_size, c_.intermediate_size, tp_);
     return l;
   }
   const MoeRouterConfig& r = c_.router;
@@ -165,15 +186,20 @@ DeepseekLayer DeepseekModel::load_layer(int64_t i, bool is_moe) {
   if (r.method == MoeTopkMethod::kNoauxTc) {
     l.moe.score_bias = vector(p + "mlp.gate.e_score_correction_bias", r.num_experts);
   }
-  for (int32_t e = 0; e < r.num_experts; ++e) {
+  // Whole experts per rank: no expert's matrices are cut, so every format shards as is.
+  const DimShard experts = tp_.even_split(r.num_experts, "routed experts (n_routed_experts)");
+  l.moe.first_expert = static_cast<int32_t>(experts.first);
+  for (int64_t e = experts.first; e < experts.first + experts.count; ++e) {
     l.moe.experts.push_back(
         load_mlp(fmt::format("{}mlp.experts.{}.", p, e), c_.moe_intermediate_size));
   }
   if (c_.num_shared_experts > 0) {
     l.moe.has_shared = true;
-    l.moe.shared =
-        load_mlp(p + "mlp.shared_experts.", c_.moe_intermediate_size * c_.num_shared_experts);
+    l.moe.shared = load_mlp_sharded(
+        p + "mlp.shared_experts.", c_.moe_intermediate_size * c_.num_shared_experts,
+        "shared-expert rows (moe_intermediate_size x n_shared_experts)");
   }
+  l.moe.reduce = tp_.reducer();
   return l;
 }
 
@@ -195,6 +221,10 @@ void DeepseekModel::load_mtp_layers(const ModelConfig& config, const TensorStore
           config.config_path, c_.num_nextn_predict_layers, num_mtp_tensors, c_.num_layers);
     }
     return;
+  }
+  if (tp_.enabled()) {
+    fail("{}: speculative method \"mtp\" does not run under tensor parallelism yet",
+         config.config_path);
   }
   if (c_.num_nextn_predict_layers == 0 || num_mtp_tensors == 0) {
     fail(
@@ -241,7 +271,8 @@ KvCacheSpec DeepseekModel::kv_cache_spec() const {
 void DeepseekModel::reserve(const ExecutionContext& ctx, int64_t num_tokens) {
   for (Activation* a : {&residual_, &x_, &mlp_out_, &gate_, &up_}) a->reserve(ctx, num_tokens);
   if (!mtp_.empty()) joined_.reserve(ctx, num_tokens);
-  attn_act_.reserve(ctx, c_, num_tokens);
+  attn_act_.reserve(ctx, c_, layers_.empty() ? 0 : layers_.front().attention.num_heads(),
+                    num_tokens);
 }
 
 void DeepseekModel::run_layer(const ExecutionContext& ctx, const DeepseekLayer& l,
@@ -308,13 +339,7 @@ void DeepseekModel::forward_mtp(const ExecutionContext& ctx, const ForwardBatch&
 
 std::unique_ptr<Model> create_deepseek_model(const ModelConfig& config, const TensorStore& store,
                                              const ModelOptions& options) {
-  // MLA head splitting and expert parallelism are not written yet (docs/parallel.md).
-  if (options.tensor_parallel.enabled()) {
-    fail(
-        "{}: tensor parallelism is not implemented for {} (MLA attention, MoE); run it with "
-        "--tensor-parallel-size 1",
-        config.config_path, config.architecture);
-  }
+  // Pipeline stages are not written for DeepSeek yet (docs/parallel.md).
   if (options.pipeline_parallel.enabled()) {
     fail(
         "{}: pipeline parallelism is not implemented for {}; run it with "

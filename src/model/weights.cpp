@@ -159,6 +159,16 @@ WeightView WeightLoader::matrix_rows(const std::string& name, int64_t rows, int6
   return out;
 }
 
+WeightView WeightLoader::matrix_rows_as_stored(const std::string& name, int64_t rows, int64_t cols,
+                                               int64_t first, int64_t count) {
+  if (first < 0 || count <= 0 || first + count > rows)
+    fail("{}: rows [{}, {}) are outside its {} rows", name, first, first + count, rows);
+  const WeightView w = weight_rows(view_of(name, rows, cols), first, count);
+  num_parameters_ += count * cols;
+  weight_bytes_ += pagoda::weight_bytes(w);
+  return w;
+}
+
 WeightView WeightLoader::matrix_columns(const std::string& name, int64_t rows, int64_t cols,
                                         int64_t first, int64_t count) {
   const WeightView stored = view_of(name, rows, cols);

@@ -73,6 +73,10 @@ class WeightLoader {
   // same values as quantizing the whole matrix.
   WeightView matrix_rows(const std::string& name, int64_t rows, int64_t cols, int64_t first,
                          int64_t count);
+  // Rows [first, first + count) of `name` exactly as stored (a tensor-parallel shard of a matrix
+  // the model splits itself, MLA's kv_b_proj); only those rows count as this rank's weights.
+  WeightView matrix_rows_as_stored(const std::string& name, int64_t rows, int64_t cols,
+                                   int64_t first, int64_t count);
   // Columns [first, first + count) of the [rows, cols] matrix `name`, quantized per the options:
   // the shard of a row-parallel linear. A copy the loader owns. Quantizing at load happens on
   // the whole matrix first (a per-channel int8 scale depends on the whole row); quantized columns

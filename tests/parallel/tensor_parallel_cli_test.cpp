@@ -118,22 +118,53 @@ TEST(TensorParallelGenerate, Stories260KMatchesOneProcess) {
   expect_same_tokens(scratch, model.string(), {2, 4});
 }
 
-TEST(TensorParallelGenerate, DeepSeekIsRefused) {
+// A dense first layer, then two MoE layers of 8 experts (2 per token) and one shared expert:
+// V2 in the Lite shape (q_proj), V3 with q_a/q_b and sigmoid noaux_tc routing over 4 groups.
+std::string tiny_deepseek(const Scratch& scratch, const std::string& architecture) {
+  ModelSpec spec;
+  spec.architecture = architecture;
+  spec.hidden_size = 128;
+  spec.intermediate_size = 256;
+  spec.num_layers = 3;
+  spec.num_heads = 4;
+  spec.vocab_size = 509;
+  spec.max_position_embeddings = 4096;
+  spec.seed = 13;
+  DeepseekSpec& d = spec.deepseek;
+  const bool v3 = architecture == "DeepseekV3ForCausalLM";
+  d.q_lora_rank = v3 ? 64 : 0;
+  d.kv_lora_rank = 64;
+  d.qk_nope_head_dim = 32;
+  d.qk_rope_head_dim = 16;
+  d.v_head_dim = 32;
+  d.n_routed_experts = 8;
+  d.num_experts_per_tok = 2;
+  d.n_shared_experts = 1;
+  d.moe_intermediate_size = 128;
+  d.first_k_dense_replace = 1;
+  if (v3) {
+    d.n_group = 4;
+    d.topk_group = 2;
+    d.topk_method = "noaux_tc";
+    d.scoring_func = "sigmoid";
+    d.norm_topk_prob = true;
+    d.routed_scaling_factor = 2.5;
+  }
+  const std::string dir = scratch.path(architecture);
+  generate_model(spec, dir);
+  return dir;
+}
+
+TEST(TensorParallelGenerate, DeepSeekV2MatchesOneProcess) {
   if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
   Scratch scratch;
-  ModelSpec spec = model_preset("tiny");
-  spec.architecture = "DeepseekV2ForCausalLM";
-  spec.deepseek.q_lora_rank = 0;
-  spec.deepseek.kv_lora_rank = 32;
-  spec.deepseek.qk_nope_head_dim = 16;
-  spec.deepseek.qk_rope_head_dim = 16;
-  spec.deepseek.v_head_dim = 16;
-  const std::string dir = scratch.path("ds");
-  generate_model(spec, dir);
-  const auto r = run_pagoda({"generate", "--model", dir, "--prompt", "hi", "-tp", "2"},
-                            scratch.dir(), {}, 120s);
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("tensor parallelism is not implemented"), std::string::npos) << r.err;
+  expect_same_tokens(scratch, tiny_deepseek(scratch, "DeepseekV2ForCausalLM"), {2});
+}
+
+TEST(TensorParallelGenerate, DeepSeekV3MatchesOneProcess) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  expect_same_tokens(scratch, tiny_deepseek(scratch, "DeepseekV3ForCausalLM"), {2, 4});
 }
 
 // `pagoda chat -tp 2`: the same answer as one process.

@@ -11,9 +11,9 @@
 namespace pagoda {
 
 void MlaAttention::Activations::reserve(const ExecutionContext& ctx, const DeepseekConfig& c,
-                                        int64_t num_tokens) {
+                                        int64_t num_heads, int64_t num_tokens) {
   if (!shaped_) {
-    const int64_t H = c.num_heads, latent = c.latent_dim();
+    const int64_t H = num_heads, latent = c.latent_dim();
     q_a_.set_row_size(c.q_lora_rank);
     q_.set_row_size(H * c.q_head_dim());
     kv_a_.set_row_size(latent);
@@ -29,8 +29,9 @@ void MlaAttention::Activations::reserve(const ExecutionContext& ctx, const Deeps
     a->reserve(ctx, num_tokens);
 }
 
-MlaAttention::MlaAttention(WeightLoader& loader, const std::string& p, const DeepseekConfig& c)
-    : num_heads_(c.num_heads),
+MlaAttention::MlaAttention(WeightLoader& loader, const std::string& p, const DeepseekConfig& c,
+                           const TensorParallel& tp)
+    : num_heads_(tp.even_split(c.num_heads, "attention heads (num_attention_heads)").count),
       q_head_dim_(c.q_head_dim()),
       nope_(c.qk_nope_head_dim),
       rope_dim_(c.qk_rope_head_dim),
@@ -40,22 +41,29 @@ MlaAttention::MlaAttention(WeightLoader& loader, const std::string& p, const Dee
       q_lora_(c.q_lora_rank > 0) {
   const int64_t H = num_heads_, hidden = c.hidden_size, qhd = q_head_dim_, nope = nope_;
   const int64_t vd = v_dim_, rank = rank_;
+  // This rank's heads are [first, first + H) of the model's all_heads; a head's rows are
+  // contiguous in q_b_proj / q_proj (qhd each), kv_b_proj (nope + v each), k_b_proj (kv_lora
+  // each) and v_b_proj (v each), and its columns in o_proj (v each).
+  const int64_t all_heads = c.num_heads, first = tp.rank() * H;
+  const DimShard q_rows{first * qhd, H * qhd};
   if (q_lora_) {
     q_a_ = Linear::load(loader, p + "q_a_proj", c.q_lora_rank, hidden);
     q_a_norm_ = RmsNorm::load(loader, p + "q_a_layernorm.weight", c.q_lora_rank, c.rms_norm_eps);
-    q_b_ = Linear::load(loader, p + "q_b_proj", H * qhd, c.q_lora_rank);
+    q_b_ = Linear::load_rows(loader, p + "q_b_proj", all_heads * qhd, c.q_lora_rank, q_rows);
   } else {
-    q_proj_ = Linear::load(loader, p + "q_proj", H * qhd, hidden);
+    q_proj_ = Linear::load_rows(loader, p + "q_proj", all_heads * qhd, hidden, q_rows);
   }
   kv_a_ = Linear::load(loader, p + "kv_a_proj_with_mqa", c.latent_dim(), hidden);
   kv_a_norm_ = RmsNorm::load(loader, p + "kv_a_layernorm.weight", rank, c.rms_norm_eps);
-  o_ = Linear::load(loader, p + "o_proj", hidden, H * vd);
+  o_ = RowParallelLinear::load(loader, p + "o_proj", hidden, all_heads * vd, tp);
 
   // GGUF files from llama.cpp's converter carry kv_b_proj already split per head, W_uk
   // transposed (gguf_deepseek2.cpp): the absorbed-MLA matrices are used in place, in any type.
   if (loader.store().find(p + "k_b_proj.weight") != nullptr) {
-    const WeightView k_b = loader.matrix_as_stored(p + "k_b_proj.weight", H * rank, nope);
-    const WeightView v_b = loader.matrix_as_stored(p + "v_b_proj.weight", H * vd, rank);
+    const WeightView k_b = loader.matrix_rows_as_stored(p + "k_b_proj.weight", all_heads * rank,
+                                                        nope, first * rank, H * rank);
+    const WeightView v_b = loader.matrix_rows_as_stored(p + "v_b_proj.weight", all_heads * vd, rank,
+                                                        first * vd, H * vd);
     for (int64_t h = 0; h < H; ++h) {
       w_uk_t_.push_back(Linear{weight_rows(k_b, h * rank, rank), {}});
       w_uv_.push_back(Linear{weight_rows(v_b, h * vd, vd), {}});
@@ -67,7 +75,8 @@ MlaAttention::MlaAttention(WeightLoader& loader, const std::string& p, const Dee
   // in place; W_uk is transposed once so the absorbed query is an ordinary y = x W^T matmul:
   // element by element in its stored float type (no rounding), or as fp32 from a quantized
   // kv_b_proj (older GGUF files), whose groups run along the wrong axis for a transpose.
-  const WeightView kv_b = loader.matrix_as_stored(p + "kv_b_proj.weight", H * (nope + vd), rank);
+  const WeightView kv_b = loader.matrix_rows_as_stored(
+      p + "kv_b_proj.weight", all_heads * (nope + vd), rank, first * (nope + vd), H * (nope + vd));
   const bool dequantize = is_quantized(kv_b.dtype);
   const DType uk_dtype = dequantize ? DType::kF32 : kv_b.dtype;
   const int64_t elem = dtype_size(uk_dtype);
@@ -154,7 +163,7 @@ void MlaAttention::forward(const ExecutionContext& ctx, const float* x, const Ro
     }
     w_uv_[static_cast<size_t>(h)].forward(ctx, ctx_h, T, a.attn_.data() + h * vd, H * vd);
   });
-  o_.forward(ctx, a.attn_.data(), T, out);  // [T, hidden]
+  o_.forward(ctx, a.attn_.data(), T, out);  // [T, hidden], summed over the group
 }
 
 }  // namespace pagoda

@@ -11,6 +11,11 @@
 // context, so chunked prefill over a cached prefix costs what a fresh one does (docs/deepseek.md).
 // The rope dims of q/k are stored interleaved (pairs 2i, 2i+1): HF de-interleaves and then
 // rotates halves, which is the same rotation as rotating adjacent pairs in place.
+// Tensor parallel: each rank holds H/T heads — their rows of q_b_proj (or q_proj) and kv_b_proj,
+// their columns of o_proj (row-parallel, summed over the group) — while q_a_proj,
+// kv_a_proj_with_mqa and the latent cache are whole on every rank: every head attends over the
+// whole latent of every token, so a cache split by latent dims would need the heads' partial
+// scores summed over the ranks before each softmax (docs/parallel.md).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +30,8 @@
 #include "model/layers/linear.h"
 #include "model/layers/rms_norm.h"
 #include "model/layers/rotary_embedding.h"
+#include "model/layers/row_parallel_linear.h"
+#include "model/tensor_parallel.h"
 
 namespace pagoda {
 
@@ -35,7 +42,9 @@ class MlaAttention {
   // The intermediate tensors of one layer's attention, shared by every layer of a model.
   class Activations {
    public:
-    void reserve(const ExecutionContext& ctx, const DeepseekConfig& c, int64_t num_tokens);
+    // `num_heads`: the heads of this rank.
+    void reserve(const ExecutionContext& ctx, const DeepseekConfig& c, int64_t num_heads,
+                 int64_t num_tokens);
 
    private:
     friend class MlaAttention;
@@ -54,8 +63,13 @@ class MlaAttention {
   MlaAttention() = default;
   // The attention weights under `prefix` ("model.layers.N.self_attn."): q_proj or q_a_proj /
   // q_a_layernorm / q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj (or GGUF's k_b_proj
-  // and v_b_proj), o_proj.
-  MlaAttention(WeightLoader& loader, const std::string& prefix, const DeepseekConfig& c);
+  // and v_b_proj), o_proj; this rank's heads of them under `tp` (all of them on one rank). Throws
+  // Error when the heads do not split over the group, or o_proj's columns over its
+  // quantization groups.
+  MlaAttention(WeightLoader& loader, const std::string& prefix, const DeepseekConfig& c,
+               const TensorParallel& tp);
+
+  int64_t num_heads() const { return num_heads_; }
 
   // x [T, hidden] -> out [T, hidden] (out may be x: x is read first); writes the tokens' latent
   // rows into `cache`. `rope` holds this pass's cos/sin rows (interleaved pairing).
@@ -64,7 +78,7 @@ class MlaAttention {
                float* out) const;
 
  private:
-  // The shape of this layer, copied from the config.
+  // The shape of this layer, copied from the config; num_heads_ is this rank's.
   int64_t num_heads_ = 0, q_head_dim_ = 0, nope_ = 0, rope_dim_ = 0, rank_ = 0, v_dim_ = 0;
   float softmax_scale_ = 1.0f;
   bool q_lora_ = false;  // queries through q_a / q_b (V2, V3) rather than q_proj (V2-Lite)
@@ -78,7 +92,7 @@ class MlaAttention {
   std::vector<uint8_t> w_uk_t_data_;  // W_uk^T per head, [H, kv_lora, nope] (none with k_b_proj)
   std::vector<Linear> w_uk_t_;        // [H] [kv_lora, nope] into w_uk_t_data_ or k_b_proj
   std::vector<Linear> w_uv_;          // [H] [v, kv_lora] into kv_b_proj or v_b_proj
-  Linear o_;                          // [hidden, H*v]
+  RowParallelLinear o_;               // [hidden, H*v]
 };
 
 }  // namespace pagoda

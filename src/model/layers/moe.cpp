@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "kernels/ops.h"
+#include "model/layers/row_parallel_linear.h"
 
 namespace pagoda {
 namespace {
@@ -191,12 +192,16 @@ void MoeDispatcher::forward(const ExecutionContext& ctx, const MoeRouterConfig& 
     }
   }
 
-  // Every expert with tokens, in ascending id order, then the shared MLP over all tokens: each
-  // token's sum runs over its experts in that order whatever else is in the batch.
+  // Every expert of this rank with tokens, in ascending id order, then the shared MLP over all
+  // tokens: each token's sum runs over its experts in that order whatever else is in the batch.
   groups_.clear();
-  for (int32_t e = 0; e < E; ++e) {
+  const auto num_local = static_cast<int32_t>(w.experts.size());
+  for (int32_t e = w.first_expert; e < w.first_expert + num_local; ++e) {
     const int32_t n = expert_offsets_[e + 1] - expert_offsets_[e];
-    if (n > 0) groups_.push_back({&w.experts[static_cast<size_t>(e)], expert_offsets_[e], n});
+    if (n > 0) {
+      groups_.push_back(
+          {&w.experts[static_cast<size_t>(e - w.first_expert)], expert_offsets_[e], n});
+    }
   }
   if (w.has_shared) groups_.push_back({&w.shared, -1, static_cast<int32_t>(T)});
 
@@ -213,6 +218,7 @@ void MoeDispatcher::forward(const ExecutionContext& ctx, const MoeRouterConfig& 
     scatter_groups(first, last, out);
     first = last;
   }
+  reduce_partial_sums(w.reduce, out, T, hidden_);
 }
 
 void MoeDispatcher::run_groups(const KernelTable& k, size_t first, size_t last, const float* x) {

@@ -11,6 +11,12 @@
 //   experts = top_k of choice within those groups; weight = scores[expert] (never the bias)
 //   weights /= sum(weights) if norm_topk_prob and top_k > 1; weights *= routed_scaling_factor
 //   y = sum_k weight_k * expert_k(x) + shared(x)
+//
+// Expert parallel: a rank holds E/T routed experts and a T-th of the shared MLP's intermediate
+// rows. Every rank routes every token (the router is whole everywhere, and every rank's input
+// is the same all-reduced hidden state, so the choices agree), runs its own experts on the
+// tokens routed to them and its part of the shared MLP, and the sum over the ranks of these
+// partial outputs is the layer's output: one all-reduce of [T, hidden] combines them.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +27,7 @@
 #include "kernels/ops.h"
 #include "model/deepseek_config.h"
 #include "model/layers/activation.h"
+#include "parallel/communicator.h"
 
 namespace pagoda {
 
@@ -32,11 +39,17 @@ struct ExpertMlp {
 };
 
 struct MoeWeights {
-  WeightView router;               // [num_experts, hidden] (mlp.gate.weight)
-  std::vector<float> score_bias;   // [num_experts] e_score_correction_bias; empty if unused
-  std::vector<ExpertMlp> experts;  // [num_experts]
+  WeightView router;              // [num_experts, hidden] (mlp.gate.weight)
+  std::vector<float> score_bias;  // [num_experts] e_score_correction_bias; empty if unused
+  // This rank's routed experts, ids [first_expert, first_expert + experts.size()): all of them
+  // on one rank.
+  int32_t first_expert = 0;
+  std::vector<ExpertMlp> experts;
   bool has_shared = false;
-  ExpertMlp shared;  // n_shared_experts fused into one MLP of n_shared x moe_inter
+  // n_shared_experts fused into one MLP of n_shared x moe_inter rows (this rank's share of them).
+  ExpertMlp shared;
+  // Sums the ranks' partial outputs; nullptr on one rank.
+  Communicator* reduce = nullptr;
 };
 
 // Routes one token. `logits` [num_experts]; `bias` [num_experts] or nullptr; `scratch` holds
@@ -53,7 +66,8 @@ class MoeDispatcher {
   void reserve(const ExecutionContext& ctx, const MoeRouterConfig& config, int64_t hidden,
                int64_t inter, int64_t shared_inter, int64_t max_tokens);
 
-  // out[T, hidden] = MoE(x[T, hidden]). `out` may not alias `x`.
+  // out[T, hidden] = MoE(x[T, hidden]), summed over the ranks of weights.reduce. `out` may not
+  // alias `x`.
   void forward(const ExecutionContext& ctx, const MoeRouterConfig& config,
                const MoeWeights& weights, const float* x, int64_t num_tokens, float* out);
 
