@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Cross-builds the kernels for another architecture: the util and kernels rooms and the kernel
-# tests (PAGODA_KERNELS_ONLY), not the server, so that it takes minutes, not an hour.
-#   scripts/cross-build.sh aarch64     → build-aarch64/tests/kernels/*_test
+# Cross-builds for another architecture the rooms up to the model (PAGODA_MODEL_ONLY), and of
+# the tests only the kernel tests and the model and DeepSeek logits drivers, not the engine,
+# server or CLI, so that it takes minutes, not an hour.
+#   scripts/cross-build.sh aarch64     → build-aarch64/tests/kernels/*_test,
+#                                        build-aarch64/tests/model/dump_logits,
+#                                        build-aarch64/tests/deepseek/deepseek_dump
 # Needs g++-aarch64-linux-gnu and Debian's arm64 libraries (scripts/install_deps.sh --tests);
 # run the results with scripts/qemu-run.sh. Exits 77 (CTest's "skipped") when the cross
 # compiler is absent.
@@ -20,9 +23,10 @@ fi
 
 build=build-$arch
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
-if [ ! -f "$build/build.ninja" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/$triple.cmake" \
-    -DPAGODA_KERNELS_ONLY=ON -DPAGODA_BUILD_TESTS=ON -DPAGODA_BUILD_BENCH=OFF >/dev/null
-fi
-cmake --build "$build" -j "${PAGODA_BUILD_JOBS:-$(nproc)}"
+# No MPI: find_package would find the host's.
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/$triple.cmake" -DPAGODA_KERNELS_ONLY=OFF \
+  -DPAGODA_MODEL_ONLY=ON -DPAGODA_WITH_MPI=OFF -DPAGODA_BUILD_TESTS=ON -DPAGODA_BUILD_BENCH=OFF \
+  >/dev/null
+cmake --build "$build" -j "${PAGODA_BUILD_JOBS:-$(nproc)}" \
+  --target tests/kernels/all dump_logits deepseek_dump
