@@ -8,7 +8,10 @@
 # - the DeepSeek-V2/V3 logits against PyTorch (tests/deepseek/check_deepseek.py on
 #   deepseek_dump): every variant of the family, decode, chunked prefill, a batch and a
 #   prefix-cache hit, and the GGUF files that NATIVE_PAGODA (the host's CLI: the file format
-#   is the same on every architecture) exports from them.
+#   is the same on every architecture) exports from them;
+# - f16 weights too large for the fp16 arithmetic the model's variant may use are widened at
+#   load (tests/model/f16_weights_test);
+# - the DeepSeek unit tests (config, MoE router, MLA attention with the fp16 cache).
 # One OpenMP thread, as in scripts/qemu-kernel-tests.sh (Debian 12's qemu-user hangs OpenMP
 # teams). Exits 77 (CTest's "skipped") without qemu-user or without the cross build.
 set -euo pipefail
@@ -22,7 +25,8 @@ build=$PWD/build-$arch
 testdata=${PAGODA_TESTDATA_DIR:-$PWD/../shared/testdata}
 command -v "qemu-$arch" >/dev/null 2>&1 ||
   { echo "skipped: qemu-$arch is not installed (scripts/install_deps.sh --tests)" >&2; exit 77; }
-for driver in tests/model/dump_logits tests/deepseek/deepseek_dump; do
+for driver in tests/model/dump_logits tests/deepseek/deepseek_dump tests/model/f16_weights_test \
+  tests/deepseek/deepseek_unit_test; do
   [ -x "$build/$driver" ] ||
     { echo "skipped: $build/$driver is not built (scripts/cross-build.sh $arch)" >&2; exit 77; }
 done
@@ -40,6 +44,11 @@ EOF
 done
 
 status=0
+for t in model/f16_weights_test deepseek/deepseek_unit_test; do
+  echo "== $t on $cpu"
+  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive scripts/qemu-run.sh "$arch" --cpu "$cpu" \
+    "$build/tests/$t" --gtest_brief=1 || status=1
+done
 echo "== stories260K greedy on $cpu"
 /usr/bin/python3 tests/model/check_stories260k_forced.py "$work/dump_logits" "$testdata" \
   "$work/stories" || status=1
