@@ -29,6 +29,6 @@ export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/$triple.cmake" -DPAGODA_KERNELS_ONLY=OFF \
   -DPAGODA_MODEL_ONLY=ON -DPAGODA_WITH_MPI=OFF -DPAGODA_BUILD_TESTS=ON -DPAGODA_BUILD_BENCH=OFF \
-  >/dev/null
+  -DPAGODA_TESTDATA_DIR="${PAGODA_TESTDATA_DIR:-$PWD/../shared/testdata}" >/dev/null
 cmake --build "$build" -j "${PAGODA_BUILD_JOBS:-$(nproc)}" \
   --target tests/kernels/all dump_logits deepseek_dump f16_weights_test deepseek_unit_test
