@@ -33,6 +33,7 @@ tests=(
 cross_aarch64=(
   g++-aarch64-linux-gnu qemu-user
   libfmt-dev:arm64 libspdlog-dev:arm64 libnuma-dev:arm64 libgtest-dev:arm64
+  libpcre2-dev:arm64 libutf8proc-dev:arm64 libssl-dev:arm64  # the model's rooms (tokenizer, crypto)
 )
 
 packages=("${build_and_run[@]}")

@@ -39,6 +39,11 @@ struct WeightView {
   bool symmetric_int4 = false;
 };
 
+// The largest |w| of an f16 weight that fp16 arithmetic (KernelTable::f16_arithmetic) multiplies
+// without overflow: x is scaled into [8, 16) and runs of 8 products are added in fp16, so
+// 8 * 16 * 511 = 65408 stays below fp16's largest value, 65504.
+inline constexpr float kF16ArithmeticMaxWeight = 511.0f;
+
 struct KernelTable {
   const char* isa = "scalar";  // the variant's name, as --isa takes it
   // True when matmul on bf16 weights rounds the activations to bf16 too (AVX-512 vdpbf16ps):
@@ -48,6 +53,8 @@ struct KernelTable {
   // +fp16, arm/fp16_kernels.h): x scaled by a power of two and rounded to fp16, runs of 8
   // products per lane summed in fp16, then in fp32: within 10 * 2^-11 * sum|x w| (plus
   // 2^-25 * 2^k per step near fp16's subnormals, 2^k the scale), not widened exactly.
+  // Products of weights up to kF16ArithmeticMaxWeight in magnitude stay finite; the loader
+  // widens f16 matrices with larger weights to fp32.
   bool f16_arithmetic = false;
 
   // y[t, r] = sum_c x[t, c] * W[r, c] for t in [0, num_tokens), r in [row_begin, row_end).

@@ -2,9 +2,12 @@
 
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "kernels/quantize.h"
 #include "loader/safetensors.h"
 #include "util/error.h"
+#include "util/half.h"
 
 namespace pagoda {
 
@@ -132,9 +135,34 @@ int64_t WeightLoader::load_group_size(const WeightView& stored) {
   return group;
 }
 
+WeightView WeightLoader::f16_for_kernels(const WeightView& stored, const std::string& name) {
+  const KernelTable& k = options_.kernels != nullptr ? *options_.kernels : kernels();
+  if (!k.f16_arithmetic) return stored;
+  // One pass over the bits (NaN and inf count as large): the pages are read at the first
+  // forward anyway, and a model whose weights all fit pays nothing else.
+  const uint16_t max_bits = f32_to_f16(kF16ArithmeticMaxWeight);
+  const auto* h = static_cast<const f16_t*>(stored.data);
+  const int64_t n = stored.rows * stored.cols;
+  int64_t large = 0;
+  for (int64_t i = 0; i < n; ++i) large += (h[i] & 0x7fffu) > max_bits;
+  if (large == 0) return stored;
+  spdlog::warn(
+      "{}: {} of its f16 weights exceed {} in magnitude, which the {} kernels' fp16 "
+      "products could overflow; using an fp32 copy",
+      name, large, kF16ArithmeticMaxWeight, k.isa);
+  auto wide = std::shared_ptr<float[]>(new float[static_cast<size_t>(n)]);
+  k.to_f32(stored.data, DType::kF16, n, wide.get());
+  owned_.push_back(wide);
+  WeightView out = stored;
+  out.data = wide.get();
+  out.dtype = DType::kF32;
+  weight_bytes_ += pagoda::weight_bytes(out);
+  return out;
+}
+
 WeightView WeightLoader::prepare(const WeightView& stored, const std::string& name) {
   const int64_t group = load_group_size(stored);
-  if (group == 0) return stored;
+  if (group == 0) return stored.dtype == DType::kF16 ? f16_for_kernels(stored, name) : stored;
   const DType to = options_.quantize_to;
   QuantizedMatrix q = quantize_matrix(stored, to, group);
   if (options_.progress != nullptr)

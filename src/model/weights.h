@@ -32,6 +32,10 @@ struct WeightOptions {
   // Advanced by the stored bytes of each matrix quantized at load (the slow part of loading a
   // float checkpoint with --quantization); optional.
   Progress* progress = nullptr;
+  // The table the model computes with (nullptr: kernels()). With fp16 arithmetic
+  // (KernelTable::f16_arithmetic) an f16 matrix with a weight beyond kF16ArithmeticMaxWeight
+  // is widened to fp32 at load.
+  const KernelTable* kernels = nullptr;
 };
 
 // Rows [first, first + count) of `w` as a matrix of their own (a head's or an expert's slice of
@@ -99,6 +103,8 @@ class WeightLoader {
   WeightView view_of(const std::string& name, int64_t rows, int64_t cols) const;
   // The group a float matrix is quantized with at load, or 0 when it is kept as stored.
   int64_t load_group_size(const WeightView& stored);
+  // `stored` (f16), or an fp32 copy of it where fp16 arithmetic could overflow on its weights.
+  WeightView f16_for_kernels(const WeightView& stored, const std::string& name);
 
   const TensorStore& store_;
   WeightOptions options_;
