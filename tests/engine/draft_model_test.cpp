@@ -173,6 +173,30 @@ TEST(DraftModel, ANoisyDraftKeepsGreedyOutputsAtBatch32AloneAndUnderPreemption) 
   EXPECT_GT(preempting.stats().spec_num_accepted_tokens, 0);
 }
 
+// n > 1: the samples fork the prompt's blocks, and the one holding the prompt's last tokens is
+// copied for each (copy-on-write). The draft's cache must get the same copy (Proposer::
+// copy_block), or the target as its own draft would draft from stale KV and be rejected.
+TEST(DraftModel, ForkedSamplesCopyTheDraftsBlocksToo) {
+  const auto prompts = make_prompts();
+  Engine plain(tiny_engine(""));
+  SamplingParams p = greedy(12);
+  p.n = 3;
+  Engine spec(tiny_engine(draft_config(test::tiny_model_dir(), 3)));
+  for (size_t i : {1u, 3u, 4u}) {  // prompt lengths 4, 30 and 7: last blocks full and partial
+    const auto want = run(plain, {prompts[i]}, greedy(12)).at("0");
+    spec.add_request_tokens("r", prompts[i], p);
+    RequestOutput last;
+    while (spec.has_unfinished_requests()) {
+      for (RequestOutput& out : spec.step()) last = out;
+    }
+    ASSERT_EQ(last.outputs.size(), 3u);
+    for (const CompletionOutput& o : last.outputs) EXPECT_EQ(o.token_ids, want) << "prompt " << i;
+  }
+  const EngineStats st = spec.stats();
+  EXPECT_GT(st.spec_num_drafts, 0);
+  EXPECT_EQ(st.spec_num_accepted_tokens, st.spec_num_draft_tokens);
+}
+
 // Sampled drafts: the draft draws from its softmax(logits / T) and hands that distribution to
 // the rejection sampler. Drawn from the target itself, q equals p (no truncation or penalties
 // here), so min(1, p/q) = 1: every draft is accepted. With top-k the target's p differs from q
