@@ -22,6 +22,7 @@
 #include "engine/in_process_executor.h"
 #include "engine/input_processor.h"
 #include "engine/kv_cache_sizing.h"
+#include "engine/mtp_proposer.h"
 #include "engine/output_processor.h"
 #include "engine/parallel_groups.h"
 #include "engine/speculative_config.h"
@@ -291,6 +292,7 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_);
 
   const SpeculativeConfig speculative = parse_speculative_config(args.speculative_config);
+  if (speculative.method == "mtp") check_mtp_model(*model_);
   if (speculative.method == "draft_model") {
     options.weights.progress = nullptr;
     load_draft_model(speculative, options);
