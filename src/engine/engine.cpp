@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <fmt/ranges.h>
@@ -20,6 +22,7 @@
 #include "engine/in_process_executor.h"
 #include "engine/input_processor.h"
 #include "engine/kv_cache_sizing.h"
+#include "engine/mtp_proposer.h"
 #include "engine/output_processor.h"
 #include "engine/parallel_groups.h"
 #include "engine/speculative_config.h"
@@ -74,6 +77,9 @@ class Engine::Impl {
   std::unique_ptr<ParallelGroups> groups_;
   TensorParallelExecutor* tensor_parallel_executor_ = nullptr;  // owned by core_
   std::unique_ptr<Model> model_;
+  // Speculative method draft_model: the draft's files and model (nullptr otherwise).
+  std::unique_ptr<ModelSource> draft_source_;
+  std::unique_ptr<Model> draft_model_;
   int32_t max_model_len_ = 0;
   KvCacheSpec kv_spec_;
   KvCachePlan kv_ceiling_;  // the pool serve reserves; the most a pool sized by need takes
@@ -84,6 +90,8 @@ class Engine::Impl {
 
  private:
   void log_startup_summary() const;
+  // Loads the draft model and checks that it shares the target's vocabulary.
+  void load_draft_model(const SpeculativeConfig& speculative, ModelOptions options);
 };
 
 namespace {
@@ -283,6 +291,12 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
       content_format);
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_);
 
+  const SpeculativeConfig speculative = parse_speculative_config(args.speculative_config);
+  if (speculative.method == "mtp") check_mtp_model(*model_);
+  if (speculative.method == "draft_model") {
+    options.weights.progress = nullptr;
+    load_draft_model(speculative, options);
+  }
   KvCacheSpec local_spec = model_->kv_cache_spec();  // this stage's layers
   local_spec.dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
   kv_spec_ = local_spec;
@@ -298,8 +312,15 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
     }
     kv_spec_.num_layers = most;
   }
+  // A draft model's cache has a block for each of the target's: both come out of the budget.
+  int64_t draft_kv_bytes_per_token = 0;
+  if (draft_model_) {
+    KvCacheSpec draft_spec = draft_model_->kv_cache_spec();
+    draft_spec.dtype = kv_spec_.dtype;
+    draft_kv_bytes_per_token = draft_spec.bytes_per_token();
+  }
   kv_ceiling_ = plan_kv_cache(kv_spec_, args.block_size, max_model_len_, args.max_num_seqs,
-                              args.kv_cache_space_bytes);
+                              args.kv_cache_space_bytes, draft_kv_bytes_per_token);
   EngineCoreConfig cc;
   cc.scheduler.max_num_seqs = args.max_num_seqs;
   cc.scheduler.max_num_batched_tokens = args.max_num_batched_tokens;
@@ -312,9 +333,13 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
   cc.scheduler.num_kv_blocks = kv_ceiling_.num_blocks;
   cc.scheduler.enable_prefix_caching = args.enable_prefix_caching;
   cc.kv_cache_by_need = args.kv_cache_by_need;
+  if (draft_model_) {
+    // The draft writes the KV of its drafts past the scheduled tokens (draft_model_proposer.h).
+    cc.scheduler.num_lookahead_tokens = speculative.num_speculative_tokens;
+  }
   auto local =
       std::make_unique<InProcessExecutor>(*model_, local_spec, args.block_size, placement,
-                                          parse_speculative_config(args.speculative_config));
+                                          speculative, /*samples=*/true, draft_model_.get());
   if (groups_) {
     auto executor = std::make_unique<TensorParallelExecutor>(std::move(local), *groups_);
     tensor_parallel_executor_ = executor.get();
@@ -326,6 +351,57 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
     spdlog::info("{} kernel threads pinned to CPUs {}", placement.num_threads,
                  fmt::join(placement.cpus, ","));
   log_startup_summary();
+}
+
+void Engine::Impl::load_draft_model(const SpeculativeConfig& speculative, ModelOptions options) {
+  EngineArgs draft_args = args_;
+  draft_args.model = speculative.model;
+  const std::string path = resolve_model_dir(draft_args);
+  Progress progress("reading draft weights", 0);
+  draft_source_ = std::make_unique<ModelSource>(
+      open_model_source(path, "", weights_memory_for(draft_args, path), &progress, nullptr,
+                        parse_fp8_weights(args_.fp8_weights)));
+  const ModelSource& draft = *draft_source_;
+  // Drafts are token ids: they mean the same only in the same vocabulary.
+  if (draft.config.vocab_size != config_.vocab_size) {
+    fail(
+        "--speculative-config: draft model {}: vocab_size {} in {} differs from the target's {} "
+        "in {}; a draft model needs the target's tokenizer",
+        path, draft.config.vocab_size, draft.config.config_path, config_.vocab_size,
+        config_.config_path);
+  }
+  const Tokenizer& draft_tokenizer = draft.tokenizer;
+  const auto tokenizer_file = (std::filesystem::path(path) / "tokenizer.json").string();
+  if (draft_tokenizer.vocab_size() != tokenizer_.vocab_size()) {
+    fail(
+        "--speculative-config: draft model {}: its tokenizer ({}) has {} tokens, the target's "
+        "{}; a draft model needs the target's tokenizer",
+        path, tokenizer_file, draft_tokenizer.vocab_size(), tokenizer_.vocab_size());
+  }
+  for (size_t id = 0; id < tokenizer_.vocab_size(); ++id) {
+    const auto token = static_cast<TokenId>(id);
+    const std::optional<std::string> mine = tokenizer_.id_to_token(token);
+    const std::optional<std::string> theirs = draft_tokenizer.id_to_token(token);
+    if (mine != theirs) {
+      fail(
+          "--speculative-config: draft model {}: token {} is \"{}\" in its tokenizer ({}) but "
+          "\"{}\" in the target's; a draft model needs the target's tokenizer",
+          path, id, theirs.value_or(""), tokenizer_file, mine.value_or(""));
+    }
+  }
+  if (draft.config.max_position_embeddings < max_model_len_) {
+    spdlog::warn(
+        "draft model {}: max_position_embeddings {} is below --max-model-len {}; its drafts past "
+        "that length may be poor (the target still verifies them)",
+        path, draft.config.max_position_embeddings, max_model_len_);
+  }
+  draft_model_ = create_model(draft_source_->config, draft_source_->tensors, options);
+  spdlog::info(
+      "speculative decoding: draft model {} ({} {}, {} parameters, weights {}), {} tokens "
+      "per step",
+      path, draft.config.architecture, draft.config.model_type, draft_model_->num_parameters(),
+      format_bytes(static_cast<uint64_t>(draft_model_->weight_bytes())),
+      speculative.num_speculative_tokens);
 }
 
 // What an operator checks first in a log: the settings, what was loaded, and how many requests
@@ -351,13 +427,21 @@ void Engine::Impl::log_startup_summary() const {
                  dtype_name(kv_spec_.dtype));
     return;
   }
+  const int64_t bytes_per_token =
+      kv_ceiling_.num_bytes / (int64_t{kv_ceiling_.num_blocks} * args_.block_size);
   spdlog::info(
-      "KV cache: {} tokens ({} blocks of {}), {} ({} per token), dtype {}, {}, reserved in "
+      "KV cache: {} tokens ({} blocks of {}), {} ({} per token{}), dtype {}, {}, reserved in "
       "{:.2f} s",
       int64_t{kv_ceiling_.num_blocks} * args_.block_size, kv_ceiling_.num_blocks, args_.block_size,
       format_bytes(static_cast<uint64_t>(kv_ceiling_.num_bytes)),
-      format_bytes(static_cast<uint64_t>(kv_spec_.bytes_per_token())), dtype_name(kv_spec_.dtype),
-      core_->executor().kv_cache_memory_kind(), core_->kv_reserve_seconds());
+      format_bytes(static_cast<uint64_t>(bytes_per_token)),
+      draft_model_
+          ? fmt::format(
+                ", {} of them the draft model's",
+                format_bytes(static_cast<uint64_t>(bytes_per_token - kv_spec_.bytes_per_token())))
+          : std::string(),
+      dtype_name(kv_spec_.dtype), core_->executor().kv_cache_memory_kind(),
+      core_->kv_reserve_seconds());
   spdlog::info("Maximum concurrency for {} tokens per request: {:.2f}x", max_model_len_,
                max_concurrency(kv_ceiling_.num_blocks, args_.block_size, max_model_len_));
 }

@@ -10,13 +10,18 @@ namespace pagoda {
 
 InProcessExecutor::InProcessExecutor(Model& model, const KvCacheSpec& spec, int32_t block_size,
                                      ThreadPlacement placement,
-                                     SpeculativeConfig speculative_config, bool samples)
+                                     SpeculativeConfig speculative_config, bool samples,
+                                     Model* draft_model)
     : model_(model),
       spec_(spec),
       block_size_(block_size),
       placement_(std::move(placement)),
       speculative_config_(std::move(speculative_config)),
-      samples_(samples) {
+      samples_(samples),
+      draft_model_(draft_model) {
+  if (speculative_config_.method == "draft_model" && draft_model_ == nullptr) {
+    fail("executor: speculative method draft_model without a draft model");
+  }
   place_threads();  // loading quantized in parallel on this thread already; keep it placed
 }
 
@@ -34,6 +39,8 @@ double InProcessExecutor::initialize_kv_cache(int32_t num_blocks) {
   runner_.reset();
   kv_cache_.reset();
   kv_memory_ = DeviceBuffer();
+  draft_kv_cache_.reset();
+  draft_kv_memory_ = DeviceBuffer();
   const int64_t num_bytes = KvCache::bytes_needed(spec_, num_blocks, block_size_);
   AllocationOptions options;
   options.prefault = true;
@@ -46,8 +53,25 @@ double InProcessExecutor::initialize_kv_cache(int32_t num_blocks) {
     fail("KV cache pool: {}; lower --kv-cache-space", e.what());
   }
   kv_cache_ = std::make_unique<KvCache>(spec_, num_blocks, block_size_, kv_memory_.data());
-  runner_ = std::make_unique<ModelRunner>(model_, *kv_cache_, speculative_config_, samples_);
+  if (draft_model_ != nullptr && samples_) allocate_draft_kv_cache(num_blocks);
+  runner_ = std::make_unique<ModelRunner>(model_, *kv_cache_, speculative_config_, samples_,
+                                          draft_model_, draft_kv_cache_.get());
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void InProcessExecutor::allocate_draft_kv_cache(int32_t num_blocks) {
+  KvCacheSpec draft_spec = draft_model_->kv_cache_spec();
+  draft_spec.dtype = spec_.dtype;
+  const int64_t num_bytes = KvCache::bytes_needed(draft_spec, num_blocks, block_size_);
+  AllocationOptions options;
+  options.prefault = true;
+  try {
+    draft_kv_memory_ = cpu_device().allocate(static_cast<size_t>(num_bytes), options);
+  } catch (const Error& e) {
+    fail("draft model's KV cache pool: {}; lower --kv-cache-space", e.what());
+  }
+  draft_kv_cache_ =
+      std::make_unique<KvCache>(draft_spec, num_blocks, block_size_, draft_kv_memory_.data());
 }
 
 ModelRunnerOutput InProcessExecutor::execute_model(const SchedulerOutput& scheduler_output) {

@@ -10,6 +10,7 @@
 #include "device/device.h"
 #include "engine/executor.h"
 #include "engine/model_runner.h"
+#include "engine/speculative_config.h"
 #include "kernels/thread_placement.h"
 #include "model/model.h"
 
@@ -19,9 +20,11 @@ class InProcessExecutor final : public Executor {
  public:
   // `model` must outlive the executor. `samples` false: a tensor-parallel follower's runner
   // (ModelRunner), which learns the sampled tokens through accept_sampled_tokens.
+  // `draft_model` (method draft_model; must outlive the executor) gets a KV cache of its own
+  // with as many blocks as the target's, in the spec's KV dtype.
   InProcessExecutor(Model& model, const KvCacheSpec& spec, int32_t block_size,
                     ThreadPlacement placement, SpeculativeConfig speculative_config = {},
-                    bool samples = true);
+                    bool samples = true, Model* draft_model = nullptr);
 
   const KvCacheSpec& kv_cache_spec() const override { return spec_; }
   double initialize_kv_cache(int32_t num_blocks) override;
@@ -33,6 +36,8 @@ class InProcessExecutor final : public Executor {
   // OpenMP settings are per thread, and the server's engine thread is not the one that built
   // the engine: apply the placement on the first step of each new driving thread.
   void place_threads();
+  // The draft model's KV cache: num_blocks blocks, like the target's, in the target's KV dtype.
+  void allocate_draft_kv_cache(int32_t num_blocks);
 
   Model& model_;
   KvCacheSpec spec_;
@@ -43,6 +48,9 @@ class InProcessExecutor final : public Executor {
   std::thread::id placed_thread_;
   DeviceBuffer kv_memory_;
   std::unique_ptr<KvCache> kv_cache_;
+  Model* draft_model_ = nullptr;
+  DeviceBuffer draft_kv_memory_;
+  std::unique_ptr<KvCache> draft_kv_cache_;
   std::unique_ptr<ModelRunner> runner_;
 };
 

@@ -34,8 +34,9 @@ ComputedBlocks KvCacheManager::get_computed_blocks(const Request& request) {
 }
 
 bool KvCacheManager::allocate_slots(const Request& request, int32_t num_new_tokens,
-                                    const ComputedBlocks* new_computed) {
-  assert(num_new_tokens >= 0);
+                                    const ComputedBlocks* new_computed,
+                                    int32_t num_lookahead_tokens) {
+  assert(num_new_tokens >= 0 && num_lookahead_tokens >= 0);
   RequestBlocks& entry = requests_[request.request_id];
   const std::span<const int32_t> computed = new_computed != nullptr
                                                 ? std::span<const int32_t>(new_computed->block_ids)
@@ -45,7 +46,7 @@ bool KvCacheManager::allocate_slots(const Request& request, int32_t num_new_toke
 
   const int32_t num_computed_tokens =
       request.num_computed_tokens + (new_computed != nullptr ? new_computed->num_tokens : 0);
-  const int32_t num_total_tokens = num_computed_tokens + num_new_tokens;
+  const int32_t num_total_tokens = num_computed_tokens + num_new_tokens + num_lookahead_tokens;
   const int32_t num_required_blocks =
       (num_total_tokens + config_.block_size - 1) / config_.block_size;
   const int32_t num_held = static_cast<int32_t>(entry.block_ids.size() + computed.size());

@@ -71,8 +71,11 @@ class KvCacheManager {
   // request being admitted, the cached prefix `new_computed`, which must come from
   // get_computed_blocks in the same step). Returns false, allocating nothing, if the pool lacks
   // free blocks. Admissions (new_computed != nullptr) count toward the prefix-cache stats.
+  // `num_lookahead_tokens` more slots are allocated past them (a draft model writes its drafts'
+  // KV there before the target schedules them).
   bool allocate_slots(const Request& request, int32_t num_new_tokens,
-                      const ComputedBlocks* new_computed = nullptr);
+                      const ComputedBlocks* new_computed = nullptr,
+                      int32_t num_lookahead_tokens = 0);
 
   // Registers the hashes of the request's blocks that are now full and computed (all tokens
   // before request.num_computed_tokens), so later requests can reuse them. Idempotent; call

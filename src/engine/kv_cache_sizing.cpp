@@ -21,8 +21,10 @@ uint64_t available_memory_bytes() {
 }
 
 KvCachePlan plan_kv_cache(const KvCacheSpec& spec, int32_t block_size, int32_t max_model_len,
-                          int32_t max_num_seqs, uint64_t requested_bytes) {
-  const int64_t block_bytes = spec.bytes_per_token() * block_size;
+                          int32_t max_num_seqs, uint64_t requested_bytes,
+                          int64_t extra_bytes_per_token) {
+  const int64_t bytes_per_token = spec.bytes_per_token() + extra_bytes_per_token;
+  const int64_t block_bytes = bytes_per_token * block_size;
   const int64_t blocks_per_seq = (max_model_len + block_size - 1) / block_size;
   int64_t bytes = static_cast<int64_t>(requested_bytes);
   if (bytes == 0) {
@@ -41,7 +43,7 @@ KvCachePlan plan_kv_cache(const KvCacheSpec& spec, int32_t block_size, int32_t m
         "per "
         "token); raise --kv-cache-space or lower --max-model-len",
         format_bytes(static_cast<uint64_t>(bytes)), plan.num_blocks, block_size, max_model_len,
-        blocks_per_seq, format_bytes(static_cast<uint64_t>(spec.bytes_per_token())));
+        blocks_per_seq, format_bytes(static_cast<uint64_t>(bytes_per_token)));
   }
   return plan;
 }

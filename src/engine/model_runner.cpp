@@ -1,5 +1,6 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "engine/structured_outputs.h"
@@ -10,13 +11,18 @@
 namespace pagoda {
 
 ModelRunner::ModelRunner(Model& model, KvCache& cache, const SpeculativeConfig& speculative_config,
-                         bool samples)
+                         bool samples, Model* draft_model, KvCache* draft_cache)
     : model_(model), cache_(cache), sampling_(samples), context_(host_execution_context()) {
-  if (samples) proposer_ = make_proposer(speculative_config, model, cache);
+  if (samples) {
+    proposer_ = make_proposer(speculative_config, model, cache, draft_model, draft_cache);
+  }
 }
 
 void ModelRunner::update_states(const SchedulerOutput& out) {
-  for (const std::string& id : out.finished_request_ids) requests_.erase(id);
+  for (const std::string& id : out.finished_request_ids) {
+    requests_.erase(id);
+    if (proposer_) proposer_->remove_request(id);
+  }
   for (const NewRequestData& data : out.new_requests) {
     RunnerRequest r;
     r.token_ids = data.prompt_token_ids;
@@ -37,13 +43,21 @@ void ModelRunner::update_states(const SchedulerOutput& out) {
     }
     r.wants_logprobs = data.sampling_params.logprobs.has_value();
     r.num_top_prompt_logprobs = data.sampling_params.prompt_logprobs.value_or(0);
+    r.readmitted = true;
+    r.temperature = data.sampling_params.greedy() ? 0.0f
+                                                  : std::max(data.sampling_params.temperature,
+                                                             RequestSampler::kMinTemperature);
+    r.seed = data.sampling_seed;
     requests_.insert_or_assign(data.request_id, std::move(r));
   }
   for (const CachedRequestData& data : out.cached_requests) {
     auto it = requests_.find(data.request_id);
     if (it == requests_.end()) fail("model runner: unknown request '{}'", data.request_id);
     RunnerRequest& r = it->second;
-    if (data.resumed_from_preemption) r.block_ids.clear();
+    if (data.resumed_from_preemption) {
+      r.block_ids.clear();
+      r.readmitted = true;
+    }
     r.block_ids.insert(r.block_ids.end(), data.new_block_ids.begin(), data.new_block_ids.end());
     r.num_computed_tokens = data.num_computed_tokens;
   }
@@ -107,8 +121,10 @@ void ModelRunner::prepare_inputs(const SchedulerOutput& out) {
 
 ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
   update_states(out);
-  for (const BlockCopy& copy : out.block_copies)
+  for (const BlockCopy& copy : out.block_copies) {
     cache_.copy_block(copy.src_block_id, copy.dst_block_id);
+    if (proposer_) proposer_->copy_block(copy.src_block_id, copy.dst_block_id);
+  }
   prepare_inputs(out);
   ModelRunnerOutput result;
   const size_t num = out.requests.size();
@@ -169,7 +185,13 @@ void ModelRunner::sample_request(size_t k, const ScheduledRequest& scheduled) {
   for (; j < num_drafts; ++j) {
     const int32_t draft = scheduled.draft_token_ids[static_cast<size_t>(j)];
     bool accepted = false;
-    SampleResult verdict = r.sampler->verify(rows + j * vocab, vocab, draft, accepted);
+    // The draft's distribution at this position, when the proposer sampled the draft.
+    const std::span<const float> q =
+        r.draft_probs.size() >= static_cast<size_t>((j + 1) * vocab)
+            ? std::span<const float>(r.draft_probs)
+                  .subspan(static_cast<size_t>(j * vocab), static_cast<size_t>(vocab))
+            : std::span<const float>();
+    SampleResult verdict = r.sampler->verify(rows + j * vocab, vocab, draft, accepted, q);
     r.token_ids.push_back(verdict.token_id);
     r.sampler->accept(verdict.token_id);
     if (!accepted) {
@@ -190,7 +212,7 @@ void ModelRunner::propose_drafts(const SchedulerOutput& out) {
   proposals_.clear();
   for (size_t k = 0; k < out.requests.size(); ++k) {
     const ScheduledRequest& s = out.requests[k];
-    const RunnerRequest& r = *scheduled_[k];
+    RunnerRequest& r = *scheduled_[k];
     const ForwardSequence& seq = batch_.sequences[k];
     const auto num_rejected = static_cast<int32_t>(s.draft_token_ids.size()) - num_accepted_[k];
     ProposalRequest p;
@@ -202,6 +224,13 @@ void ModelRunner::propose_drafts(const SchedulerOutput& out) {
     // Requests asking for logprobs are not drafted for: the output carries logprobs for one
     // token per step.
     p.wants_drafts = s.sample && !r.wants_logprobs;
+    p.request_id = &s.request_id;
+    p.readmitted = r.readmitted;
+    r.readmitted = false;
+    p.temperature = r.temperature;
+    p.seed = r.seed;
+    r.draft_probs.clear();
+    p.draft_probs = &r.draft_probs;
     proposals_.push_back(p);
   }
   proposer_->propose(context_, proposals_, drafts_);

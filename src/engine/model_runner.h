@@ -30,8 +30,9 @@ class ModelRunner {
   // sampling it and verifies them in the request's next step (rejection_sampler.h). A runner
   // that does not sample is a tensor-parallel follower's: it runs its shard of each forward
   // pass and learns the sampled tokens from rank 0 (accept_sampled_tokens).
+  // Method draft_model needs `draft_model` and its `draft_cache` (see make_proposer).
   ModelRunner(Model& model, KvCache& cache, const SpeculativeConfig& speculative_config = {},
-              bool samples = true);
+              bool samples = true, Model* draft_model = nullptr, KvCache* draft_cache = nullptr);
 
   // Applies the step's request changes, performs its block copies, runs one forward pass and
   // samples every request whose last row was computed (and prompt logprobs where asked). A
@@ -53,6 +54,12 @@ class ModelRunner {
     std::unique_ptr<RequestSampler> sampler;
     bool wants_logprobs = false;
     int num_top_prompt_logprobs = 0;  // params.prompt_logprobs
+    // For the proposer: blocks (re)assigned this step, the temperature drafts are drawn at
+    // (0: greedy), the sampling seed, and the drafts' distributions when they were sampled.
+    bool readmitted = false;
+    float temperature = 0.0f;
+    uint64_t seed = 0;
+    std::vector<float> draft_probs;  // [drafts, vocab], or empty: deterministic drafts
   };
 
   void update_states(const SchedulerOutput& scheduler_output);

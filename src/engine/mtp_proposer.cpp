@@ -11,16 +11,20 @@
 
 namespace pagoda {
 
+void check_mtp_model(const Model& model) {
+  if (model.num_mtp_layers() == 0 || model.hidden_size() <= 0) {
+    fail(
+        "--speculative-config: method \"mtp\" needs a model with multi-token-prediction layers "
+        "(DeepSeek-V3/R1's num_nextn_predict_layers); this one has none");
+  }
+}
+
 MtpProposer::MtpProposer(const SpeculativeConfig& config, Model& model, KvCache& cache)
     : num_speculative_tokens_(config.num_speculative_tokens),
       model_(model),
       cache_(cache),
       hidden_(model.hidden_size()) {
-  if (model.num_mtp_layers() == 0 || hidden_ <= 0) {
-    fail(
-        "--speculative-config: method \"mtp\" needs a model with multi-token-prediction layers "
-        "(DeepSeek-V3/R1's num_nextn_predict_layers); this one has none");
-  }
+  check_mtp_model(model);
 }
 
 void MtpProposer::add_sequence(const ProposalRequest& r, int32_t first, int32_t num,

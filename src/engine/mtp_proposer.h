@@ -15,6 +15,10 @@
 
 namespace pagoda {
 
+// Throws pagoda::Error when `model` has no MTP layers loaded, saying method "mtp" needs them.
+// The engine calls it once the model loads, so the error comes before the KV cache is sized.
+void check_mtp_model(const Model& model);
+
 class MtpProposer final : public Proposer {
  public:
   // Throws pagoda::Error when `model` has no MTP layers loaded.

@@ -169,6 +169,15 @@ int32_t Scheduler::count_schedulable_prefills() const {
   return std::min(prefills, most);
 }
 
+int32_t Scheduler::lookahead(const Request& request, int32_t num_total_tokens) const {
+  if (config_.num_lookahead_tokens == 0) return 0;
+  const int64_t last =
+      std::min<int64_t>(config_.max_model_len,
+                        int64_t{request.num_prompt_tokens()} + request.sampling_params.max_tokens);
+  return static_cast<int32_t>(
+      std::clamp<int64_t>(last - num_total_tokens, 0, config_.num_lookahead_tokens));
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   out.finished_request_ids = std::move(finished_since_schedule_);
@@ -231,7 +240,8 @@ SchedulerOutput Scheduler::schedule() {
     }
     bool allocated = false;
     while (true) {
-      if (kv_.allocate_slots(*request, num_new)) {
+      if (kv_.allocate_slots(*request, num_new, nullptr,
+                             lookahead(*request, request->num_computed_tokens + num_new))) {
         allocated = true;
         break;
       }
@@ -301,7 +311,10 @@ SchedulerOutput Scheduler::schedule() {
       if (num_new > budget && num_new <= config_.max_num_batched_tokens) break;
     }
     num_new = std::min({cap_chunk(num_new), budget, prefill ? prefill_share : budget});
-    if (!kv_.allocate_slots(*request, num_new, &computed)) break;
+    if (!kv_.allocate_slots(*request, num_new, &computed,
+                            lookahead(*request, computed.num_tokens + num_new))) {
+      break;
+    }
     if (prefill) take_slot(is_long);
     request->num_computed_tokens = computed.num_tokens;
     request->num_cached_prompt_tokens = std::min(computed.num_tokens, request->num_prompt_tokens());

@@ -50,6 +50,9 @@ struct SchedulerConfig {
   // The pool was sized for the requests at hand (EngineArgs::kv_cache_by_need), not for one
   // max_model_len sequence: each request is checked against it instead when added.
   bool kv_pool_sized_by_need = false;
+  // KV slots allocated past each request's scheduled tokens, for a proposer that writes its
+  // drafts' KV into blocks of the request's table (a draft model: num_speculative_tokens).
+  int32_t num_lookahead_tokens = 0;
 };
 
 class Scheduler {
@@ -104,6 +107,9 @@ class Scheduler {
   // How many requests could prefill this step under max_num_partial_prefills (running ones in
   // prefill, then waiting ones a slot would admit); the step's prefill chunks share the budget.
   int32_t count_schedulable_prefills() const;
+  // The lookahead slots to allocate for a request that will hold num_total_tokens: at most
+  // num_lookahead_tokens, never past max_model_len or the request's last possible token.
+  int32_t lookahead(const Request& request, int32_t num_total_tokens) const;
   // Adds `request`'s share of the step to `out` (request, new or cached data) and advances
   // num_computed_tokens past the tokens the runner computes now.
   // num_draft_tokens of num_new_tokens are the request's spec_token_ids (speculative decoding).

@@ -123,7 +123,7 @@ SampleResult RequestSampler::sample(float* logits, int64_t vocab_size) {
 }
 
 SampleResult RequestSampler::verify(float* logits, int64_t vocab_size, int32_t draft_token_id,
-                                    bool& accepted) {
+                                    bool& accepted, std::span<const float> draft_probs) {
   ThreadScratch& scratch = thread_scratch();
   SampleResult result;
   const double log_normalizer = process(logits, vocab_size, result);
@@ -161,7 +161,7 @@ SampleResult RequestSampler::verify(float* logits, int64_t vocab_size, int32_t d
     const double u_accept = rng_.next_double();
     const double u_residual = rng_.next_double();
     const DraftVerdict verdict =
-        verify_draft_token(scratch.probs, draft_token_id, {}, u_accept, u_residual);
+        verify_draft_token(scratch.probs, draft_token_id, draft_probs, u_accept, u_residual);
     result.token_id = verdict.token_id;
     accepted = verdict.accepted;
   }

@@ -62,7 +62,10 @@ class RequestSampler {
   // with probability p(draft), else a draw from p without it, so the token returned follows p
   // exactly as sample()'s would. The caller accept()s the returned token either way and stops
   // verifying a sequence's drafts at its first rejection.
-  SampleResult verify(float* logits, int64_t vocab_size, int32_t draft_token_id, bool& accepted);
+  // `draft_probs`: the distribution the draft was drawn from ([vocab]), or empty for a
+  // deterministic draft (greedy draft model, n-gram lookup).
+  SampleResult verify(float* logits, int64_t vocab_size, int32_t draft_token_id, bool& accepted,
+                      std::span<const float> draft_probs = {});
 
   // Records the token actually appended to the sequence (penalties, min_tokens, processors).
   void accept(int32_t token_id);

@@ -1,7 +1,8 @@
 // make-model's DeepSeek presets, info and tokenize/detokenize, run as a user runs them: each
 // DeepSeek preset shrunk by flags loads and generates with `pagoda generate`; `pagoda info`
 // names the KV dtype, the weight format (float, int8, GGUF Q8_0) and the MLA/MoE layout;
-// tokenize/detokenize take a directory, `demo` and a GGUF file alike.
+// tokenize/detokenize take a directory, `demo` and a GGUF file alike; make-draft's drafts keep
+// generate's greedy tokens.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -270,6 +271,46 @@ TEST(TokenizeCli, ADirectoryTheDemoModelAndAGgufFileAllTokenize) {
   }
   // The GGUF file carries the directory's tokenizer.
   EXPECT_EQ(ids_by_model[0], ids_by_model[1]);
+}
+
+// make-draft derives drafts `generate` takes as a draft model: greedy tokens are plain
+// decoding's whatever the draft (its first layer with noise, unrelated weights).
+TEST(MakeDraftCli, DerivedDraftsKeepGenerateGreedyTokens) {
+  const Scratch scratch;
+  const std::string target = scratch.path("target");
+  ASSERT_EQ(
+      run_pagoda({"make-model", "--preset", "tiny", "--out", target}, scratch.dir()).exit_code, 0);
+  const auto generate = [&](const std::string& draft) {
+    std::vector<std::string> args = {"generate",    "--model",      target,  "--prompt",
+                                     "hello world", "--max-tokens", "12",    "--temperature",
+                                     "0",           "--ignore-eos", "--json"};
+    if (!draft.empty()) {
+      args.insert(args.end(), {"--speculative-config",
+                               "{\"model\": \"" + draft + "\", \"num_speculative_tokens\": 3}"});
+    }
+    const RunResult r = run_pagoda(args, scratch.dir());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out)["token_ids"] : nlohmann::json();
+  };
+  const nlohmann::json plain = generate("");
+  ASSERT_EQ(plain.size(), 12u);
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--num-layers", "1", "--noise", "0.2"},
+        std::vector<std::string>{"--randomize"}}) {
+    const std::string draft = scratch.path("draft" + flags.front());
+    std::vector<std::string> args = {"make-draft", "--from", target, "--out", draft};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const RunResult made = run_pagoda(args, scratch.dir());
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    EXPECT_EQ(generate(draft), plain) << flags.front();
+  }
+  // The draft is loaded (a missing one is an error naming it), not ignored.
+  const RunResult missing = run_pagoda(
+      {"generate", "--model", target, "--prompt", "hi", "--max-tokens", "2", "--speculative-config",
+       "{\"model\": \"" + scratch.path("nowhere") + "\", \"num_speculative_tokens\": 2}"},
+      scratch.dir());
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("nowhere"), std::string::npos) << missing.err;
 }
 
 }  // namespace

@@ -184,5 +184,34 @@ TEST(SpecDecodeScheduler, PreemptionDropsTheDrafts) {
   EXPECT_TRUE(scheduler.find_request("b")->spec_token_ids.empty());
 }
 
+// A draft model writes its drafts' KV past the scheduled tokens: the scheduler allocates
+// num_lookahead_tokens slots more, never past max_model_len or the request's last token.
+TEST(SpecDecodeScheduler, LookaheadSlotsCoverTheDraftModelsDraftsWithinTheRequestsLength) {
+  SchedulerConfig c = config();
+  c.num_lookahead_tokens = 4;
+  Scheduler scheduler(c);
+  scheduler.add_request(request("a", iota(20, 100)));
+  SchedulerOutput step1 = scheduler.schedule();
+  // 20 prompt tokens and 4 slots of lookahead: 6 blocks of 4.
+  EXPECT_EQ(scheduler.kv_cache_manager().block_table("a").size(), 6u);
+  scheduler.update_from_output(step1, answer(7, 0, {8, 9, 10}));
+  SchedulerOutput step2 = scheduler.schedule();
+  ASSERT_EQ(step2.requests[0].num_new_tokens, 4);
+  // Positions 20..23 scheduled, 24..27 lookahead: 7 blocks.
+  EXPECT_EQ(scheduler.kv_cache_manager().block_table("a").size(), 7u);
+
+  // 126 prompt tokens of max_model_len 128: the lookahead stops at 128 (32 blocks).
+  Scheduler near_end(c);
+  near_end.add_request(request("b", iota(126, 100)));
+  near_end.schedule();
+  EXPECT_EQ(near_end.kv_cache_manager().block_table("b").size(), 32u);
+  // 17 prompt tokens and max_tokens 2: the request never holds more than 19 tokens, so two
+  // slots of lookahead (5 blocks), not four (6).
+  Scheduler two_tokens(c);
+  two_tokens.add_request(request("c", iota(17, 100), 2));
+  two_tokens.schedule();
+  EXPECT_EQ(two_tokens.kv_cache_manager().block_table("c").size(), 5u);
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -231,6 +231,14 @@ class ConstructionTest(unittest.TestCase):
         speculative = LLM(model=MODEL, speculative_config=spec)
         self.assertEqual(speculative.generate(prompt, GREEDY)[0].outputs[0].token_ids, plain)
 
+    def test_draft_model_keeps_greedy_outputs_and_accepts_itself(self):
+        # The model as its own draft: every draft is accepted, the output is plain decoding's.
+        spec = {"method": "draft_model", "model": MODEL, "num_speculative_tokens": 3}
+        prompt = "A draft model proposes"
+        plain = LLM(model=MODEL).generate(prompt, GREEDY)[0].outputs[0].token_ids
+        speculative = LLM(model=MODEL, speculative_config=spec)
+        self.assertEqual(speculative.generate(prompt, GREEDY)[0].outputs[0].token_ids, plain)
+
     def test_speculative_config_names_the_bad_key_and_the_unsupported_method(self):
         with self.assertRaisesRegex(pagoda.Error, '"lookahead"'):
             LLM(model=MODEL, speculative_config={"method": "ngram", "num_speculative_tokens": 2,

@@ -165,6 +165,7 @@ int run_latency(const LatencyFlags& f) {
   std::mt19937_64 rng(0);
   const int32_t vocab = prompt_vocab(engine);
   run_latency_once(engine, f, rng, vocab, -1);  // warm-up: page in the weights
+  const EngineStats before = engine.stats();
   std::vector<double> prefill, steps;
   for (int i = 0; i < f.num_iters; ++i) {
     LatencyRun r = run_latency_once(engine, f, rng, vocab, i);
@@ -175,7 +176,16 @@ int run_latency(const LatencyFlags& f) {
   double decode_total = 0;
   for (double s : steps) decode_total += s;
   const double mean_step = steps.empty() ? 0 : decode_total / static_cast<double>(steps.size());
-  const nlohmann::json result = {
+  // Tokens after each request's first: one per step without speculation, up to 1 + k with it.
+  const double decode_tokens =
+      static_cast<double>(f.num_iters) * f.batch_size * std::max(f.output_len - 1, 0);
+  const EngineStats after = engine.stats();
+  const auto draft_tokens =
+      static_cast<double>(after.spec_num_draft_tokens - before.spec_num_draft_tokens);
+  const auto accepted =
+      static_cast<double>(after.spec_num_accepted_tokens - before.spec_num_accepted_tokens);
+  const auto drafts = static_cast<double>(after.spec_num_drafts - before.spec_num_drafts);
+  nlohmann::json result = {
       {"batch_size", f.batch_size},
       {"input_len", f.input_len},
       {"output_len", f.output_len},
@@ -185,8 +195,15 @@ int run_latency(const LatencyFlags& f) {
       {"decode_step_mean_ms", mean_step * 1e3},
       // llama-bench's pp (prompt tokens / prefill time) and tg (generated tokens / decode time).
       {"pp_tokens_per_s", f.batch_size * f.input_len / prefill_s},
-      {"tg_tokens_per_s", mean_step > 0 ? f.batch_size / mean_step : 0.0},
+      {"tg_tokens_per_s", decode_total > 0 ? decode_tokens / decode_total : 0.0},
   };
+  if (draft_tokens > 0) {
+    // Speculative decoding (--speculative-config): vLLM's acceptance rate and mean accepted
+    // length over the measured runs.
+    result["spec_acceptance_rate"] = accepted / draft_tokens;
+    result["spec_mean_accepted_length"] = 1.0 + accepted / drafts;
+    result["spec_draft_tokens"] = draft_tokens;
+  }
   if (f.json) {
     std::printf("%s\n", result.dump(2).c_str());
   } else {
@@ -195,6 +212,11 @@ int run_latency(const LatencyFlags& f) {
                 result["decode_step_p50_ms"].get<double>(),
                 result["decode_step_p99_ms"].get<double>(),
                 result["tg_tokens_per_s"].get<double>());
+    if (draft_tokens > 0) {
+      std::printf("speculative: %.3f of %.0f drafted tokens accepted, mean accepted length %.2f\n",
+                  result["spec_acceptance_rate"].get<double>(), draft_tokens,
+                  result["spec_mean_accepted_length"].get<double>());
+    }
   }
   // -tp N: what the collectives cost per decode step and prefill token (docs/parallel.md).
   if (const std::string comm = engine.communication_summary(); !comm.empty())

@@ -19,6 +19,7 @@ Command register_info(CLI::App& app);
 Command register_tokenize(CLI::App& app);
 Command register_detokenize(CLI::App& app);
 Command register_make_model(CLI::App& app);
+Command register_make_draft(CLI::App& app);
 Command register_serve(CLI::App& app);
 Command register_export_gguf(CLI::App& app);
 Command register_quantize(CLI::App& app);

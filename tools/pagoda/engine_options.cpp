@@ -74,7 +74,9 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
   app->add_option("--speculative-config", a.speculative_config,
                   "Speculative decoding as vLLM's JSON, e.g. '{\"method\": \"ngram\", "
                   "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4}', or "
-                  "'{\"method\": \"mtp\"}' for DeepSeek-V3/R1 (docs/speculative_decoding.md)");
+                  "'{\"method\": \"mtp\"}' for DeepSeek-V3/R1, or '{\"model\": DRAFT_DIR, "
+                  "\"num_speculative_tokens\": 4}' for a draft model with the same tokenizer "
+                  "(docs/speculative_decoding.md)");
   // Two flags each rather than CLI11's "!--no-x" form, whose help shows a misleading {false}.
   app->add_flag("--enable-prefix-caching", a.enable_prefix_caching,
                 "Reuse KV blocks of identical prompt prefixes (default on)");

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
       pagoda::cli::register_bench,         pagoda::cli::register_bench_engine,
       pagoda::cli::register_export_gguf,   pagoda::cli::register_quantize,
       pagoda::cli::register_bench_quality, pagoda::cli::register_download,
-      pagoda::cli::register_encrypt,
+      pagoda::cli::register_encrypt,       pagoda::cli::register_make_draft,
   };
   std::vector<std::pair<CLI::App*, pagoda::cli::Command>> commands;
   for (Registration reg : registrations) {
