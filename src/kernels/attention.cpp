@@ -18,7 +18,10 @@ namespace {
 
 // Per-thread working memory, grown once to the largest shape seen and then reused.
 struct AttentionScratch {
-  std::vector<float> scores;  // [block_size], one (token, head) at a time
+  std::vector<float> scores;  // [block_size], one (token, head) at a time; [rows, block_size]
+                              // for a prefill tile
+  std::vector<float> q;       // prefill tile: its query rows, contiguous [rows, k_head_dim]
+  std::vector<float> scale;   // prefill tile: each row's rescale for this block
   std::vector<float> acc;     // [tokens * group, v_head_dim] running weighted sum of v
   std::vector<float> max;     // [tokens * group] running max score
   std::vector<float> sum;     // [tokens * group] running sum of exp(score - max)
@@ -109,6 +112,108 @@ void attend_tokens(const KernelTable& kt, const float* q, int32_t num_heads,
   }
 }
 
+// A sequence with at least this many new tokens takes the prefill tiles; fewer (decode) keep
+// attend_tokens. A sequence takes one path for all its tokens, so which one depends only on its
+// own chunk, never on the rest of the batch.
+constexpr int32_t kMinTileTokens = 2;
+
+// Query rows per prefill work item: the kv group's heads times as many tokens as fit. Each
+// cache block is then read once per this many rows; the tile's accumulators (rows x v_head_dim
+// fp32, 32 KiB at 64 x 128) and a block's k and v rows stay in L1/L2 while they are reused.
+constexpr int32_t kTileRows = 64;
+
+int32_t prefill_tile_tokens(int32_t group) {
+  return std::max(1, kTileRows / group);
+}
+
+// One prefill work item: every query head of one kv-head group for tokens [first_token,
+// first_token + num_tokens) of one sequence, as rows r = token * group + head. For each cache
+// block the tile's scores are one small matrix product (attention_scores), each row's online
+// softmax state is updated from its scores (Dao et al., FlashAttention, algorithm 1), and the
+// weighted v rows are a second product (attention_values) that applies each row's rescale as it
+// loads the accumulators. The causal mask only bites on the blocks at the tile's own positions:
+// a row's weights past its position are zeroed, and no block past the tile's last position is
+// read.
+void attend_prefill_tile(const KernelTable& kt, const float* q, int32_t num_heads,
+                         const PagedKvLayer& cache, const AttentionSequence& seq,
+                         int32_t first_token, int32_t num_tokens, int32_t kv_head, float scale,
+                         float* out, AttentionScratch& s) {
+  const int32_t group = num_heads / cache.num_kv_heads;
+  const int32_t dk = cache.k_head_dim, dv = cache.v_head_dim, bs = cache.block_size;
+  const int32_t first_position = seq.context_len - seq.num_tokens + first_token;
+  const int32_t num_rows = num_tokens * group;
+
+  s.q.resize(size_t(num_rows) * dk);
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const int64_t row = seq.token_begin + first_token + r / group;
+    std::memcpy(s.q.data() + size_t(r) * dk,
+                q + (row * num_heads + int64_t{kv_head} * group + r % group) * dk,
+                size_t(dk) * sizeof(float));
+  }
+  s.scores.resize(size_t(num_rows) * bs);
+  s.scale.resize(size_t(num_rows));
+  s.acc.assign(size_t(num_rows) * dv, 0.0f);
+  s.max.assign(num_rows, -std::numeric_limits<float>::infinity());
+  s.sum.assign(num_rows, 0.0f);
+
+  const int32_t last_num_positions = first_position + num_tokens;
+  const int64_t value_bytes = dtype_size(cache.dtype);
+  const auto block_of = [&](int32_t block_start) {
+    const int64_t first_slot = int64_t{seq.block_table[block_start / bs]} * bs;
+    return std::pair<const char*, const char*>{cache.k_at(cache.k_index(first_slot, kv_head)),
+                                               cache.v_at(cache.v_index(first_slot, kv_head))};
+  };
+  for (int32_t block_start = 0; block_start < last_num_positions; block_start += bs) {
+    const auto [k_block, v_block] = block_of(block_start);
+    const int32_t block_len = std::min(bs, last_num_positions - block_start);
+    if (block_start + bs < last_num_positions) {
+      const auto [k_next, v_next] = block_of(block_start + bs);
+      const int64_t next_rows = std::min(bs, last_num_positions - block_start - bs);
+      prefetch_bytes(k_next, next_rows * dk * value_bytes);
+      prefetch_bytes(v_next, next_rows * dv * value_bytes);
+    }
+    kt.attention_scores(s.q.data(), dk, num_rows, k_block, cache.dtype, dk, block_len, dk,
+                        s.scores.data(), bs);
+    for (int32_t r = 0; r < num_rows; ++r) {
+      float* scores = s.scores.data() + size_t(r) * bs;
+      // Positions of this block the row may see: causal, itself included.
+      const int32_t visible = std::min(block_len, first_position + r / group + 1 - block_start);
+      s.scale[r] = 1.0f;
+      if (visible <= 0) {
+        std::fill(scores, scores + block_len, 0.0f);
+        continue;
+      }
+      float block_max = -std::numeric_limits<float>::infinity();
+      for (int32_t j = 0; j < visible; ++j) {
+        scores[j] *= scale;
+        block_max = std::max(block_max, scores[j]);
+      }
+      const float new_max = std::max(s.max[r], block_max);
+      if (new_max > s.max[r] && s.sum[r] > 0.0f) {
+        s.scale[r] = std::exp(s.max[r] - new_max);
+        s.sum[r] *= s.scale[r];
+      }
+      s.max[r] = new_max;
+      s.sum[r] += kt.exp_shifted(scores, new_max, visible);
+      std::fill(scores + visible, scores + block_len, 0.0f);
+    }
+    kt.attention_values(s.scores.data(), bs, num_rows, s.scale.data(), v_block, cache.dtype, dv,
+                        block_len, dv, s.acc.data(), dv);
+  }
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const int64_t row = seq.token_begin + first_token + r / group;
+    float* o = out + (row * num_heads + int64_t{kv_head} * group + r % group) * dv;
+    const float inv_sum = 1.0f / s.sum[r];
+    const float* acc = s.acc.data() + size_t(r) * dv;
+    for (int32_t d = 0; d < dv; ++d) o[d] = acc[d] * inv_sum;
+  }
+}
+
+// Tokens per work item for a sequence: a prefill tile, or kTokenTile for attend_tokens.
+int32_t tile_tokens(const AttentionSequence& seq, int32_t group) {
+  return seq.num_tokens >= kMinTileTokens ? prefill_tile_tokens(group) : kTokenTile;
+}
+
 }  // namespace
 
 void write_kv(const KernelTable& kt, const PagedKvLayer& cache, const float* k, const float* v,
@@ -162,13 +267,16 @@ void write_kv_rope(const KernelTable& kt, const PagedKvLayer& cache, const RopeR
 void paged_attention(const KernelTable& kt, const float* q, int32_t num_heads,
                      const PagedKvLayer& cache, const AttentionSequence* seqs, int32_t num_seqs,
                      float scale, float* out) {
-  // Work items in order: sequence, then tile of kTokenTile tokens, then kv head. item_begin[i]
-  // is the first item of sequence i; kept per thread and grown once, like the scratch.
+  // Work items in order: sequence, then tile of tokens (tile_tokens), then kv head.
+  // item_begin[i] is the first item of sequence i; kept per thread and grown once, like the
+  // scratch.
+  const int32_t group = num_heads / cache.num_kv_heads;
   static thread_local std::vector<int64_t> item_begin;
   item_begin.resize(size_t(num_seqs) + 1);
   item_begin[0] = 0;
   for (int32_t i = 0; i < num_seqs; ++i) {
-    const int64_t num_tiles = (seqs[i].num_tokens + kTokenTile - 1) / kTokenTile;
+    const int32_t tile = tile_tokens(seqs[i], group);
+    const int64_t num_tiles = (seqs[i].num_tokens + tile - 1) / tile;
     item_begin[i + 1] = item_begin[i] + num_tiles * cache.num_kv_heads;
   }
   const int64_t num_items = item_begin[num_seqs];
@@ -180,10 +288,18 @@ void paged_attention(const KernelTable& kt, const float* q, int32_t num_heads,
     const int32_t seq =
         static_cast<int32_t>(std::upper_bound(begins, begins + num_seqs + 1, item) - begins - 1);
     const int64_t local = item - begins[seq];
-    const int32_t first_token = static_cast<int32_t>(local / cache.num_kv_heads) * kTokenTile;
-    attend_tokens(kt, q, num_heads, cache, seqs[seq], first_token,
-                  std::min(kTokenTile, seqs[seq].num_tokens - first_token),
-                  static_cast<int32_t>(local % cache.num_kv_heads), scale, out, scratch);
+    const AttentionSequence& sequence = seqs[seq];
+    const int32_t tile = tile_tokens(sequence, group);
+    const int32_t first_token = static_cast<int32_t>(local / cache.num_kv_heads) * tile;
+    const int32_t num_tokens = std::min(tile, sequence.num_tokens - first_token);
+    const auto kv_head = static_cast<int32_t>(local % cache.num_kv_heads);
+    if (sequence.num_tokens >= kMinTileTokens) {
+      attend_prefill_tile(kt, q, num_heads, cache, sequence, first_token, num_tokens, kv_head,
+                          scale, out, scratch);
+    } else {
+      attend_tokens(kt, q, num_heads, cache, sequence, first_token, num_tokens, kv_head, scale, out,
+                    scratch);
+    }
   }
 }
 

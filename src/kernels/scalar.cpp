@@ -181,6 +181,22 @@ void axpy_rows(const float* coeffs, const void* rows, DType rows_dtype, int64_t 
   }
 }
 
+void attention_scores(const float* q, int64_t ldq, int64_t num_q, const void* rows,
+                      DType rows_dtype, int64_t row_stride, int64_t num_rows, int64_t n, float* s,
+                      int64_t lds) {
+  for (int64_t i = 0; i < num_q; ++i)
+    dot_rows(q + i * ldq, rows, rows_dtype, row_stride, num_rows, n, s + i * lds);
+}
+
+void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
+                      const void* rows, DType rows_dtype, int64_t row_stride, int64_t num_rows,
+                      int64_t n, float* acc, int64_t lda) {
+  for (int64_t i = 0; i < num_q; ++i) {
+    for (int64_t d = 0; d < n; ++d) acc[i * lda + d] *= row_scale[i];
+    axpy_rows(p + i * ldp, rows, rows_dtype, row_stride, num_rows, n, acc + i * lda);
+  }
+}
+
 void rope(const float* x, const float* cos, const float* sin, int64_t rotary_dim, bool neox,
           float* out) {
   const int64_t half = rotary_dim / 2;
@@ -233,6 +249,8 @@ const KernelTable& scalar_table() {
     t.axpy = axpy;
     t.dot_rows = dot_rows;
     t.axpy_rows = axpy_rows;
+    t.attention_scores = attention_scores;
+    t.attention_values = attention_values;
     t.rope = rope;
     t.to_f32 = to_f32;
     t.from_f32 = from_f32;

@@ -2,7 +2,9 @@
 // 16, decodes mixed with fresh and continuing prefill chunks in one flattened batch, MHA, GQA
 // and MQA head layouts, k and v head sizes that differ (as in MLA), on every ISA this CPU has;
 // and the cache write with rope fused in against rope followed by the plain write; fp16 and bf16
-// caches against an fp32 cache of the same rounded values.
+// caches against an fp32 cache of the same rounded values; the prefill tiles (sequences of 2 or
+// more new tokens) across blocks, chunks and tile tails, their independence from chunking and
+// batching, and their two kernels on their own.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -206,6 +208,126 @@ TEST_P(AttentionIsaTest, SixteenBitCacheGivesTheFp32CacheResultOnItsRoundedValue
   }
   check_batch({{1, 300}, {9, 300}}, 4, 2, 128, 128, 16, 43, CacheTypes{DType::kF16});
   check_batch({{1, 300}, {9, 300}}, 4, 2, 128, 128, 16, 44, CacheTypes{DType::kBF16});
+}
+
+// Sequences of 2 or more new tokens take the prefill tiles: 64 query rows per work item (the
+// group's heads times 64 / group tokens). Prompts over many blocks and partial blocks, chunks
+// that continue a cached prefix, token counts that are not multiples of the tile, alongside
+// decodes in the same batch.
+TEST_P(AttentionIsaTest, PrefillTilesAcrossBlocksGqaChunksAndTails) {
+  // GQA, group 4: 16-token tiles.
+  const std::vector<SeqSpec> gqa = {{70, 70}, {37, 100}, {16, 16}, {17, 40}, {2, 2}, {1, 60}};
+  for (int32_t block_size : {1, 5, 16}) check_batch(gqa, 8, 2, 64, 64, block_size, 51);
+  // MHA with DeepSeek-Coder's 128-wide heads: 64-token tiles.
+  check_batch({{130, 130}, {65, 200}, {3, 3}}, 4, 4, 128, 128, 16, 52);
+  // MQA, group 6 (10-token tiles, 60 rows), k and v widths with vector tails.
+  check_batch({{23, 23}, {11, 31}, {1, 9}}, 6, 1, 40, 17, 5, 53);
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    for (int32_t block_size : {5, 16}) {
+      check_batch(gqa, 8, 2, 64, 64, block_size, 54, CacheTypes{dtype});
+      check_batch({{23, 23}, {11, 31}}, 6, 1, 40, 17, block_size, 55, CacheTypes{dtype});
+    }
+  }
+}
+
+// A prefill token's output bits depend only on its own sequence's data: the same prompt run as
+// one call, as two chunks with different tile boundaries, and next to another sequence gives
+// identical outputs (every row's operations are the same whatever rows share its tile, and the
+// blocks a row cannot see yet add exactly nothing).
+TEST_P(AttentionIsaTest, PrefillTilesDoNotDependOnChunksOrBatch) {
+  const int32_t num_heads = 8, num_kv_heads = 2, dk = 40, dv = 24, bs = 16, len = 50;
+  std::mt19937 rng(61);
+  const int32_t num_blocks = (len + bs - 1) / bs;
+  std::vector<float> k_pool = random_floats(rng, size_t(num_blocks) * bs * num_kv_heads * dk);
+  std::vector<float> v_pool = random_floats(rng, size_t(num_blocks) * bs * num_kv_heads * dv);
+  const PagedKvLayer cache{k_pool.data(), v_pool.data(), bs, num_kv_heads, dk, dv, DType::kF32};
+  std::vector<int32_t> table(num_blocks);
+  std::iota(table.begin(), table.end(), 0);
+  const std::vector<float> q = random_floats(rng, size_t(len) * num_heads * dk);
+  const float scale = 0.2f;
+  const size_t row = size_t(num_heads) * dv;
+
+  std::vector<float> whole(len * row, NAN);
+  const AttentionSequence one{0, len, len, table.data()};
+  paged_attention(q.data(), num_heads, cache, &one, 1, scale, whole.data());
+
+  std::vector<float> chunked(len * row, NAN);
+  const AttentionSequence first{0, 20, 20, table.data()};
+  paged_attention(q.data(), num_heads, cache, &first, 1, scale, chunked.data());
+  const AttentionSequence rest{0, len - 20, len, table.data()};
+  paged_attention(q.data() + size_t(20) * num_heads * dk, num_heads, cache, &rest, 1, scale,
+                  chunked.data() + 20 * row);
+  EXPECT_EQ(chunked, whole) << kernels().isa;
+
+  // A 7-token chunk of the same cache first in the batch: the prompt's rows shift by 7.
+  std::vector<float> q_batch = random_floats(rng, size_t(7) * num_heads * dk);
+  q_batch.insert(q_batch.end(), q.begin(), q.end());
+  std::vector<float> batched((7 + len) * row, NAN);
+  const AttentionSequence pair[] = {{0, 7, 30, table.data()}, {7, len, len, table.data()}};
+  paged_attention(q_batch.data(), num_heads, cache, pair, 2, scale, batched.data());
+  EXPECT_EQ(std::vector<float>(batched.begin() + 7 * row, batched.end()), whole) << kernels().isa;
+}
+
+// The two tile kernels on their own, against the scalar table, and each query row alone
+// against the same row inside tiles of every height: rows of 1..7 queries (the 3-row tiles
+// and both tails) over 1..9 cache rows (4-row tiles and their tails), dims with vector tails.
+TEST_P(AttentionIsaTest, TileKernelsMatchScalarAndEachRowAlone) {
+  const KernelTable& kt = kernels();
+  const KernelTable& scalar = *kernels_for("scalar");
+  std::mt19937 rng(71);
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int64_t n : {5, 17, 64}) {
+      const int64_t stride = n + 3, max_q = 7, max_rows = 9, ld = n + 1;
+      const std::vector<float> rows_f32 = random_floats(rng, size_t(max_rows * stride));
+      std::vector<uint8_t> rows(rows_f32.size() * size_t(dtype_size(dtype)));
+      scalar.from_f32(rows_f32.data(), dtype, int64_t(rows_f32.size()), rows.data());
+      const std::vector<float> q = random_floats(rng, size_t(max_q * ld));
+      const std::vector<float> p = random_floats(rng, size_t(max_q * max_rows));
+      const std::vector<float> row_scale = random_floats(rng, size_t(max_q));
+      const std::vector<float> acc0 = random_floats(rng, size_t(max_q * ld));
+      for (int64_t num_q = 1; num_q <= max_q; ++num_q) {
+        for (int64_t num_rows = 1; num_rows <= max_rows; ++num_rows) {
+          const std::string where = std::string(kt.isa) + " " + dtype_name(dtype) + " n " +
+                                    std::to_string(n) + " queries " + std::to_string(num_q) +
+                                    " rows " + std::to_string(num_rows);
+          std::vector<float> s(size_t(max_q * max_rows), NAN), s_ref = s, s_alone = s;
+          kt.attention_scores(q.data(), ld, num_q, rows.data(), dtype, stride, num_rows, n,
+                              s.data(), max_rows);
+          scalar.attention_scores(q.data(), ld, num_q, rows.data(), dtype, stride, num_rows, n,
+                                  s_ref.data(), max_rows);
+          std::vector<float> acc = acc0, acc_ref = acc0, acc_alone = acc0;
+          kt.attention_values(p.data(), max_rows, num_q, row_scale.data(), rows.data(), dtype,
+                              stride, num_rows, n, acc.data(), ld);
+          scalar.attention_values(p.data(), max_rows, num_q, row_scale.data(), rows.data(), dtype,
+                                  stride, num_rows, n, acc_ref.data(), ld);
+          for (int64_t i = 0; i < num_q; ++i) {
+            kt.attention_scores(q.data() + i * ld, ld, 1, rows.data(), dtype, stride, num_rows, n,
+                                s_alone.data() + i * max_rows, max_rows);
+            kt.attention_values(p.data() + i * max_rows, max_rows, 1, row_scale.data() + i,
+                                rows.data(), dtype, stride, num_rows, n, acc_alone.data() + i * ld,
+                                ld);
+          }
+          for (int64_t i = 0; i < num_q; ++i) {
+            for (int64_t j = 0; j < num_rows; ++j) {
+              const size_t at = size_t(i * max_rows + j);
+              ASSERT_EQ(s[at], s_alone[at]) << where;
+              ASSERT_NEAR(s[at], s_ref[at], 1e-5 * double(n)) << where;
+            }
+            for (int64_t d = 0; d < n; ++d) {
+              const size_t at = size_t(i * ld + d);
+              ASSERT_EQ(acc[at], acc_alone[at]) << where;
+              ASSERT_NEAR(acc[at], acc_ref[at], 1e-5 * double(num_rows + 1)) << where;
+            }
+          }
+          // Nothing outside the tile is written.
+          for (int64_t d = n; d < ld; ++d) ASSERT_EQ(acc[size_t(d)], acc0[size_t(d)]) << where;
+          for (size_t at = size_t(num_q * max_rows); at < s.size(); ++at) {
+            ASSERT_TRUE(std::isnan(s[at])) << where;
+          }
+        }
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, AttentionIsaTest, ::testing::ValuesIn(kernel_isa_names()),

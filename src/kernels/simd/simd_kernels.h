@@ -815,6 +815,16 @@ float exp_shifted(float* x, float shift, int64_t n) {
   return V::reduce_add(sum_v);
 }
 
+// The prefill attention tiles: defined in attention_tiles.h, included at the end of this file.
+template <class V>
+void attention_scores(const float* q, int64_t ldq, int64_t num_q, const void* rows,
+                      DType rows_dtype, int64_t row_stride, int64_t num_rows, int64_t n, float* s,
+                      int64_t lds);
+template <class V>
+void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
+                      const void* rows, DType rows_dtype, int64_t row_stride, int64_t num_rows,
+                      int64_t n, float* acc, int64_t lda);
+
 // Fills every entry of a table with this ISA's versions.
 template <class V>
 KernelTable make_table(const char* isa) {
@@ -829,6 +839,8 @@ KernelTable make_table(const char* isa) {
   t.axpy = axpy<V>;
   t.dot_rows = dot_rows<V>;
   t.axpy_rows = axpy_rows<V>;
+  t.attention_scores = attention_scores<V>;
+  t.attention_values = attention_values<V>;
   t.rope = rope<V>;
   t.to_f32 = to_f32<V>;
   t.from_f32 = from_f32<V>;
@@ -838,3 +850,5 @@ KernelTable make_table(const char* isa) {
 }
 
 }  // namespace pagoda::simd
+
+#include "kernels/simd/attention_tiles.h"  // IWYU pragma: keep
