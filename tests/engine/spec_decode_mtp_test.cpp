@@ -20,11 +20,15 @@
 
 #include "demo/model_generator.h"
 #include "demo/mtp_predicting_model.h"
+#include "greedy_runs.h"
 #include "pagoda/engine.h"
 #include "pagoda/error.h"
 
 namespace pagoda {
 namespace {
+
+using greedy_runs::greedy;
+using greedy_runs::run;
 
 // A generated model directory, removed when the process exits.
 struct GeneratedDir {
@@ -86,29 +90,6 @@ std::vector<std::vector<int32_t>> make_prompts() {
     prompts.push_back(p);
   }
   return prompts;
-}
-
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
-
-std::map<std::string, std::vector<int32_t>> run(Engine& engine,
-                                                const std::vector<std::vector<int32_t>>& prompts,
-                                                const SamplingParams& params) {
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    engine.add_request_tokens(std::to_string(i), prompts[i], params);
-  }
-  std::map<std::string, std::vector<int32_t>> outputs;
-  while (engine.has_unfinished_requests()) {
-    for (const RequestOutput& out : engine.step()) {
-      if (out.finished) outputs[out.request_id] = out.outputs.front().token_ids;
-    }
-  }
-  return outputs;
 }
 
 TEST(SpecDecodeMtp, GreedyOutputsMatchPlainDecodingAtBatch32AndAlone) {
