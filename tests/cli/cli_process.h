@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -179,6 +180,22 @@ inline RunResult run_pagoda(const std::vector<std::string>& args, const fs::path
   r.out = p.out();
   r.err = p.err();
   return r;
+}
+
+// pids of the processes (from /proc) whose command line holds every one of `parts`.
+inline std::vector<pid_t> processes_with(const std::vector<std::string>& parts) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+    bool all = !cmdline.empty();
+    for (const std::string& p : parts) all = all && cmdline.find(p) != std::string::npos;
+    if (all) pids.push_back(std::stoi(name));
+  }
+  return pids;
 }
 
 }  // namespace pagoda::cli::testing

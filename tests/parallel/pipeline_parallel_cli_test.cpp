@@ -27,6 +27,7 @@ namespace {
 
 using cli::testing::Clock;
 using cli::testing::PagodaProcess;
+using cli::testing::processes_with;
 using cli::testing::run_pagoda;
 using cli::testing::Scratch;
 namespace fs = std::filesystem;
@@ -202,22 +203,6 @@ TEST(PipelineParallelGenerate, TooManyStagesAndDeepSeekAreRefused) {
                             scratch.dir(), {}, 120s);
   EXPECT_NE(d.exit_code, 0);
   EXPECT_NE(d.err.find("pipeline parallelism is not implemented"), std::string::npos) << d.err;
-}
-
-// pids of processes whose command line holds every one of `parts`.
-std::vector<pid_t> processes_with(const std::vector<std::string>& parts) {
-  std::vector<pid_t> pids;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    const std::string cmdline((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-    bool all = !cmdline.empty();
-    for (const std::string& p : parts) all = all && cmdline.find(p) != std::string::npos;
-    if (all) pids.push_back(std::stoi(name));
-  }
-  return pids;
 }
 
 // The last stage's second tensor rank killed mid-generation: the ranks waiting on it (its

@@ -25,6 +25,7 @@ namespace {
 
 using cli::testing::Clock;
 using cli::testing::PagodaProcess;
+using cli::testing::processes_with;
 using cli::testing::run_pagoda;
 using cli::testing::Scratch;
 namespace fs = std::filesystem;
@@ -206,22 +207,6 @@ TEST(TensorParallelBench, LatencyAndThroughputReportCommunication) {
   EXPECT_NE(throughput.out.find("Throughput:"), std::string::npos) << throughput.out;
   EXPECT_NE(throughput.err.find("tensor parallel (2 ranks) communication"), std::string::npos)
       << throughput.err;
-}
-
-// pids of processes whose command line holds every one of `parts`.
-std::vector<pid_t> processes_with(const std::vector<std::string>& parts) {
-  std::vector<pid_t> pids;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    const std::string cmdline((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-    bool all = !cmdline.empty();
-    for (const std::string& p : parts) all = all && cmdline.find(p) != std::string::npos;
-    if (all) pids.push_back(std::stoi(name));
-  }
-  return pids;
 }
 
 TEST(TensorParallelGenerate, KilledFollowerFailsTheRunWithoutHanging) {
