@@ -35,6 +35,17 @@ void prefetch_bytes(const char* p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += kLine) __builtin_prefetch(p + b);
 }
 
+// The first k and v row of `kv_head` in the block holding position block_start of `seq`; the
+// head's other rows of that block follow contiguously.
+std::pair<const char*, const char*> kv_head_rows(const PagedKvLayer& cache,
+                                                 const AttentionSequence& seq, int32_t kv_head,
+                                                 int32_t block_start) {
+  const int64_t first_slot =
+      int64_t{seq.block_table[block_start / cache.block_size]} * cache.block_size;
+  return {cache.k_at(cache.k_index(first_slot, kv_head)),
+          cache.v_at(cache.v_index(first_slot, kv_head))};
+}
+
 // Consecutive new tokens of one sequence that one work item attends together: each cache block
 // is then read from L2 once per tile instead of once per token, and reused from L1.
 constexpr int32_t kTokenTile = 8;
@@ -61,17 +72,10 @@ void attend_tokens(const KernelTable& kt, const float* q, int32_t num_heads,
 
   const int32_t last_num_positions = first_position + num_tokens;
   const int64_t value_bytes = dtype_size(cache.dtype);
-  // This kv head's first k and v row in the block holding position block_start; its rows of
-  // the block follow contiguously.
-  const auto block_of = [&](int32_t block_start) {
-    const int64_t first_slot = int64_t{seq.block_table[block_start / bs]} * bs;
-    return std::pair<const char*, const char*>{cache.k_at(cache.k_index(first_slot, kv_head)),
-                                               cache.v_at(cache.v_index(first_slot, kv_head))};
-  };
   for (int32_t block_start = 0; block_start < last_num_positions; block_start += bs) {
-    const auto [k_block, v_block] = block_of(block_start);
+    const auto [k_block, v_block] = kv_head_rows(cache, seq, kv_head, block_start);
     if (block_start + bs < last_num_positions) {
-      const auto [k_next, v_next] = block_of(block_start + bs);
+      const auto [k_next, v_next] = kv_head_rows(cache, seq, kv_head, block_start + bs);
       const int64_t next_rows = std::min(bs, last_num_positions - block_start - bs);
       prefetch_bytes(k_next, next_rows * dk * value_bytes);
       prefetch_bytes(v_next, next_rows * dv * value_bytes);
@@ -158,16 +162,11 @@ void attend_prefill_tile(const KernelTable& kt, const float* q, int32_t num_head
 
   const int32_t last_num_positions = first_position + num_tokens;
   const int64_t value_bytes = dtype_size(cache.dtype);
-  const auto block_of = [&](int32_t block_start) {
-    const int64_t first_slot = int64_t{seq.block_table[block_start / bs]} * bs;
-    return std::pair<const char*, const char*>{cache.k_at(cache.k_index(first_slot, kv_head)),
-                                               cache.v_at(cache.v_index(first_slot, kv_head))};
-  };
   for (int32_t block_start = 0; block_start < last_num_positions; block_start += bs) {
-    const auto [k_block, v_block] = block_of(block_start);
+    const auto [k_block, v_block] = kv_head_rows(cache, seq, kv_head, block_start);
     const int32_t block_len = std::min(bs, last_num_positions - block_start);
     if (block_start + bs < last_num_positions) {
-      const auto [k_next, v_next] = block_of(block_start + bs);
+      const auto [k_next, v_next] = kv_head_rows(cache, seq, kv_head, block_start + bs);
       const int64_t next_rows = std::min(bs, last_num_positions - block_start - bs);
       prefetch_bytes(k_next, next_rows * dk * value_bytes);
       prefetch_bytes(v_next, next_rows * dv * value_bytes);
