@@ -104,6 +104,7 @@ class DeepseekModel final : public Model {
 
   DeepseekConfig c_;
   TensorParallel tp_;
+  MlaAttention::ExpandedForm mla_expanded_;  // from ModelOptions
   WeightLoader weights_;
   RotaryEmbedding rope_;
   Embedding embed_;
@@ -146,6 +147,7 @@ DeepseekModel::DeepseekModel(const ModelConfig& config, const TensorStore& store
                              const ModelOptions& options)
     : c_(DeepseekConfig::from_model_config(config)),
       tp_(options.tensor_parallel),
+      mla_expanded_{options.mla_expanded_min_tokens, options.mla_expanded_scratch_bytes},
       weights_(store, options.weights),
       rope_(c_.rope),
       residual_(c_.hidden_size),
@@ -174,7 +176,7 @@ DeepseekLayer DeepseekModel::load_layer(int64_t i, bool is_moe) {
       RmsNorm::load(weights_, p + "input_layernorm.weight", c_.hidden_size, c_.rms_norm_eps);
   l.post_attn_norm = RmsNorm::load(weights_, p + "post_attention_layernorm.weight", c_.hidden_size,
                                    c_.rms_norm_eps);
-  l.attention = MlaAttention(weights_, p + "self_attn.", c_, tp_);
+  l.attention = MlaAttention(weights_, p + "self_attn.", c_, tp_, mla_expanded_);
   l.is_moe = is_moe;
   if (!l.is_moe) {
     l.dense =
