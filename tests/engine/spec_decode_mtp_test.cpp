@@ -182,6 +182,33 @@ TEST(SpecDecodeMtp, DraftsOfALayerThatPredictsTheModelAreAcceptedAndChangeNothin
   EXPECT_EQ(run(spec_stop, {prompts[4]}, stopping), run(plain_stop, {prompts[4]}, stopping));
 }
 
+// The engine counts the distinct routed experts each decode step's MoE layers ran: one token
+// alone runs exactly its top_k (2 of tiny-deepseek-v3's 8), a verify step the union over its
+// 1 + k tokens; the MTP layer's own pass is the proposer's, not counted.
+TEST(SpecDecodeMtp, StepsCountTheUnionOfTheirTokensRoutedExperts) {
+  const std::vector<std::vector<int32_t>> prompt = {make_prompts()[3]};
+  Engine plain(v3_engine(""));
+  run(plain, prompt, greedy(24));
+  const ExpertStepStats decode = plain.stats().decode_experts;
+  EXPECT_EQ(plain.stats().verify_experts.num_steps, 0);
+  ASSERT_EQ(decode.num_steps, 23);  // the first token comes from the prefill step
+  EXPECT_EQ(decode.num_tokens, 23);
+  EXPECT_EQ(decode.num_moe_layers, 23);  // one MoE layer (the first is dense)
+  EXPECT_EQ(decode.num_routed_experts, 2 * 23);
+
+  Engine spec(v3_engine(mtp(3)));
+  run(spec, prompt, greedy(24));
+  const ExpertStepStats verify = spec.stats().verify_experts;
+  ASSERT_GT(verify.num_steps, 0);
+  EXPECT_EQ(verify.num_moe_layers, verify.num_steps);
+  // Random weights accept nothing: 4 tokens a step but where max_tokens caps the drafts.
+  EXPECT_GT(verify.num_tokens, 3 * verify.num_steps);
+  EXPECT_LE(verify.num_tokens, 4 * verify.num_steps);
+  // Between one token's 2 and all 8 experts; four random tokens almost never share both.
+  EXPECT_GT(verify.experts_per_layer(), 2.5);
+  EXPECT_LE(verify.experts_per_layer(), 8.0);
+}
+
 TEST(SpecDecodeMtp, DeepseekMtpIsTheSameMethod) {
   const auto prompts = make_prompts();
   Engine a(v3_engine(mtp(2)));
