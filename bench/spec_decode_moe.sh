@@ -8,9 +8,11 @@
 # the time. For each batch size, plain decoding once, then for each A and each k in KS,
 # `pagoda bench latency` (greedy) with {"method": "mtp", "num_speculative_tokens": k}.
 #
-# The table: forced and measured acceptance, k, tokens per step, decode tok/s, speedup over
-# plain, the step's cost in plain steps, and the distinct routed experts a MoE layer ran per
-# step (measured, and what independent uniform routing of the step's tokens would give,
+# The table: the forced rate; the measured rate of first drafts being right (what the forced
+# rate sets); vLLM's acceptance rate, accepted / drafted tokens (lower: a draft after a
+# rejected one never counts, (a + a^2 + ... + a^k) / k); k; tokens per step; decode tok/s;
+# speedup over plain; the step's cost in plain steps; the distinct routed experts a MoE layer
+# ran per step (measured, and what independent uniform routing of the step's tokens would give,
 # E * (1 - (1 - K/E)^n)). From the acceptance-0 rows (one token a step) it derives each k's
 # break-even acceptance: expected tokens per step (1 - a^(k+1)) / (1 - a) = step cost.
 #
@@ -87,7 +89,7 @@ def uniform_union(n):  # distinct experts of n tokens routed independently and u
     return E * (1 - (1 - K / E) ** n)
 def expected(a, k):  # tokens per step when each draft is accepted with probability a
     return k + 1 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
-print(f"{'batch':>5}{'forced':>7}{'accept':>8}{'k':>3}{'tok/step':>9}{'tok/s':>9}"
+print(f"{'batch':>5}{'forced':>7}{'first':>7}{'accept':>8}{'k':>3}{'tok/step':>9}{'tok/s':>9}"
       f"{'speedup':>8}{'step/plain':>11}{'experts/layer':>14}{'uniform':>8}")
 plain = {}
 zero_cost = {}
@@ -101,11 +103,12 @@ for batch, forced, k, path in rows:
         plain[batch] = tg
         forced = "plain"
     a = r.get("spec_acceptance_rate", 0.0)
+    first = (r.get("spec_acceptance_per_pos") or [0.0])[0]
     m = r.get("spec_mean_accepted_length", 1.0)
     # A step makes m tokens per request in batch * m / tg seconds; a plain one batch / plain.
     step = m * plain[batch] / tg
-    print(f"{batch:>5}{forced:>7}{a:>8.3f}{k:>3}{m:>9.2f}{tg:>9.2f}{tg / plain[batch]:>8.2f}"
-          f"{step:>11.2f}{experts:>14.1f}{uniform_union(tokens):>8.1f}")
+    print(f"{batch:>5}{forced:>7}{first:>7.3f}{a:>8.3f}{k:>3}{m:>9.2f}{tg:>9.2f}"
+          f"{tg / plain[batch]:>8.2f}{step:>11.2f}{experts:>14.1f}{uniform_union(tokens):>8.1f}")
     if k > 0 and float(forced) == 0.0:
         zero_cost[(batch, k)] = step
 print()

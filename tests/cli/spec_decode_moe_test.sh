@@ -16,15 +16,16 @@ python3 - "$out" <<'PY'
 import sys
 lines = sys.argv[1].splitlines()
 rows = [l.split() for l in lines if l.strip() and l.split()[0].isdigit()]
-by = {(r[1], r[3]): r for r in rows}  # (forced, k) -> batch forced accept k tok/step ...
+# batch forced first accept k tok/step tok/s speedup step/plain experts/layer uniform
+by = {(r[1], r[4]): r for r in rows}
 assert len(rows) == 5, rows  # plain, then forced 0 and 1 at k = 1 and 3
 plain = by[("plain", "0")]
-assert float(plain[8]) == 2.0, plain  # one token alone: its top-2 experts
+assert float(plain[9]) == 2.0, plain  # one token alone: its top-2 experts
 for k in ("1", "3"):
     zero, one = by[("0", k)], by[("1", k)]
-    assert float(zero[2]) == 0.0 and float(zero[4]) == 1.0, zero
+    assert float(zero[2]) == 0.0 and float(zero[3]) == 0.0 and float(zero[5]) == 1.0, zero
     assert float(one[2]) >= 0.9, one
-    assert 2.0 < float(zero[8]) <= 8.0, zero  # the union over the 1 + k tokens
+    assert 2.0 < float(zero[9]) <= 8.0, zero  # the union over the 1 + k tokens
 breaks = [l for l in lines if l.startswith("batch 1, k=")]
 assert len(breaks) == 2, breaks
 print("ok")

@@ -203,6 +203,17 @@ int run_latency(const LatencyFlags& f) {
     result["spec_acceptance_rate"] = accepted / draft_tokens;
     result["spec_mean_accepted_length"] = 1.0 + accepted / drafts;
     result["spec_draft_tokens"] = draft_tokens;
+    // Per draft position: accepted there / drafts (vLLM's per-position acceptance). Position 0
+    // is the rate at which a first draft is right; later ones count only after acceptance.
+    nlohmann::json per_pos = nlohmann::json::array();
+    for (size_t pos = 0; pos < after.spec_num_accepted_tokens_per_pos.size(); ++pos) {
+      const int64_t was = pos < before.spec_num_accepted_tokens_per_pos.size()
+                              ? before.spec_num_accepted_tokens_per_pos[pos]
+                              : 0;
+      per_pos.push_back(static_cast<double>(after.spec_num_accepted_tokens_per_pos[pos] - was) /
+                        drafts);
+    }
+    result["spec_acceptance_per_pos"] = per_pos;
   }
   // MoE models: the distinct routed experts a layer ran per decode step, plain and verifying
   // drafts (the union over the step's tokens, which grows with the batch and with k).
