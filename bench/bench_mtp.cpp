@@ -7,7 +7,8 @@
 //    which of the MTP layer's drafts are right changes;
 //  - loads it with -q int8 and decodes OUTPUT_LEN greedy tokens after a 64-token prompt at
 //    batch BATCH, plain and with num_speculative_tokens 1, 2, 3;
-//  - prints per run the acceptance rate, the mean tokens per step, decode tokens/s, the speedup
+//  - prints per run the rate of first drafts accepted (what the forced rate sets), vLLM's
+//    acceptance rate (accepted / drafted), the mean tokens per step, decode tokens/s, the speedup
 //    over plain decoding, and the distinct routed experts a MoE layer ran per step (the union
 //    over the step's tokens: 1 + k per request when verifying).
 // Acceptance 0 shows what drafting and verifying cost (the MTP layer and head, the extra rows,
@@ -50,6 +51,7 @@ void ensure_model(const std::string& dir, int64_t layers) {
 struct Result {
   double decode_tokens_per_s = 0;
   double acceptance = 0;         // accepted / drafted tokens
+  double first_draft = 0;        // first drafts accepted / drafts (what the forced rate sets)
   double tokens_per_step = 1;    // 1 + accepted / drafts
   double experts_per_layer = 0;  // distinct routed experts per MoE layer and decode step
 };
@@ -101,6 +103,10 @@ Result measure(const std::string& dir, int k, int output_len, int batch) {
                    static_cast<double>(st.spec_num_draft_tokens);
     r.tokens_per_step = 1.0 + static_cast<double>(st.spec_num_accepted_tokens) /
                                   static_cast<double>(st.spec_num_drafts);
+    if (!st.spec_num_accepted_tokens_per_pos.empty()) {
+      r.first_draft = static_cast<double>(st.spec_num_accepted_tokens_per_pos[0]) /
+                      static_cast<double>(st.spec_num_drafts);
+    }
   }
   return r;
 }
@@ -115,8 +121,8 @@ int main(int argc, char** argv) {
   try {
     std::printf("V2-Lite shape, %lld decoder layers + 1 MTP layer, int8, batch %d, %d tokens\n",
                 static_cast<long long>(layers), batch, output_len);
-    std::printf("%6s %2s %11s %12s %13s %8s %16s\n", "forced", "k", "acceptance", "tokens/step",
-                "decode tok/s", "speedup", "experts/layer");
+    std::printf("%6s %2s %6s %11s %12s %13s %8s %14s\n", "forced", "k", "first", "acceptance",
+                "tokens/step", "decode tok/s", "speedup", "experts/layer");
     const std::string dir = root + "/model";
     ensure_model(dir, layers);
     double plain = 0;
@@ -126,9 +132,9 @@ int main(int argc, char** argv) {
         if (k == 0 && forced > 0.0) continue;  // plain decoding does not read the MTP layer
         const Result r = measure(dir, k, output_len, batch);
         if (k == 0) plain = r.decode_tokens_per_s;
-        std::printf("%6.2f %2d %11.3f %12.2f %13.2f %7.2fx %16.1f\n", forced, k, r.acceptance,
-                    r.tokens_per_step, r.decode_tokens_per_s, r.decode_tokens_per_s / plain,
-                    r.experts_per_layer);
+        std::printf("%6.2f %2d %6.3f %11.3f %12.2f %13.2f %7.2fx %14.1f\n", forced, k,
+                    r.first_draft, r.acceptance, r.tokens_per_step, r.decode_tokens_per_s,
+                    r.decode_tokens_per_s / plain, r.experts_per_layer);
         std::fflush(stdout);
       }
     }
