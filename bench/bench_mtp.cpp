@@ -1,16 +1,20 @@
 // Decode speed with and without speculative method "mtp" on a DeepSeek MoE shape, at forced
-// acceptance rates of ~0 and ~1, measured in one run:
-//  - writes (once) two V2-Lite-shaped models (hidden 2048, 64 routed experts top-6 + 2 shared,
-//    vocab 102400, bf16) of LAYERS decoder layers plus one MTP layer, from the same seed: one
-//    as generated (random weights: the MTP layer's drafts are essentially never accepted), one
-//    rewritten by make_mtp_layer_predict_the_model (every draft accepted; same shapes and cost);
-//  - loads each with -q int8 and decodes OUTPUT_LEN greedy tokens after a 64-token prompt at
+// acceptance rates, measured in one run:
+//  - writes (once) a V2-Lite-shaped model (hidden 2048, 64 routed experts top-6 + 2 shared,
+//    vocab 102400, bf16) of LAYERS decoder layers plus one MTP layer;
+//  - rewrites it in place with make_mtp_layer_predict_the_model(dir, a) for each forced
+//    acceptance rate a (0, 0.5, 0.9, 1): the model's outputs and costs stay the same, only
+//    which of the MTP layer's drafts are right changes;
+//  - loads it with -q int8 and decodes OUTPUT_LEN greedy tokens after a 64-token prompt at
 //    batch BATCH, plain and with num_speculative_tokens 1, 2, 3;
-//  - prints per run the acceptance rate, the mean tokens per step and decode tokens/s, and the
-//    speedup over plain decoding of the same model.
-// Acceptance ~0 shows what drafting and verifying cost (the MTP layer and head, the extra rows,
-// the union of the experts they route to); ~1 the most it gains. Partial rates lie between
-// (break-even where the two lines cross: tokens per step = 1 + accepted).
+//  - prints per run the rate of first drafts accepted (what the forced rate sets), vLLM's
+//    acceptance rate (accepted / drafted), the mean tokens per step, decode tokens/s, the speedup
+//    over plain decoding, and the distinct routed experts a MoE layer ran per step (the union
+//    over the step's tokens: 1 + k per request when verifying).
+// Acceptance 0 shows what drafting and verifying cost (the MTP layer and head, the extra rows,
+// the union of the experts they route to); 1 the most it gains; break-even lies where the
+// speedup crosses 1. bench/spec_decode_moe.sh takes the same figures through `pagoda bench
+// latency`.
 // Threads: every core (EngineArgs default).
 // Usage: bench_mtp [DIR (default /tmp/pagoda-bench-mtp)] [LAYERS (4)] [OUTPUT_LEN (64)] [BATCH (1)]
 #include <chrono>
@@ -37,18 +41,19 @@ ModelSpec bench_spec(int64_t layers) {
   return spec;
 }
 
-void ensure_model(const std::string& dir, int64_t layers, bool predicting) {
+void ensure_model(const std::string& dir, int64_t layers) {
   if (std::filesystem::exists(dir + "/model.safetensors")) return;
   std::printf("writing %s ...\n", dir.c_str());
   std::fflush(stdout);
   generate_model(bench_spec(layers), dir);
-  if (predicting) make_mtp_layer_predict_the_model(dir);
 }
 
 struct Result {
   double decode_tokens_per_s = 0;
-  double acceptance = 0;       // accepted / drafted tokens
-  double tokens_per_step = 1;  // 1 + accepted / drafts
+  double acceptance = 0;         // accepted / drafted tokens
+  double first_draft = 0;        // first drafts accepted / drafts (what the forced rate sets)
+  double tokens_per_step = 1;    // 1 + accepted / drafts
+  double experts_per_layer = 0;  // distinct routed experts per MoE layer and decode step
 };
 
 Result measure(const std::string& dir, int k, int output_len, int batch) {
@@ -91,12 +96,17 @@ Result measure(const std::string& dir, int k, int output_len, int batch) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const EngineStats st = engine.stats();
   Result r;
+  r.experts_per_layer = (k > 0 ? st.verify_experts : st.decode_experts).experts_per_layer();
   r.decode_tokens_per_s = batch * (output_len - 1) / seconds;
   if (st.spec_num_draft_tokens > 0) {
     r.acceptance = static_cast<double>(st.spec_num_accepted_tokens) /
                    static_cast<double>(st.spec_num_draft_tokens);
     r.tokens_per_step = 1.0 + static_cast<double>(st.spec_num_accepted_tokens) /
                                   static_cast<double>(st.spec_num_drafts);
+    if (!st.spec_num_accepted_tokens_per_pos.empty()) {
+      r.first_draft = static_cast<double>(st.spec_num_accepted_tokens_per_pos[0]) /
+                      static_cast<double>(st.spec_num_drafts);
+    }
   }
   return r;
 }
@@ -111,18 +121,20 @@ int main(int argc, char** argv) {
   try {
     std::printf("V2-Lite shape, %lld decoder layers + 1 MTP layer, int8, batch %d, %d tokens\n",
                 static_cast<long long>(layers), batch, output_len);
-    std::printf("%-11s %2s %11s %12s %13s %8s\n", "model", "k", "acceptance", "tokens/step",
-                "decode tok/s", "speedup");
-    for (const bool predicting : {false, true}) {
-      const std::string dir = root + (predicting ? "/predicting" : "/random");
-      ensure_model(dir, layers, predicting);
-      double plain = 0;
+    std::printf("%6s %2s %6s %11s %12s %13s %8s %14s\n", "forced", "k", "first", "acceptance",
+                "tokens/step", "decode tok/s", "speedup", "experts/layer");
+    const std::string dir = root + "/model";
+    ensure_model(dir, layers);
+    double plain = 0;
+    for (const double forced : {0.0, 0.5, 0.9, 1.0}) {
+      make_mtp_layer_predict_the_model(dir, forced, /*seed=*/1);
       for (int k : {0, 1, 2, 3}) {
+        if (k == 0 && forced > 0.0) continue;  // plain decoding does not read the MTP layer
         const Result r = measure(dir, k, output_len, batch);
         if (k == 0) plain = r.decode_tokens_per_s;
-        std::printf("%-11s %2d %11.3f %12.2f %13.2f %7.2fx\n", predicting ? "predicting" : "random",
-                    k, r.acceptance, r.tokens_per_step, r.decode_tokens_per_s,
-                    r.decode_tokens_per_s / plain);
+        std::printf("%6.2f %2d %6.3f %11.3f %12.2f %13.2f %7.2fx %14.1f\n", forced, k,
+                    r.first_draft, r.acceptance, r.tokens_per_step, r.decode_tokens_per_s,
+                    r.decode_tokens_per_s / plain, r.experts_per_layer);
         std::fflush(stdout);
       }
     }

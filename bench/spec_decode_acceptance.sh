@@ -108,8 +108,11 @@ rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[3])]
 target_bytes = float(sys.argv[4]); K = int(sys.argv[5]); layers = int(sys.argv[6])
 print(f"target {layers} layers, {target_bytes / 1e9:.2f} GB of weights; plain decode "
       f"{plain:.2f} tok/s (again at the end: {again:.2f})")
+plain_experts = json.load(open(sys.argv[1])).get("decode_routed_experts_per_layer")
+if plain_experts is not None:
+    print(f"plain decode step: {plain_experts:.1f} distinct routed experts per MoE layer")
 print(f"{'draft':<22}{'k':>3}{'draft/target':>14}{'accept':>8}{'mean len':>9}"
-      f"{'tok/s':>9}{'ratio':>7}{'step/plain':>11}")
+      f"{'tok/s':>9}{'ratio':>7}{'step/plain':>11}{'experts':>8}")
 def expected(a, k):
     return k + 1 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
 step_cost = {}
@@ -120,8 +123,11 @@ for label, k, bytes_, path in rows:
     # A step makes m tokens in m / tg seconds; a plain step makes one in 1 / plain.
     step = (m / tg) * plain
     size = float(bytes_) / target_bytes
+    # MoE targets: distinct routed experts per MoE layer and verify step (plain: plain_experts).
+    experts = r.get("verify_routed_experts_per_layer")
+    experts = f"{experts:>8.1f}" if experts is not None else f"{'-':>8}"
     print(f"{label:<22}{k:>3}{size:>14.3f}{a:>8.3f}{m:>9.2f}{tg:>9.2f}{tg / plain:>7.2f}"
-          f"{step:>11.2f}")
+          f"{step:>11.2f}{experts}")
     if label == "random":
         step_cost[k] = (step, size)
 if K in step_cost:

@@ -169,6 +169,26 @@ struct RequestOutput {
   RequestMetrics metrics;
 };
 
+// The routed experts that steps of one kind ran, for an MoE model (all zero for a dense one).
+// A MoE layer streams the weights of the union of the experts its tokens were routed to, so
+// this is what makes a step of more tokens (1 + k per request when verifying drafts) cost more.
+struct ExpertStepStats {
+  int64_t num_steps = 0;
+  int64_t num_tokens = 0;          // tokens those steps computed
+  int64_t num_moe_layers = 0;      // MoE layer passes (steps x MoE layers)
+  int64_t num_routed_experts = 0;  // distinct routed experts of each pass, summed
+  // Mean distinct routed experts a MoE layer ran per step.
+  double experts_per_layer() const {
+    return num_moe_layers > 0
+               ? static_cast<double>(num_routed_experts) / static_cast<double>(num_moe_layers)
+               : 0.0;
+  }
+  ExpertStepStats operator-(const ExpertStepStats& o) const {
+    return {num_steps - o.num_steps, num_tokens - o.num_tokens, num_moe_layers - o.num_moe_layers,
+            num_routed_experts - o.num_routed_experts};
+  }
+};
+
 // Engine-wide counters for /metrics and benchmarks (a snapshot).
 struct EngineStats {
   int32_t num_running = 0;
@@ -189,6 +209,10 @@ struct EngineStats {
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_num_accepted_tokens_per_pos;
+  // Steps in which every request was past its prompt: those without drafts (plain decoding)
+  // and those verifying drafts (docs/speculative_decoding.md, "Measuring").
+  ExpertStepStats decode_experts;
+  ExpertStepStats verify_experts;
 };
 
 // The KV cache as sized at load: for the startup log and /metrics (vLLM's cache_config_info).

@@ -3,10 +3,13 @@
 #include "demo/mtp_predicting_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -92,6 +95,16 @@ class File {
     }
   }
 
+  // Row `dst_row` of `dst` takes row `src_row` of `src` (matrices of one dtype and row size).
+  void copy_row(const std::string& src, int64_t src_row, const std::string& dst, int64_t dst_row) {
+    const Entry& s = at(src);
+    const Entry& d = at(dst);
+    const uint64_t row_bytes = s.size / static_cast<uint64_t>(s.shape.at(0));
+    row_.resize(row_bytes);
+    read(s.begin + static_cast<uint64_t>(src_row) * row_bytes, row_.data(), row_bytes);
+    write(d.begin + static_cast<uint64_t>(dst_row) * row_bytes, row_.data(), row_bytes);
+  }
+
   // [rows, 2 rows]: the identity on the first half of the columns, zero on the second.
   void left_identity(const std::string& name) {
     const Entry& e = at(name);
@@ -121,6 +134,7 @@ class File {
 
   std::string path_;
   std::fstream io_;
+  std::vector<uint8_t> row_;
   std::map<std::string, Entry> entries_;
 };
 
@@ -131,7 +145,9 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 }  // namespace
 
-void make_mtp_layer_predict_the_model(const std::string& dir) {
+void make_mtp_layer_predict_the_model(const std::string& dir, double acceptance, uint64_t seed) {
+  if (!(acceptance >= 0.0 && acceptance <= 1.0))
+    fail("MTP acceptance rate {} is not in [0, 1]", acceptance);
   const ModelConfig config = ModelConfig::from_dir(dir);
   const int64_t mtp_index = config.num_hidden_layers;
   File file(dir + "/model.safetensors");
@@ -147,7 +163,21 @@ void make_mtp_layer_predict_the_model(const std::string& dir) {
   file.fill(mtp + "enorm.weight", 1.0f);
   file.copy("model.embed_tokens.weight", mtp + "embed_tokens.weight");
   file.copy("model.norm.weight", mtp + "shared_head.norm.weight");
-  file.copy("lm_head.weight", mtp + "shared_head.head.weight");
+  const std::string head = mtp + "shared_head.head.weight";
+  file.copy("lm_head.weight", head);
+
+  const int64_t vocab = file.at("lm_head.weight").shape.at(0);
+  const auto num_rotated = static_cast<int64_t>(std::llround((1.0 - acceptance) * vocab));
+  if (num_rotated < 2) return;  // one id cannot be sent anywhere else
+  std::vector<int64_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  ids.resize(static_cast<size_t>(num_rotated));
+  // Row ids[i] of the head becomes the model's row ids[i + 1]: the layer's logit for ids[i] is
+  // the model's for ids[i + 1], so where the model's argmax is ids[i + 1] the draft is ids[i].
+  for (size_t i = 0; i < ids.size(); ++i)
+    file.copy_row("lm_head.weight", ids[(i + 1) % ids.size()], head, ids[i]);
 }
 
 }  // namespace pagoda

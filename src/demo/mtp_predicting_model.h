@@ -3,6 +3,7 @@
 // of 1 for tests and benchmarks, which random weights (accepting nothing) cannot give.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace pagoda {
@@ -17,6 +18,15 @@ namespace pagoda {
 //    i + 1, up to applying RMSNorm twice (a rescaling by ~1 + eps).
 // The cost of a forward pass is unchanged (same shapes, dense zeros). Throws pagoda::Error
 // naming the file and tensor when the layout is not that.
-void make_mtp_layer_predict_the_model(const std::string& dir);
+//
+// `acceptance` < 1 forces a lower acceptance rate: the rows of shared_head.head for a random
+// set S of round((1 - acceptance) * vocab) token ids (none, or at least two) are rotated
+// within S, so the layer drafts another token of S exactly when the model's next token is in
+// S, and the model's own token otherwise. The greedy next token of a random model is close to
+// uniform over the vocabulary, and independent from one position to the next, so each draft
+// is accepted with probability ~`acceptance`, whatever its position. Running it again on the
+// same directory (another rate or seed) rewrites only what differs: the model is unchanged.
+void make_mtp_layer_predict_the_model(const std::string& dir, double acceptance = 1.0,
+                                      uint64_t seed = 0);
 
 }  // namespace pagoda

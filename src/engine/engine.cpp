@@ -561,6 +561,8 @@ EngineStats Engine::stats() const {
   st.spec_num_draft_tokens = core.spec_num_draft_tokens;
   st.spec_num_accepted_tokens = core.spec_num_accepted_tokens;
   st.spec_num_accepted_tokens_per_pos = core.spec_num_accepted_tokens_per_pos;
+  st.decode_experts = core.decode_experts;
+  st.verify_experts = core.verify_experts;
   return st;
 }
 

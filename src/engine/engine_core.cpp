@@ -119,6 +119,7 @@ EngineCoreOutputs EngineCore::step() {
     const ModelRunnerOutput runner_output = executor_->execute_model(scheduled);
     result.computed_time_s = now_s();
     count_spec_decoding(scheduled, runner_output);
+    count_experts(scheduled, runner_output);
     result.outputs = scheduler_->update_from_output(scheduled, runner_output);
   }
   if (log_step) {
@@ -149,6 +150,22 @@ void EngineCore::count_spec_decoding(const SchedulerOutput& scheduled,
   }
 }
 
+void EngineCore::count_experts(const SchedulerOutput& scheduled, const ModelRunnerOutput& output) {
+  if (output.num_moe_layers == 0 || scheduled.requests.empty()) return;
+  bool drafts = false;
+  for (const ScheduledRequest& r : scheduled.requests) {
+    // A prompt chunk or a recomputation after preemption: the step is neither kind.
+    const auto decode_tokens = static_cast<int32_t>(1 + r.draft_token_ids.size());
+    if (r.start_position < r.num_prompt_tokens || r.num_new_tokens != decode_tokens) return;
+    drafts = drafts || !r.draft_token_ids.empty();
+  }
+  ExpertStepStats& into = drafts ? verify_experts_ : decode_experts_;
+  ++into.num_steps;
+  into.num_tokens += scheduled.total_num_scheduled_tokens;
+  into.num_moe_layers += output.num_moe_layers;
+  into.num_routed_experts += output.num_routed_experts;
+}
+
 bool EngineCore::has_unfinished_requests() const {
   return !pending_.empty() || (scheduler_ && scheduler_->has_unfinished_requests());
 }
@@ -164,6 +181,8 @@ EngineCoreStats EngineCore::stats() const {
   st.spec_num_draft_tokens = spec_num_draft_tokens_;
   st.spec_num_accepted_tokens = spec_num_accepted_tokens_;
   st.spec_num_accepted_tokens_per_pos = spec_num_accepted_tokens_per_pos_;
+  st.decode_experts = decode_experts_;
+  st.verify_experts = verify_experts_;
   if (!scheduler_) return st;
   const Scheduler& s = *scheduler_;
   st.num_running = s.num_running();

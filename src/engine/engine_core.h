@@ -15,6 +15,7 @@
 #include "engine/executor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "pagoda/engine.h"
 
 namespace pagoda {
 
@@ -43,6 +44,9 @@ struct EngineCoreStats {
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_num_accepted_tokens_per_pos;
+  // Routed experts of steps with every request past its prompt, without and with drafts.
+  ExpertStepStats decode_experts;
+  ExpertStepStats verify_experts;
 };
 
 class EngineCore {
@@ -85,8 +89,12 @@ class EngineCore {
   int64_t spec_num_draft_tokens_ = 0;
   int64_t spec_num_accepted_tokens_ = 0;
   std::vector<int64_t> spec_num_accepted_tokens_per_pos_;
+  ExpertStepStats decode_experts_;
+  ExpertStepStats verify_experts_;
   // Adds a step's verified drafts to the counters above.
   void count_spec_decoding(const SchedulerOutput& scheduled, const ModelRunnerOutput& output);
+  // Adds a decode or verify step's routed experts to decode_experts_ or verify_experts_.
+  void count_experts(const SchedulerOutput& scheduled, const ModelRunnerOutput& output);
 };
 
 }  // namespace pagoda

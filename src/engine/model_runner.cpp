@@ -133,6 +133,9 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
   result.prompt_logprobs.resize(num);
   if (num == 0) return result;
   model_.forward(context_, batch_, cache_, logits_.data());
+  const ExpertUsage experts = model_.last_forward_expert_usage();
+  result.num_moe_layers = experts.num_moe_layers;
+  result.num_routed_experts = experts.num_routed_experts;
   if (!sampling_) return result;
   compute_prompt_logprobs(out, result);
 

@@ -123,6 +123,10 @@ struct ModelRunnerOutput {
   std::vector<int32_t> num_accepted_draft_tokens;
   // Tokens drafted for each request's next step (empty where none).
   std::vector<std::vector<int32_t>> draft_token_ids;
+  // The step's forward over the target model (Model::last_forward_expert_usage): MoE layers run
+  // and the distinct routed experts they ran, summed over those layers; zero for dense models.
+  int64_t num_moe_layers = 0;
+  int64_t num_routed_experts = 0;
   friend bool operator==(const ModelRunnerOutput&, const ModelRunnerOutput&) = default;
 };
 

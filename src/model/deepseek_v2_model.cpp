@@ -76,6 +76,7 @@ class DeepseekModel final : public Model {
   int64_t weight_bytes() const override { return weights_.weight_bytes(); }
   void forward(const ExecutionContext& ctx, const ForwardBatch& batch, KvCache& cache,
                float* logits) override;
+  ExpertUsage last_forward_expert_usage() const override { return expert_usage_; }
 
   int32_t num_mtp_layers() const override { return static_cast<int32_t>(mtp_.size()); }
   int64_t hidden_size() const override { return c_.hidden_size; }
@@ -122,6 +123,7 @@ class DeepseekModel final : public Model {
   int64_t last_num_tokens_ = 0;
 
   MoeDispatcher moe_;
+  ExpertUsage expert_usage_;  // of the last forward()
 };
 
 ExpertMlp DeepseekModel::load_mlp(const std::string& p, int64_t inter) {
@@ -305,8 +307,14 @@ void DeepseekModel::forward(const ExecutionContext& ctx, const ForwardBatch& bat
   attn_batch_.assign(batch);
   // cos/sin depend only on the positions, so one set of rows serves every layer's attention.
   rope_rows_.compute(ctx, rope_, batch.positions.data(), T, /*neox=*/false);
+  expert_usage_ = {};
   for (int64_t i = 0; i < c_.num_layers; ++i) {
-    run_layer(ctx, layers_[static_cast<size_t>(i)], cache.layer(static_cast<int32_t>(i)), T);
+    const DeepseekLayer& layer = layers_[static_cast<size_t>(i)];
+    run_layer(ctx, layer, cache.layer(static_cast<int32_t>(i)), T);
+    if (layer.is_moe) {
+      ++expert_usage_.num_moe_layers;
+      expert_usage_.num_routed_experts += moe_.last_num_routed_experts();
+    }
   }
   last_num_tokens_ = T;                  // h is what hidden_states() hands to an MTP proposer
   head_.forward(ctx, batch, h, logits);  // [logit rows, vocab]

@@ -20,6 +20,15 @@ namespace pagoda {
 struct ModelConfig;
 class TensorStore;
 
+// The routed experts one forward pass ran, summed over its MoE layers (zero for dense
+// models): a layer runs the union of the experts its tokens were routed to, so a step of more
+// tokens (drafts being verified, a larger batch) streams more expert weights. Under expert
+// parallelism, this rank's experts only.
+struct ExpertUsage {
+  int64_t num_moe_layers = 0;      // MoE layers the pass ran
+  int64_t num_routed_experts = 0;  // distinct routed experts with tokens, summed over them
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -35,6 +44,8 @@ class Model {
   // Runs on `ctx`: its device's memory for activations, its kernels, its threads.
   virtual void forward(const ExecutionContext& ctx, const ForwardBatch& batch, KvCache& cache,
                        float* logits) = 0;
+  // What the last forward() ran of its MoE layers (not counting forward_mtp()).
+  virtual ExpertUsage last_forward_expert_usage() const { return {}; }
 
   // Multi-token prediction (DeepSeek-V3's MTP layers; speculative method "mtp",
   // docs/speculative_decoding.md). A model has them only when loaded with

@@ -316,6 +316,22 @@ std::string Metrics::render(const EngineStats& stats, const ProcessStats& proces
              static_cast<double>(stats.spec_num_accepted_tokens_per_pos[pos]),
              fmt::format("position=\"{}\"", pos));
   }
+  // MoE models: routed experts run by decode steps, without and with drafts to verify (their
+  // ratio to the layer passes is the mean union of experts a step's tokens were routed to).
+  const std::pair<const char*, const ExpertStepStats*> expert_steps[] = {
+      {"decode", &stats.decode_experts}, {"verify", &stats.verify_experts}};
+  w.header("pagoda_moe_layer_passes_total", "counter",
+           "MoE layer passes of decode steps, by whether the step verified drafts.");
+  for (const auto& [step, e] : expert_steps) {
+    w.sample("pagoda_moe_layer_passes_total", static_cast<double>(e->num_moe_layers),
+             fmt::format("step=\"{}\"", step));
+  }
+  w.header("pagoda_moe_routed_experts_total", "counter",
+           "Distinct routed experts run per MoE layer pass of decode steps, summed.");
+  for (const auto& [step, e] : expert_steps) {
+    w.sample("pagoda_moe_routed_experts_total", static_cast<double>(e->num_routed_experts),
+             fmt::format("step=\"{}\"", step));
+  }
   w.header("vllm:request_success_total", "counter", "Count of successfully processed requests.");
   for (const auto& [reason, count] : success_by_reason_) {
     w.sample("vllm:request_success_total", static_cast<double>(count),

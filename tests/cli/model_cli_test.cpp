@@ -5,6 +5,8 @@
 // generate's greedy tokens.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -311,6 +313,40 @@ TEST(MakeDraftCli, DerivedDraftsKeepGenerateGreedyTokens) {
       scratch.dir());
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.err.find("nowhere"), std::string::npos) << missing.err;
+}
+
+// make-draft --mtp-acceptance rewrites the target in place: an --out beside it, a rate
+// outside [0, 1] and a model without an MTP layer are refused, and the model is left as it was.
+TEST(MakeDraftCli, MtpAcceptanceRefusesOutRatesOutsideZeroToOneAndModelsWithoutMtp) {
+  const Scratch scratch;
+  const std::string target = scratch.path("v3");
+  ASSERT_EQ(
+      run_pagoda({"make-model", "--preset", "tiny-deepseek-v3", "--out", target}, scratch.dir())
+          .exit_code,
+      0);
+  const auto bytes = [&] {
+    std::ifstream in(target + "/model.safetensors", std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string before = bytes();
+  const RunResult with_out = run_pagoda({"make-draft", "--from", target, "--mtp-acceptance", "0.5",
+                                         "--out", scratch.path("elsewhere")},
+                                        scratch.dir());
+  EXPECT_NE(with_out.exit_code, 0);
+  EXPECT_NE(with_out.err.find("--out"), std::string::npos) << with_out.err;
+  const RunResult above =
+      run_pagoda({"make-draft", "--from", target, "--mtp-acceptance", "1.5"}, scratch.dir());
+  EXPECT_NE(above.exit_code, 0);
+  EXPECT_NE(above.err.find("--mtp-acceptance"), std::string::npos) << above.err;
+  EXPECT_EQ(bytes(), before);
+
+  const std::string dense = scratch.path("dense");
+  ASSERT_EQ(run_pagoda({"make-model", "--preset", "tiny", "--out", dense}, scratch.dir()).exit_code,
+            0);
+  const RunResult no_mtp =
+      run_pagoda({"make-draft", "--from", dense, "--mtp-acceptance", "0.5"}, scratch.dir());
+  EXPECT_NE(no_mtp.exit_code, 0);
+  EXPECT_NE(no_mtp.err.find("model.safetensors"), std::string::npos) << no_mtp.err;
 }
 
 }  // namespace

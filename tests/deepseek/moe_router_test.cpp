@@ -2,6 +2,7 @@
 // confuse), and the grouped expert dispatch against a plain per-token scalar computation.
 #include <cmath>
 #include <random>
+#include <set>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -231,6 +232,32 @@ TEST(MoeDispatcher, MatchesPerTokenScalarReferenceAndIsBatchInvariant) {
   int num_used = 0;
   for (int u : uses) num_used += u > 0 ? 1 : 0;
   EXPECT_GE(num_used, 3) << "the batch should exercise several experts";
+}
+
+// last_num_routed_experts() is the number of distinct experts among the routed tokens' choices
+// (those of this rank's experts only, under expert parallelism): a token alone runs top_k.
+TEST(MoeDispatcher, CountsTheUnionOfTheExpertsItsTokensWereRoutedTo) {
+  const MoeCase m;
+  std::vector<float> out(m.x.size());
+  for (int32_t first_expert : {0, 2}) {
+    MoeWeights w = m.w;  // first_expert 2: the rank holding experts 2..5 only
+    w.experts.erase(w.experts.begin(), w.experts.begin() + first_expert);
+    w.first_expert = first_expert;
+    for (int64_t n = 1; n <= MoeCase::kTokens; ++n) {
+      MoeDispatcher moe;
+      moe.forward(host_execution_context(), m.c, w, m.x.data(), n, out.data());
+      const std::vector<int32_t>& ids = moe.last_expert_ids();
+      std::set<int32_t> used;
+      for (int64_t i = 0; i < n * m.c.top_k; ++i) {
+        if (ids[static_cast<size_t>(i)] >= first_expert) used.insert(ids[static_cast<size_t>(i)]);
+      }
+      EXPECT_EQ(moe.last_num_routed_experts(), static_cast<int32_t>(used.size()))
+          << n << " tokens, experts from " << first_expert;
+      if (n == 1 && first_expert == 0) {
+        EXPECT_EQ(moe.last_num_routed_experts(), m.c.top_k);
+      }
+    }
+  }
 }
 
 // A dispatcher reserved for narrower experts (and more tokens) than a later layer has must

@@ -75,6 +75,8 @@ TEST(Serialization, ModelRunnerOutputRoundTripsWithLogprobs) {
   out.prompt_logprobs = {std::nullopt, chunk};
   out.num_accepted_draft_tokens = {2, 0};
   out.draft_token_ids = {{4, 4, 1}, {}};
+  out.num_moe_layers = 26;
+  out.num_routed_experts = 402;
   EXPECT_EQ(decode_model_runner_output(encode(out)), out);
 }
 

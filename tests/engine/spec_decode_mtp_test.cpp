@@ -33,7 +33,8 @@ using greedy_runs::run;
 // A generated model directory, removed when the process exits.
 struct GeneratedDir {
   std::string dir;
-  GeneratedDir(const std::string& name, int64_t num_mtp_layers, bool mtp_predicts = false)
+  GeneratedDir(const std::string& name, int64_t num_mtp_layers, bool mtp_predicts = false,
+               double acceptance = 1.0)
       : dir((std::filesystem::temp_directory_path() /
              ("pagoda_mtp_test_" + name + "_" + std::to_string(::getpid())))
                 .string()) {
@@ -41,7 +42,7 @@ struct GeneratedDir {
     spec.deepseek.num_nextn_predict_layers = num_mtp_layers;
     spec.seed = 5;
     generate_model(spec, dir);
-    if (mtp_predicts) make_mtp_layer_predict_the_model(dir);
+    if (mtp_predicts) make_mtp_layer_predict_the_model(dir, acceptance, /*seed=*/3);
   }
   ~GeneratedDir() {
     std::error_code ignored;
@@ -180,6 +181,61 @@ TEST(SpecDecodeMtp, DraftsOfALayerThatPredictsTheModelAreAcceptedAndChangeNothin
   Engine plain_stop(engine_args(""));
   Engine spec_stop(engine_args(mtp(3)));
   EXPECT_EQ(run(spec_stop, {prompts[4]}, stopping), run(plain_stop, {prompts[4]}, stopping));
+}
+
+// The engine counts the distinct routed experts each decode step's MoE layers ran: one token
+// alone runs exactly its top_k (2 of tiny-deepseek-v3's 8), a verify step the union over its
+// 1 + k tokens; the MTP layer's own pass is the proposer's, not counted.
+TEST(SpecDecodeMtp, StepsCountTheUnionOfTheirTokensRoutedExperts) {
+  const std::vector<std::vector<int32_t>> prompt = {make_prompts()[3]};
+  Engine plain(v3_engine(""));
+  run(plain, prompt, greedy(24));
+  const ExpertStepStats decode = plain.stats().decode_experts;
+  EXPECT_EQ(plain.stats().verify_experts.num_steps, 0);
+  ASSERT_EQ(decode.num_steps, 23);  // the first token comes from the prefill step
+  EXPECT_EQ(decode.num_tokens, 23);
+  EXPECT_EQ(decode.num_moe_layers, 23);  // one MoE layer (the first is dense)
+  EXPECT_EQ(decode.num_routed_experts, 2 * 23);
+
+  Engine spec(v3_engine(mtp(3)));
+  run(spec, prompt, greedy(24));
+  const ExpertStepStats verify = spec.stats().verify_experts;
+  ASSERT_GT(verify.num_steps, 0);
+  EXPECT_EQ(verify.num_moe_layers, verify.num_steps);
+  // Random weights accept nothing: 4 tokens a step but where max_tokens caps the drafts.
+  EXPECT_GT(verify.num_tokens, 3 * verify.num_steps);
+  EXPECT_LE(verify.num_tokens, 4 * verify.num_steps);
+  // Between one token's 2 and all 8 experts; four random tokens almost never share both.
+  EXPECT_GT(verify.experts_per_layer(), 2.5);
+  EXPECT_LE(verify.experts_per_layer(), 8.0);
+}
+
+// A forced acceptance rate below 1: at 0 every token's head row is rotated away, so no draft
+// is ever accepted; at 0.5 about half are; greedy outputs stay plain decoding's either way.
+TEST(SpecDecodeMtp, ForcedAcceptanceRatesBelowOne) {
+  const auto prompts = make_prompts();
+  for (double acceptance : {0.0, 0.5}) {
+    const GeneratedDir model("accept" + std::to_string(acceptance), 1, true, acceptance);
+    EngineArgs args = v3_engine("");
+    args.model = model.dir;
+    Engine plain(args);
+    const auto want = run(plain, prompts, greedy(20));
+    args.speculative_config = mtp(2);
+    Engine spec(args);
+    EXPECT_EQ(run(spec, prompts, greedy(20)), want) << acceptance;
+    const EngineStats st = spec.stats();
+    ASSERT_GT(st.spec_num_draft_tokens, 0);
+    if (acceptance == 0.0) {
+      EXPECT_EQ(st.spec_num_accepted_tokens, 0);
+      continue;
+    }
+    // The forced rate is that of each draft being right: the first drafts show it (a later
+    // one counts only after its predecessors were accepted).
+    ASSERT_FALSE(st.spec_num_accepted_tokens_per_pos.empty());
+    const double first = static_cast<double>(st.spec_num_accepted_tokens_per_pos[0]) /
+                         static_cast<double>(st.spec_num_drafts);
+    EXPECT_NEAR(first, acceptance, 0.15) << st.spec_num_drafts << " drafts";
+  }
 }
 
 TEST(SpecDecodeMtp, DeepseekMtpIsTheSameMethod) {

@@ -66,6 +66,8 @@ TEST(Metrics, RendersVllmNamesWithModelLabel) {
   s.spec_num_draft_tokens = 20;
   s.spec_num_accepted_tokens = 7;
   s.spec_num_accepted_tokens_per_pos = {4, 2, 1, 0};
+  s.decode_experts = {10, 10, 260, 1560};
+  s.verify_experts = {5, 25, 130, 2340};
   const std::string text = m.render(s, ProcessStats{123456, 1.5});
   const std::string label = "{model_name=\"deepseek \\\"coder\\\"\"";
   EXPECT_EQ(sample(text, "vllm:num_requests_running" + label + "}"), 3);
@@ -82,6 +84,10 @@ TEST(Metrics, RendersVllmNamesWithModelLabel) {
   EXPECT_EQ(sample(text, "vllm:spec_decode_num_accepted_tokens_per_pos_total" + label +
                              ",position=\"1\"}"),
             2);
+  EXPECT_EQ(sample(text, "pagoda_moe_layer_passes_total" + label + ",step=\"decode\"}"), 260);
+  EXPECT_EQ(sample(text, "pagoda_moe_routed_experts_total" + label + ",step=\"decode\"}"), 1560);
+  EXPECT_EQ(sample(text, "pagoda_moe_layer_passes_total" + label + ",step=\"verify\"}"), 130);
+  EXPECT_EQ(sample(text, "pagoda_moe_routed_experts_total" + label + ",step=\"verify\"}"), 2340);
   EXPECT_EQ(sample(text, "vllm:request_success_total" + label + ",finished_reason=\"length\"}"), 1);
   EXPECT_EQ(sample(text, "vllm:request_success_total" + label + ",finished_reason=\"stop\"}"), 0);
   EXPECT_EQ(sample(text, "vllm:time_to_first_token_seconds_bucket" + label + ",le=\"0.25\"}"), 0);

@@ -203,6 +203,28 @@ int run_latency(const LatencyFlags& f) {
     result["spec_acceptance_rate"] = accepted / draft_tokens;
     result["spec_mean_accepted_length"] = 1.0 + accepted / drafts;
     result["spec_draft_tokens"] = draft_tokens;
+    // Per draft position: accepted there / drafts (vLLM's per-position acceptance). Position 0
+    // is the rate at which a first draft is right; later ones count only after acceptance.
+    nlohmann::json per_pos = nlohmann::json::array();
+    for (size_t pos = 0; pos < after.spec_num_accepted_tokens_per_pos.size(); ++pos) {
+      const int64_t was = pos < before.spec_num_accepted_tokens_per_pos.size()
+                              ? before.spec_num_accepted_tokens_per_pos[pos]
+                              : 0;
+      per_pos.push_back(static_cast<double>(after.spec_num_accepted_tokens_per_pos[pos] - was) /
+                        drafts);
+    }
+    result["spec_acceptance_per_pos"] = per_pos;
+  }
+  // MoE models: the distinct routed experts a layer ran per decode step, plain and verifying
+  // drafts (the union over the step's tokens, which grows with the batch and with k).
+  const ExpertStepStats decode_experts = after.decode_experts - before.decode_experts;
+  const ExpertStepStats verify_experts = after.verify_experts - before.verify_experts;
+  for (const auto& [name, e] : {std::pair{"decode", decode_experts}, {"verify", verify_experts}}) {
+    if (e.num_steps == 0 || e.num_moe_layers == 0) continue;
+    result[fmt::format("{}_steps", name)] = e.num_steps;
+    result[fmt::format("{}_tokens_per_step", name)] =
+        static_cast<double>(e.num_tokens) / static_cast<double>(e.num_steps);
+    result[fmt::format("{}_routed_experts_per_layer", name)] = e.experts_per_layer();
   }
   if (f.json) {
     std::printf("%s\n", result.dump(2).c_str());
@@ -216,6 +238,13 @@ int run_latency(const LatencyFlags& f) {
       std::printf("speculative: %.3f of %.0f drafted tokens accepted, mean accepted length %.2f\n",
                   result["spec_acceptance_rate"].get<double>(), draft_tokens,
                   result["spec_mean_accepted_length"].get<double>());
+    }
+    for (const char* name : {"decode", "verify"}) {
+      const std::string key = fmt::format("{}_routed_experts_per_layer", name);
+      if (!result.contains(key)) continue;
+      std::printf("%s steps: %.1f tokens, %.1f distinct routed experts per MoE layer\n", name,
+                  result[fmt::format("{}_tokens_per_step", name)].get<double>(),
+                  result[key].get<double>());
     }
   }
   // -tp N: what the collectives cost per decode step and prefill token (docs/parallel.md).

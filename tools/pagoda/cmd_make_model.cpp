@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "model/fp8_model_writer.h"
 #include "demo/model_generator.h"
+#include "model/fp8_model_writer.h"
 #include "tools/pagoda/commands.h"
 #include "util/error.h"
 #include "util/units.h"
@@ -190,8 +190,8 @@ Command register_make_model(CLI::App& app) {
   sub->add_option("--routed-scaling-factor", o->routed_scaling_factor)->group(ds);
   sub->add_option("--norm-topk-prob", o->norm_topk_prob, "true or false")->group(ds);
   sub->add_option("--mtp-layers,--num-nextn-predict-layers", o->mtp_layers,
-                  "Multi-token-prediction layers after the last (V3 has 1; Pagoda does not run "
-                  "them)")
+                  "Multi-token-prediction layers after the last (V3 has 1; speculative method "
+                  "mtp drafts with the first)")
       ->group(ds);
   return [o] { return run_make_model(*o); };
 }

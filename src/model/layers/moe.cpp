@@ -203,6 +203,7 @@ void MoeDispatcher::forward(const ExecutionContext& ctx, const MoeRouterConfig& 
           {&w.experts[static_cast<size_t>(e - w.first_expert)], expert_offsets_[e], n});
     }
   }
+  last_num_routed_experts_ = static_cast<int32_t>(groups_.size());
   if (w.has_shared) groups_.push_back({&w.shared, -1, static_cast<int32_t>(T)});
 
   // Groups run in chunks of up to capacity_ rows: a decode step's experts all in one chunk, so

@@ -74,6 +74,9 @@ class MoeDispatcher {
   // The routing decision of the last forward: [T, top_k] ids and weights (for tests).
   const std::vector<int32_t>& last_expert_ids() const { return expert_ids_; }
   const std::vector<float>& last_weights() const { return route_weights_; }
+  // How many of this rank's routed experts the last forward ran (had at least one token): the
+  // union over its tokens, so the expert weights it streamed were this many experts' worth.
+  int32_t last_num_routed_experts() const { return last_num_routed_experts_; }
 
  private:
   // One MLP's share of a layer: a routed expert with its gathered tokens, or the shared MLP.
@@ -91,6 +94,7 @@ class MoeDispatcher {
   int64_t hidden_ = 0;
   int64_t max_inter_ = 0;
   int64_t capacity_ = 0;
+  int32_t last_num_routed_experts_ = 0;
   Activation logits_;                      // [T, E]
   Activation route_scratch_;               // [T, 2E + groups]
   std::vector<int32_t> expert_ids_;        // [T, top_k]
