@@ -9,6 +9,16 @@
 #include "util/error.h"
 
 namespace pagoda {
+namespace {
+
+PositionLogprobs position_logprobs(const SampleResult& sample) {
+  PositionLogprobs lp;
+  lp.chosen = {sample.token_id, sample.logprob, 0};
+  for (const TokenLogprob& t : sample.top_logprobs) lp.top.push_back({t.token_id, t.logprob, 0});
+  return lp;
+}
+
+}  // namespace
 
 ModelRunner::ModelRunner(Model& model, KvCache& cache, const SpeculativeConfig& speculative_config,
                          bool samples, Model* draft_model, KvCache* draft_cache)
@@ -142,12 +152,14 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
   // Sample every request whose last row was computed; samplers are independent.
   samples_.resize(num);
   num_accepted_.assign(num, 0);
+  draft_logprobs_.resize(num);
   drafts_.resize(num);
   const auto count = static_cast<int64_t>(num);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t i = 0; i < count; ++i) {
     const auto k = static_cast<size_t>(i);
     drafts_[k].clear();
+    draft_logprobs_[k].clear();
     if (out.requests[k].sample) sample_request(k, out.requests[k]);
   }
   if (proposer_) propose_drafts(out);
@@ -157,6 +169,7 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
   }
   if (any_drafts) {
     result.num_accepted_draft_tokens = num_accepted_;
+    result.draft_logprobs = draft_logprobs_;
     result.draft_token_ids.resize(num);
     for (size_t k = 0; k < num; ++k) result.draft_token_ids[k] = drafts_[k];
   }
@@ -165,13 +178,7 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
     const RunnerRequest& r = *scheduled_[k];
     const SampleResult& sample = samples_[k];
     result.sampled_token_ids[k] = sample.token_id;
-    if (r.wants_logprobs) {
-      PositionLogprobs lp;
-      lp.chosen = {sample.token_id, sample.logprob, 0};
-      for (const TokenLogprob& t : sample.top_logprobs)
-        lp.top.push_back({t.token_id, t.logprob, 0});
-      result.logprobs[k] = std::move(lp);
-    }
+    if (r.wants_logprobs) result.logprobs[k] = position_logprobs(sample);
   }
   return result;
 }
@@ -201,6 +208,8 @@ void ModelRunner::sample_request(size_t k, const ScheduledRequest& scheduled) {
       samples_[k] = std::move(verdict);
       break;
     }
+    // The row that verified the draft is the one plain decoding would have sampled it from.
+    if (r.wants_logprobs) draft_logprobs_[k].push_back(position_logprobs(verdict));
   }
   num_accepted_[k] = j;
   if (j == num_drafts) {
@@ -224,9 +233,7 @@ void ModelRunner::propose_drafts(const SchedulerOutput& out) {
     p.first_position = s.start_position;
     p.num_kept_positions = s.num_new_tokens - num_rejected;
     p.first_row = seq.token_begin;
-    // Requests asking for logprobs are not drafted for: the output carries logprobs for one
-    // token per step.
-    p.wants_drafts = s.sample && !r.wants_logprobs;
+    p.wants_drafts = s.sample;
     p.request_id = &s.request_id;
     p.readmitted = r.readmitted;
     r.readmitted = false;

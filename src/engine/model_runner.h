@@ -84,9 +84,11 @@ class ModelRunner {
   std::vector<RunnerRequest*> scheduled_;
   std::vector<int64_t> logits_index_;
   ForwardBatch batch_;
-  std::vector<float> logits_;                 // [num logit rows, vocab]
-  std::vector<SampleResult> samples_;         // the last token of each request's step
-  std::vector<int32_t> num_accepted_;         // drafts accepted per request
+  std::vector<float> logits_;          // [num logit rows, vocab]
+  std::vector<SampleResult> samples_;  // the last token of each request's step
+  std::vector<int32_t> num_accepted_;  // drafts accepted per request
+  // Per request asking for logprobs, those of its accepted drafts.
+  std::vector<std::vector<PositionLogprobs>> draft_logprobs_;
   std::vector<std::vector<int32_t>> drafts_;  // per request, for its next step
   std::unique_ptr<Proposer> proposer_;        // null without speculation
   std::vector<ProposalRequest> proposals_;

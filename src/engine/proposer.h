@@ -32,7 +32,7 @@ struct ProposalRequest {
   int32_t num_kept_positions = 0;
   int64_t first_row = 0;
   // Whether to draft: the request sampled a token this step and takes drafts (not a prefill
-  // chunk short of the prompt's end, nor a request asking for logprobs).
+  // chunk short of the prompt's end).
   bool wants_drafts = false;
   // The request's blocks were (re)assigned this step (new, or resumed after preemption): of its
   // tokens only the first first_position (the prefix-cache hit) are in any cache. A proposer

@@ -440,6 +440,9 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(
         output.new_token_ids.push_back(token_id);
         if (j == num_accepted && runner_output.logprobs[i]) {
           output.new_logprobs.push_back(*runner_output.logprobs[i]);
+        } else if (j < num_accepted && i < runner_output.draft_logprobs.size() &&
+                   static_cast<size_t>(j) < runner_output.draft_logprobs[i].size()) {
+          output.new_logprobs.push_back(runner_output.draft_logprobs[i][static_cast<size_t>(j)]);
         }
         output.status = check_stop(*request);
       }

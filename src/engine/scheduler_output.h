@@ -121,6 +121,10 @@ struct ModelRunnerOutput {
   // drafts, then sampled_token_ids[i] (the correction at the first rejection, or the bonus
   // token after the last draft).
   std::vector<int32_t> num_accepted_draft_tokens;
+  // Where requests[i] asked for logprobs: those of its accepted drafts, in order, from the rows
+  // that verified them (the token after them has its own in logprobs). Empty when no request
+  // of the step had drafts.
+  std::vector<std::vector<PositionLogprobs>> draft_logprobs;
   // Tokens drafted for each request's next step (empty where none).
   std::vector<std::vector<int32_t>> draft_token_ids;
   // The step's forward over the target model (Model::last_forward_expert_usage): MoE layers run

@@ -157,6 +157,7 @@ std::vector<uint8_t> encode(const ModelRunnerOutput& output) {
                {"logprobs", optionals_to_json(output.logprobs)},
                {"prompt_logprobs", optionals_to_json(output.prompt_logprobs)},
                {"num_accepted_draft_tokens", output.num_accepted_draft_tokens},
+               {"draft_logprobs", output.draft_logprobs},
                {"draft_token_ids", output.draft_token_ids},
                {"num_moe_layers", output.num_moe_layers},
                {"num_routed_experts", output.num_routed_experts}};
@@ -170,6 +171,7 @@ ModelRunnerOutput decode_model_runner_output(std::span<const uint8_t> bytes) {
     out.logprobs = optionals_from_json<PositionLogprobs>(j.at("logprobs"));
     out.prompt_logprobs = optionals_from_json<PromptLogprobsChunk>(j.at("prompt_logprobs"));
     j.at("num_accepted_draft_tokens").get_to(out.num_accepted_draft_tokens);
+    j.at("draft_logprobs").get_to(out.draft_logprobs);
     j.at("draft_token_ids").get_to(out.draft_token_ids);
     j.at("num_moe_layers").get_to(out.num_moe_layers);
     j.at("num_routed_experts").get_to(out.num_routed_experts);

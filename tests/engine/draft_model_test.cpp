@@ -128,6 +128,44 @@ TEST(DraftModel, TheTargetAsItsOwnDraftAcceptsEveryDraftAndKeepsGreedyOutputs) {
   }
 }
 
+// Quantized weights: an int8 (and int4) target with its exact copy (`pagoda make-draft`) as
+// the draft. The draft decodes one token per forward and the target verifies five, so every
+// drafted token is accepted and the output is plain greedy decoding's only if a token's logits
+// do not depend on how many tokens the forward computed (matmul rows, attention tiles against
+// one-token attention), bit for bit. A bf16 model big enough for the SIMD paths (512 wide,
+// 1408-wide MLP, 4096 tokens), random prompts: near ties are common.
+TEST(DraftModel, QuantizedTargetsCopyAcceptsEveryDraftAndKeepsGreedyOutputs) {
+  const ScratchDir target("pagoda_draft_quant_target"), copy("pagoda_draft_quant_copy");
+  ModelSpec spec = model_preset("tiny");
+  spec.hidden_size = 512;
+  spec.intermediate_size = 1408;
+  spec.num_heads = 8;
+  spec.num_kv_heads = 4;
+  spec.vocab_size = 4096;
+  spec.max_position_embeddings = 1024;
+  spec.dtype = DType::kBF16;
+  generate_model(spec, target.path.string());
+  DraftDerivation d;
+  d.from = target.path.string();
+  d.out = copy.path.string();
+  derive_draft_model(d);
+  const auto prompts = make_prompts();
+  for (const char* quantization : {"int8", "int4"}) {
+    EngineArgs args = tiny_engine("");
+    args.model = target.path.string();
+    args.quantization = quantization;
+    Engine plain(args);
+    const auto want = run(plain, prompts, greedy(24));
+    args.speculative_config = draft_config(copy.path.string());
+    Engine spec_engine(args);
+    EXPECT_EQ(run(spec_engine, prompts, greedy(24)), want) << quantization;
+    const EngineStats st = spec_engine.stats();
+    print_acceptance(quantization, st);
+    EXPECT_GT(st.spec_num_drafts, 0) << quantization;
+    EXPECT_EQ(st.spec_num_accepted_tokens, st.spec_num_draft_tokens) << quantization;
+  }
+}
+
 TEST(DraftModel, ANoisyDraftKeepsGreedyOutputsAtBatch32AloneAndUnderPreemption) {
   const auto prompts = make_prompts();
   Engine plain(tiny_engine(""));

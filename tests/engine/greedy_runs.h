@@ -36,4 +36,20 @@ inline std::map<std::string, std::vector<int32_t>> run(
   return outputs;
 }
 
+// The same, keeping each request's whole output (token ids, logprobs).
+inline std::map<std::string, CompletionOutput> run_outputs(
+    Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+    const SamplingParams& params) {
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    engine.add_request_tokens(std::to_string(i), prompts[i], params);
+  }
+  std::map<std::string, CompletionOutput> outputs;
+  while (engine.has_unfinished_requests()) {
+    for (const RequestOutput& out : engine.step()) {
+      if (out.finished) outputs[out.request_id] = out.outputs.front();
+    }
+  }
+  return outputs;
+}
+
 }  // namespace pagoda::greedy_runs

@@ -74,6 +74,9 @@ TEST(Serialization, ModelRunnerOutputRoundTripsWithLogprobs) {
   chunk.positions.push_back({{3, -1.5f, 2}, {{1, -0.5f, 1}}});
   out.prompt_logprobs = {std::nullopt, chunk};
   out.num_accepted_draft_tokens = {2, 0};
+  out.draft_logprobs = {{PositionLogprobs{{4, -0.25f, 0}, {{4, -0.25f, 0}}},
+                         PositionLogprobs{{4, -0.75f, 0}, {{1, -0.5f, 0}}}},
+                        {}};
   out.draft_token_ids = {{4, 4, 1}, {}};
   out.num_moe_layers = 26;
   out.num_routed_experts = 402;

@@ -75,6 +75,45 @@ void expect_counters_add_up(const EngineStats& st) {
   EXPECT_EQ(per_pos, st.spec_num_accepted_tokens);
 }
 
+// Requests asking for logprobs are drafted for too: each accepted draft's logprobs come from the
+// verify row that checked it, the token after them from the last row. They must be plain
+// decoding's, token for token (ids, ranks of the top list) and within float rounding (the
+// log-sum-exp over the same logits bits), for ngram drafts and a draft model (the target itself,
+// so every draft is accepted), with top-3 lists.
+TEST(SpecDecode, LogprobRequestsAreDraftedForAndGetPlainDecodingsLogprobs) {
+  const auto prompts = make_prompts();
+  SamplingParams params = greedy(20);
+  params.logprobs = 3;
+  Engine plain(tiny_engine(""));
+  const auto want = greedy_runs::run_outputs(plain, prompts, params);
+  const std::string draft_model = std::string(R"({"method": "draft_model", "model": ")") +
+                                  test::tiny_model_dir() + R"(", "num_speculative_tokens": 3})";
+  for (const std::string& config : {std::string(kNgram), draft_model}) {
+    Engine spec(tiny_engine(config));
+    const auto got = greedy_runs::run_outputs(spec, prompts, params);
+    const EngineStats st = spec.stats();
+    EXPECT_GT(st.spec_num_accepted_tokens, 50) << config;
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [id, w] : want) {
+      const CompletionOutput& g = got.at(id);
+      ASSERT_EQ(g.token_ids, w.token_ids) << config << " request " << id;
+      ASSERT_EQ(g.logprobs.size(), w.logprobs.size()) << config << " request " << id;
+      for (size_t i = 0; i < w.logprobs.size(); ++i) {
+        const GeneratedTokenLogprobs& a = g.logprobs[i];
+        const GeneratedTokenLogprobs& b = w.logprobs[i];
+        EXPECT_EQ(a.chosen.token_id, b.chosen.token_id);
+        EXPECT_NEAR(a.chosen.logprob, b.chosen.logprob, 1e-5) << config << " request " << id;
+        ASSERT_EQ(a.top.size(), 3u);
+        ASSERT_EQ(a.top.size(), b.top.size());
+        for (size_t t = 0; t < a.top.size(); ++t) {
+          EXPECT_EQ(a.top[t].token_id, b.top[t].token_id) << config << " request " << id;
+          EXPECT_NEAR(a.top[t].logprob, b.top[t].logprob, 1e-5) << config << " request " << id;
+        }
+      }
+    }
+  }
+}
+
 TEST(SpecDecode, TinyModelGreedyOutputsMatchPlainDecodingAtBatch32AndAlone) {
   const auto prompts = make_prompts();
   Engine plain(tiny_engine(""));

@@ -268,6 +268,60 @@ TEST_P(AttentionIsaTest, PrefillTilesDoNotDependOnChunksOrBatch) {
   EXPECT_EQ(std::vector<float>(batched.begin() + 7 * row, batched.end()), whole) << kernels().isa;
 }
 
+// Speculative decoding verifies k drafted tokens in one forward (the prefill tiles) where plain
+// decoding attends one token per step (attend_tokens: dot_rows, axpy_rows). Greedy outputs are
+// identical only if both give every token the same bits: here each token of a 50-token
+// sequence attended alone equals it inside 2- and 5-token calls and the whole prefill, for
+// every cache dtype, MHA with 128-wide heads (vector pairs) and GQA with tails (40, 24).
+TEST_P(AttentionIsaTest, TokensDecodedOneByOneGiveTheBitsOfTheTiles) {
+  struct Shape {
+    int32_t num_heads, num_kv_heads, dk, dv;
+  };
+  for (const Shape shape : {Shape{8, 2, 40, 24}, Shape{4, 4, 128, 128}}) {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+      const int32_t bs = 16, len = 50;
+      std::mt19937 rng(67);
+      const int32_t num_blocks = (len + bs - 1) / bs;
+      const size_t k_values = size_t(num_blocks) * bs * shape.num_kv_heads * shape.dk;
+      const size_t v_values = size_t(num_blocks) * bs * shape.num_kv_heads * shape.dv;
+      const std::vector<float> k_f32 = random_floats(rng, k_values);
+      const std::vector<float> v_f32 = random_floats(rng, v_values);
+      std::vector<uint8_t> k_pool(k_values * size_t(dtype_size(dtype)));
+      std::vector<uint8_t> v_pool(v_values * size_t(dtype_size(dtype)));
+      kernels().from_f32(k_f32.data(), dtype, int64_t(k_values), k_pool.data());
+      kernels().from_f32(v_f32.data(), dtype, int64_t(v_values), v_pool.data());
+      const PagedKvLayer cache{k_pool.data(), v_pool.data(), bs,   shape.num_kv_heads,
+                               shape.dk,      shape.dv,      dtype};
+      std::vector<int32_t> table(num_blocks);
+      std::iota(table.begin(), table.end(), 0);
+      const std::vector<float> q = random_floats(rng, size_t(len) * shape.num_heads * shape.dk);
+      const float scale = 0.3f;
+      const size_t q_row = size_t(shape.num_heads) * shape.dk;
+      const size_t row = size_t(shape.num_heads) * shape.dv;
+      std::vector<float> decoded(len * row, NAN);
+      for (int32_t t = 0; t < len; ++t) {
+        const AttentionSequence one{0, 1, t + 1, table.data()};
+        paged_attention(q.data() + t * q_row, shape.num_heads, cache, &one, 1, scale,
+                        decoded.data() + t * row);
+      }
+      for (int32_t step : {2, 5, len}) {
+        std::vector<float> tiled(len * row, NAN);
+        for (int32_t t = 0; t < len; t += step) {
+          const int32_t n = std::min(step, len - t);
+          const AttentionSequence chunk{0, n, t + n, table.data()};
+          paged_attention(q.data() + t * q_row, shape.num_heads, cache, &chunk, 1, scale,
+                          tiled.data() + t * row);
+        }
+        // The first call of the 2- and 5-token runs covers positions 0.. as a prefill does.
+        for (size_t i = 0; i < tiled.size(); ++i) {
+          ASSERT_EQ(tiled[i], decoded[i]) << kernels().isa << " " << dtype_name(dtype) << " dk "
+                                          << shape.dk << " step " << step << " token " << i / row;
+        }
+      }
+    }
+  }
+}
+
 // The two tile kernels on their own, against the scalar table, and each query row alone
 // against the same row inside tiles of every height: rows of 1..7 queries (the 3-row tiles
 // and both tails) over 1..9 cache rows (4-row tiles and their tails), dims with vector tails.
@@ -276,7 +330,7 @@ TEST_P(AttentionIsaTest, TileKernelsMatchScalarAndEachRowAlone) {
   const KernelTable& scalar = *kernels_for("scalar");
   std::mt19937 rng(71);
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (int64_t n : {5, 17, 64}) {
+    for (int64_t n : {5, 17, 64, 128, 130}) {
       const int64_t stride = n + 3, max_q = 7, max_rows = 9, ld = n + 1;
       const std::vector<float> rows_f32 = random_floats(rng, size_t(max_rows * stride));
       std::vector<uint8_t> rows(rows_f32.size() * size_t(dtype_size(dtype)));
@@ -307,15 +361,29 @@ TEST_P(AttentionIsaTest, TileKernelsMatchScalarAndEachRowAlone) {
                                 rows.data(), dtype, stride, num_rows, n, acc_alone.data() + i * ld,
                                 ld);
           }
+          // The decode path's kernels on the same row: dot_rows, and the rescale then axpy_rows.
+          std::vector<float> s_decode = s, acc_decode = acc0;
+          for (int64_t i = 0; i < num_q; ++i) {
+            kt.dot_rows(q.data() + i * ld, rows.data(), dtype, stride, num_rows, n,
+                        s_decode.data() + i * max_rows);
+            for (int64_t d = 0; d < n; ++d) acc_decode[size_t(i * ld + d)] *= row_scale[size_t(i)];
+            kt.axpy_rows(p.data() + i * max_rows, rows.data(), dtype, stride, num_rows, n,
+                         acc_decode.data() + i * ld);
+          }
           for (int64_t i = 0; i < num_q; ++i) {
             for (int64_t j = 0; j < num_rows; ++j) {
               const size_t at = size_t(i * max_rows + j);
               ASSERT_EQ(s[at], s_alone[at]) << where;
+              ASSERT_EQ(s[at], s_decode[at]) << where;
+              // fp16 arithmetic multiplies an fp16 cache's scores in fp16, as dot_rows does
+              // there (its bound is SixteenBitCache...'s).
+              if (dtype == DType::kF16 && kt.f16_arithmetic) continue;
               ASSERT_NEAR(s[at], s_ref[at], 1e-5 * double(n)) << where;
             }
             for (int64_t d = 0; d < n; ++d) {
               const size_t at = size_t(i * ld + d);
               ASSERT_EQ(acc[at], acc_alone[at]) << where;
+              ASSERT_EQ(acc[at], acc_decode[at]) << where;
               ASSERT_NEAR(acc[at], acc_ref[at], 1e-5 * double(num_rows + 1)) << where;
             }
           }

@@ -250,6 +250,40 @@ TEST_P(QuantKernelTest, MatmulIsBatchInvariant) {
   }
 }
 
+TEST_P(QuantKernelTest, ManyRowsAreManyMatvecsAtModelShapes) {
+  // Speculative decoding verifies drafts with a matmul of several tokens, where the draft and
+  // plain decoding run one token at a time (the decode tiles); panels and lane panels take
+  // over from 4 and 10 tokens. Each token's outputs must be the matvec's bits, at
+  // DeepSeek-Coder-1.3B's widths (2048, 5504 = 43 x 128) in groups of 32, 128 and per channel,
+  // over a row range that starts off a panel boundary (a thread's share).
+  const int64_t kRows = 70, row_begin = 16, row_end = 70;
+  for (const WeightKind& kind : kWeightKinds) {
+    for (int64_t cols : {int64_t{2048}, int64_t{5504}}) {
+      for (int64_t group_size : {int64_t{32}, int64_t{128}, cols}) {
+        QuantWeights w = random_weights_of_kind(rng_, kind, kRows, cols, group_size);
+        for (bool int8_activations : {false, true}) {
+          w.view.int8_activations = int8_activations;
+          for (int64_t count : {2, 5, 12}) {
+            const std::vector<float> x = activations(rng_, count, cols);
+            std::vector<float> batch(count * kRows, -7.0f);
+            table_->matmul(x.data(), count, w.view, row_begin, row_end, batch.data(), kRows);
+            for (int64_t t = 0; t < count; ++t) {
+              std::vector<float> one(kRows, -7.0f);
+              table_->matmul(x.data() + t * cols, 1, w.view, row_begin, row_end, one.data(), kRows);
+              for (int64_t r = row_begin; r < row_end; ++r) {
+                ASSERT_EQ(one[r], batch[t * kRows + r])
+                    << kind.name << (int8_activations ? " W8A8" : " weight-only") << " cols "
+                    << cols << " group " << group_size << " tokens " << count << " token " << t
+                    << " row " << r;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 #if defined(__aarch64__)
 // The AArch64 W8A8 / W4A8 tiles (arm/int8_kernels.h) add the scalar table's terms in the
 // scalar table's order (4 rows in the lanes, multiplies and adds unfused), so they must give

@@ -219,11 +219,28 @@ void dot_rows(const float* a, const void* rows, DType rows_dtype, int64_t row_st
   }
 }
 
+// Prefill and verify scores over an fp16 cache block: dot_rows above per query row, so that a
+// position's score is the one a decode of its token computes (fp16 products, not the shared
+// tiles' widened ones); other cache dtypes take the shared tiles.
+template <class V>
+void attention_scores(const float* q, int64_t ldq, int64_t num_q, const void* rows,
+                      DType rows_dtype, int64_t row_stride, int64_t num_rows, int64_t n, float* s,
+                      int64_t lds) {
+  if (rows_dtype != DType::kF16) {
+    simd::attention_scores<V>(q, ldq, num_q, rows, rows_dtype, row_stride, num_rows, n, s, lds);
+    return;
+  }
+  for (int64_t i = 0; i < num_q; ++i) {
+    dot_rows<V>(q + i * ldq, rows, rows_dtype, row_stride, num_rows, n, s + i * lds);
+  }
+}
+
 // The shared table with fp16 arithmetic for f16 weights and fp16 cache rows.
 template <class V>
 KernelTable with_f16_arithmetic(KernelTable t) {
   t.matmul = matmul<V>;
   t.dot_rows = dot_rows<V>;
+  t.attention_scores = attention_scores<V>;
   t.f16_arithmetic = true;
   return t;
 }

@@ -17,6 +17,7 @@ namespace {
 struct NeonBase {
   using F = float32x4_t;
   static constexpr int kLanes = 4;
+  static constexpr int kVectorRegisters = 32;  // v0-v31
   // Register tiles for the 32 q registers, as AVX-512's for its 32 zmm (not measured on ARM
   // hardware: none here): 4 x 6 = 24 accumulators + 4 weight vectors + x.
   static constexpr int kTileRows = 4;

@@ -7,10 +7,12 @@
 // for a 16-bit cache) is reused from registers by several query rows, where dot_rows /
 // axpy_rows load one cache vector per FMA.
 //
-// Batch invariance: every output element runs one FMA chain in a fixed order (scores: over
-// the dims in vector steps, then one reduce_add; values: the rescale, then the cache rows in
-// order), and the tail tiles run the same chain with fewer rows or columns, so a query row's
-// bits do not depend on which rows share its tile.
+// Batch invariance: every output element runs the decode path's operations in its order
+// (scores: dot_rows' two FMA chains over the dims and one reduce_add; values: the rescale,
+// then axpy_rows' FMA per cache row in order), and the tail tiles run the same chains with
+// fewer rows or columns. So a query row's bits depend neither on which rows share its tile nor
+// on whether its token is decoded alone: a verify forward of speculative decoding gives the
+// logits plain decoding would.
 #pragma once
 
 #include <cstdint>
@@ -19,52 +21,67 @@
 
 namespace pagoda::simd {
 
-// Scores of R query rows against C cache rows (the first at element `index`): R x C
-// accumulators, one vector of every query row and cache row loaded per step. 3 x 4 fills 12
-// of AVX2's 16 registers and leaves room for the 4 cache vectors.
+// Scores of R query rows against C cache rows (the first at element `index`): R x C pairs of
+// accumulators, one vector of every query row and cache row loaded per step. Each score is
+// computed exactly as dot_rows computes it (simd_kernels.h), so a position's score does not
+// depend on whether its token is decoded alone (dot_rows) or verified or prefilled with others
+// (this tile): the vector steps go in pairs, the first of each pair into acc0 and the second
+// into acc1, the steps after the last pair into acc0, then reduce_add(acc0 + acc1).
 template <class V, DType kType, int R, int C>
 inline void score_tile(const float* q, int64_t ldq, const void* rows, int64_t index,
                        int64_t row_stride, int64_t n, float* s, int64_t lds) {
   using F = typename V::F;
   constexpr int kL = V::kLanes;
-  F acc[R][C];
+  F acc0[R][C], acc1[R][C];
   for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) acc[r][c] = V::zero();
+    for (int c = 0; c < C; ++c) acc0[r][c] = acc1[r][c] = V::zero();
   }
   int64_t d = 0;
-  for (; d + kL <= n; d += kL) {
+  for (; d + 2 * kL <= n; d += 2 * kL) {
     F k[C];
     for (int c = 0; c < C; ++c) k[c] = load_weights<V, kType>(rows, index + c * row_stride + d);
     for (int r = 0; r < R; ++r) {
       const F x = V::load(q + r * ldq + d);
-      for (int c = 0; c < C; ++c) acc[r][c] = V::fma(x, k[c], acc[r][c]);
+      for (int c = 0; c < C; ++c) acc0[r][c] = V::fma(x, k[c], acc0[r][c]);
+    }
+    for (int c = 0; c < C; ++c) {
+      k[c] = load_weights<V, kType>(rows, index + c * row_stride + d + kL);
+    }
+    for (int r = 0; r < R; ++r) {
+      const F x = V::load(q + r * ldq + d + kL);
+      for (int c = 0; c < C; ++c) acc1[r][c] = V::fma(x, k[c], acc1[r][c]);
     }
   }
-  if (d < n) {
-    const int m = static_cast<int>(n - d);
+  for (; d < n; d += kL) {
+    const int m = static_cast<int>(min_i64<V>(kL, n - d));
     F k[C];
     for (int c = 0; c < C; ++c) {
       k[c] = load_weights_n<V, kType>(rows, index + c * row_stride + d, m);
     }
     for (int r = 0; r < R; ++r) {
       const F x = V::load_n(q + r * ldq + d, m);
-      for (int c = 0; c < C; ++c) acc[r][c] = V::fma(x, k[c], acc[r][c]);
+      for (int c = 0; c < C; ++c) acc0[r][c] = V::fma(x, k[c], acc0[r][c]);
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) s[r * lds + c] = V::reduce_add(acc[r][c]);
+    for (int c = 0; c < C; ++c) s[r * lds + c] = V::reduce_add(V::add(acc0[r][c], acc1[r][c]));
   }
 }
 
-constexpr int kScoreRows = 3, kScoreCols = 4;
+// 3 x 4 tiles are 24 accumulators: within 32 vector registers (AVX-512, NEON) with room for
+// the 4 cache vectors; with AVX2's 16, 3 x 2 (12 + 2 + a query vector).
+constexpr int kScoreRows = 3;
+template <class V>
+constexpr int kScoreCols = V::kVectorRegisters >= 32 ? 4 : 2;
 
 // R query rows against every cache row: kScoreCols at a time, then the last 1-3.
 template <class V, DType kType, int R>
 inline void score_rows(const float* q, int64_t ldq, const void* rows, int64_t row_stride,
                        int64_t num_rows, int64_t n, float* s, int64_t lds) {
   int64_t j = 0;
-  for (; j + kScoreCols <= num_rows; j += kScoreCols) {
-    score_tile<V, kType, R, kScoreCols>(q, ldq, rows, j * row_stride, row_stride, n, s + j, lds);
+  constexpr int kCols = kScoreCols<V>;
+  for (; j + kCols <= num_rows; j += kCols) {
+    score_tile<V, kType, R, kCols>(q, ldq, rows, j * row_stride, row_stride, n, s + j, lds);
   }
   const int64_t index = j * row_stride;
   switch (num_rows - j) {

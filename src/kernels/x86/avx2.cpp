@@ -22,6 +22,7 @@ alignas(64) constexpr int32_t kLaneMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
 struct Avx2 {
   using F = __m256;
   static constexpr int kLanes = 8;
+  static constexpr int kVectorRegisters = 16;  // ymm0-15
   // Register tiles of the matmul (rows x tokens), sized to the 16 ymm registers and picked
   // by measurement (docs/kernels.md): 4 x 3 = 12 accumulators + 4 weight vectors, with x
   // mostly read as a memory operand of the FMA. kTileTokens: widened panel path;

@@ -20,6 +20,7 @@ namespace {
 struct Avx512 {
   using F = __m512;
   static constexpr int kLanes = 16;
+  static constexpr int kVectorRegisters = 32;  // zmm0-31
   // Register tiles (see Avx2) for the 32 zmm registers: 4 x 6 = 24 accumulators + 4 weight
   // vectors + x; the bf16 pair tile holds 2 vectors per weight row, hence 4 x 4.
   static constexpr int kTileRows = 4;
