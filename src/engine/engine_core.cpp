@@ -22,6 +22,18 @@ EngineCore::EngineCore(const EngineCoreConfig& config, std::unique_ptr<Executor>
   if (!config_.kv_cache_by_need) reserve_kv_pool(config_.scheduler.num_kv_blocks);
 }
 
+EngineCore::~EngineCore() {
+  while (!in_flight_.empty()) {
+    try {
+      executor_->finish_oldest_batch(in_flight_.front());
+    } catch (const std::exception& e) {
+      spdlog::warn("engine: a batch in flight at shutdown failed: {}", e.what());
+      return;
+    }
+    in_flight_.pop_front();
+  }
+}
+
 void EngineCore::reserve_kv_pool(int32_t num_blocks) {
   scheduler_.reset();
   num_kv_blocks_ = 0;

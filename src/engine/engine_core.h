@@ -50,6 +50,11 @@ struct EngineCoreStats {
 class EngineCore {
  public:
   EngineCore(const EngineCoreConfig& config, std::unique_ptr<Executor> executor);
+  // Takes the outputs of batches still in flight (an engine destroyed mid-run), so that no
+  // later stage is left sending logits nobody receives.
+  ~EngineCore();
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
 
   // Queues a request (one sample of a parent; all samples of a parent in one call, leader
   // first). Throws pagoda::Error if the scheduler refuses one; then none is queued.

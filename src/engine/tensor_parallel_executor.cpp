@@ -69,6 +69,7 @@ ModelRunnerOutput TensorParallelExecutor::execute_model(const SchedulerOutput& o
 }
 
 void TensorParallelExecutor::start_batch(const SchedulerOutput& out) {
+  if (failed_) fail("parallel: the ranks' group failed earlier");
   if (num_in_flight_ >= max_concurrent_batches())
     fail("parallel: {} batches in flight already", num_in_flight_);
   const CommunicationStats before = groups_.stats();
@@ -86,6 +87,7 @@ void TensorParallelExecutor::start_batch(const SchedulerOutput& out) {
 }
 
 ModelRunnerOutput TensorParallelExecutor::finish_oldest_batch(const SchedulerOutput& out) {
+  if (failed_) fail("parallel: the ranks' group failed earlier");
   if (num_in_flight_ == 0) fail("parallel: no batch in flight");
   const CommunicationStats before = groups_.stats();
   ModelRunnerOutput result;
