@@ -8,7 +8,7 @@
 // Sending does not wait for the receiver (Mode::kQueued): send copies the message into a queue
 // and a sender thread of the link's own moves the queued messages across in order, so a stage
 // hands its output on and starts its next micro-batch while the next stage is still busy with
-// the one before (the GPipe overlap; vLLM's pipeline send is asynchronous for the same reason).
+// the one before (the GPipe overlap).
 // The sender thread is the only user of the group at the sending end, so the transport must
 // allow a second thread (MPI needs MPI_THREAD_MULTIPLE); Mode::kBlocking sends on the caller's
 // thread instead, and a pipeline over such links keeps one batch in flight.
