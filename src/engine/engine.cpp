@@ -586,7 +586,7 @@ void run_tensor_parallel_follower(const EngineArgs& args) {
   spec.dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
   InProcessExecutor local(*model, spec, args.block_size, placement, SpeculativeConfig{},
                           /*samples=*/false);
-  run_tensor_parallel_follower(local, *groups->world);
+  run_tensor_parallel_follower(local, *groups);
 }
 
 CacheInfo Engine::cache_info() const {

@@ -22,6 +22,18 @@ EngineCore::EngineCore(const EngineCoreConfig& config, std::unique_ptr<Executor>
   if (!config_.kv_cache_by_need) reserve_kv_pool(config_.scheduler.num_kv_blocks);
 }
 
+EngineCore::~EngineCore() {
+  while (!in_flight_.empty()) {
+    try {
+      executor_->finish_oldest_batch(in_flight_.front());
+    } catch (const std::exception& e) {
+      spdlog::warn("engine: a batch in flight at shutdown failed: {}", e.what());
+      return;
+    }
+    in_flight_.pop_front();
+  }
+}
+
 void EngineCore::reserve_kv_pool(int32_t num_blocks) {
   scheduler_.reset();
   num_kv_blocks_ = 0;
@@ -29,6 +41,7 @@ void EngineCore::reserve_kv_pool(int32_t num_blocks) {
   num_kv_blocks_ = num_blocks;
   SchedulerConfig sc = config_.scheduler;
   sc.num_kv_blocks = num_blocks;
+  sc.max_concurrent_batches = executor_->max_concurrent_batches();
   sc.kv_pool_sized_by_need = config_.kv_cache_by_need;
   scheduler_ = std::make_unique<Scheduler>(sc);
 }
@@ -74,7 +87,10 @@ void EngineCore::finish_requests(const std::vector<std::string>& request_ids,
 }
 
 void EngineCore::admit_pending() {
-  if (pending_.empty() || (scheduler_ && scheduler_->has_unfinished_requests())) return;
+  // A new pool replaces the runners' state, which a batch in flight still uses.
+  if (pending_.empty() || (scheduler_ && scheduler_->has_unfinished_requests()) ||
+      !in_flight_.empty())
+    return;
   int64_t needed = 0;
   for (const Request& r : pending_) needed += blocks_for(r);
   if (needed > num_kv_blocks_) {
@@ -93,15 +109,9 @@ void EngineCore::admit_pending() {
   for (Request& r : queued) scheduler_->add_request(std::move(r));
 }
 
-EngineCoreOutputs EngineCore::step() {
-  const double t_start = now_s();
-  EngineCoreOutputs result;
-  admit_pending();
-  if (!scheduler_) return result;
-  const SchedulerOutput scheduled = scheduler_->schedule();
+SchedulerOutput EngineCore::schedule(EngineCoreOutputs& result) {
+  SchedulerOutput scheduled = scheduler_->schedule();
   result.scheduled_time_s = now_s();
-  const bool log_step = spdlog::should_log(spdlog::level::debug) &&
-                        (!scheduled.empty() || !scheduled.preempted_request_ids.empty());
   if (!scheduled.empty()) {
     ++num_steps_;
     last_step_num_tokens_ = scheduled.total_num_scheduled_tokens;
@@ -114,21 +124,65 @@ EngineCoreOutputs EngineCore::step() {
     for (const NewRequestData& r : scheduled.new_requests)
       result.first_scheduled_request_ids.push_back(r.request_id);
   }
+  return scheduled;
+}
+
+void EngineCore::update(const SchedulerOutput& scheduled, const ModelRunnerOutput& output,
+                        EngineCoreOutputs& result) {
+  result.computed_time_s = now_s();
+  count_spec_decoding(scheduled, output);
+  count_experts(scheduled, output);
+  result.outputs = scheduler_->update_from_output(scheduled, output);
+}
+
+void EngineCore::log_step(const SchedulerOutput& scheduled, double t_start) const {
+  if (!spdlog::should_log(spdlog::level::debug) ||
+      (scheduled.empty() && scheduled.preempted_request_ids.empty()))
+    return;
+  const KvCacheManager& kv = scheduler_->kv_cache_manager();
+  spdlog::debug("{}", format_step(summarize_step(scheduled, num_steps_), scheduler_->num_waiting(),
+                                  kv.num_blocks() - kv.num_free_blocks(), kv.num_blocks(),
+                                  (now_s() - t_start) * 1e3));
+}
+
+EngineCoreOutputs EngineCore::step() {
+  if (executor_->max_concurrent_batches() > 1) return step_with_batch_queue();
+  const double t_start = now_s();
+  EngineCoreOutputs result;
+  admit_pending();
+  if (!scheduler_) return result;
+  const SchedulerOutput scheduled = schedule(result);
   // The runner is told of finished requests even in a step with nothing to compute.
-  if (!scheduled.empty() || !scheduled.finished_request_ids.empty()) {
-    const ModelRunnerOutput runner_output = executor_->execute_model(scheduled);
-    result.computed_time_s = now_s();
-    count_spec_decoding(scheduled, runner_output);
-    count_experts(scheduled, runner_output);
-    result.outputs = scheduler_->update_from_output(scheduled, runner_output);
+  if (!scheduled.empty() || !scheduled.finished_request_ids.empty())
+    update(scheduled, executor_->execute_model(scheduled), result);
+  log_step(scheduled, t_start);
+  return result;
+}
+
+// Starts a new batch while fewer than max_concurrent_batches are in flight and the scheduler
+// finds requests for it (those of batches in flight it leaves out), and returns at once; takes
+// the oldest batch's output when the queue is full or nothing new could start. So a pipeline of
+// P stages runs P batches of different requests, one per stage.
+EngineCoreOutputs EngineCore::step_with_batch_queue() {
+  const double t_start = now_s();
+  EngineCoreOutputs result;
+  admit_pending();
+  if (!scheduler_) return result;
+  const auto most = static_cast<size_t>(executor_->max_concurrent_batches());
+  if (in_flight_.size() < most) {
+    SchedulerOutput scheduled = schedule(result);
+    log_step(scheduled, t_start);
+    const bool computes = !scheduled.empty();
+    if (computes || !scheduled.finished_request_ids.empty()) {
+      executor_->start_batch(scheduled);
+      in_flight_.push_back(std::move(scheduled));
+    }
+    if (computes && in_flight_.size() < most) return result;
   }
-  if (log_step) {
-    const KvCacheManager& kv = scheduler_->kv_cache_manager();
-    spdlog::debug("{}",
-                  format_step(summarize_step(scheduled, num_steps_), scheduler_->num_waiting(),
-                              kv.num_blocks() - kv.num_free_blocks(), kv.num_blocks(),
-                              (now_s() - t_start) * 1e3));
-  }
+  if (in_flight_.empty()) return result;
+  const SchedulerOutput oldest = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  update(oldest, executor_->finish_oldest_batch(oldest), result);
   return result;
 }
 
@@ -167,7 +221,8 @@ void EngineCore::count_experts(const SchedulerOutput& scheduled, const ModelRunn
 }
 
 bool EngineCore::has_unfinished_requests() const {
-  return !pending_.empty() || (scheduler_ && scheduler_->has_unfinished_requests());
+  return !pending_.empty() || !in_flight_.empty() ||
+         (scheduler_ && scheduler_->has_unfinished_requests());
 }
 
 EngineCoreStats EngineCore::stats() const {

@@ -2,10 +2,12 @@
 // validated and tokenized. It owns the scheduler and the executor, sizes the KV pool (at start,
 // or by need for offline runs), and reports per step what each request got, in ids
 // (EngineCoreOutputs). Input and output processing live beside it (input_processor.h,
-// output_processor.h). After vLLM v1's EngineCore.
+// output_processor.h). After vLLM v1's EngineCore; with an executor that keeps several batches
+// in flight (pipeline parallelism), after its step_with_batch_queue.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +54,11 @@ struct EngineCoreStats {
 class EngineCore {
  public:
   EngineCore(const EngineCoreConfig& config, std::unique_ptr<Executor> executor);
+  // Takes the outputs of batches still in flight (an engine destroyed mid-run), so that no
+  // later stage is left sending logits nobody receives.
+  ~EngineCore();
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
 
   // Queues a request (one sample of a parent; all samples of a parent in one call, leader
   // first). Throws pagoda::Error if the scheduler refuses one; then none is queued.
@@ -59,6 +66,9 @@ class EngineCore {
   // Ends requests wherever they are with `status` (aborted, or stopped by a stop string the
   // output processor matched); unknown ids are ignored.
   void finish_requests(const std::vector<std::string>& request_ids, RequestStatus status);
+  // Schedules and runs one batch and returns what its requests got. With several batches in
+  // flight, either starts a new batch and returns at once (nothing in the outputs), or takes
+  // the oldest batch's output.
   EngineCoreOutputs step();
   bool has_unfinished_requests() const;
 
@@ -68,6 +78,14 @@ class EngineCore {
   const Executor& executor() const { return *executor_; }
 
  private:
+  // vLLM's step_with_batch_queue: step() when the executor runs several batches at once.
+  EngineCoreOutputs step_with_batch_queue();
+  // Schedules a batch and counts it; the timing and first-scheduled ids go into `result`.
+  SchedulerOutput schedule(EngineCoreOutputs& result);
+  // Applies a batch's output to the scheduler; the requests' outputs go into `result`.
+  void update(const SchedulerOutput& scheduled, const ModelRunnerOutput& output,
+              EngineCoreOutputs& result);
+  void log_step(const SchedulerOutput& scheduled, double t_start) const;
   void reserve_kv_pool(int32_t num_blocks);
   int32_t blocks_for(const Request& request) const;
   // kv_cache_by_need: once no request runs, sizes the pool for the pending requests and queues
@@ -82,6 +100,8 @@ class EngineCore {
   // kv_cache_by_need: requests waiting for a pool that holds them (added before the first step,
   // or too large for the pool in use).
   std::vector<Request> pending_;
+  // Batches started and not yet back, oldest first (max_concurrent_batches > 1).
+  std::deque<SchedulerOutput> in_flight_;
   int64_t prompt_tokens_computed_ = 0;
   int64_t num_steps_ = 0;
   int32_t last_step_num_tokens_ = 0;

@@ -75,14 +75,31 @@ void InProcessExecutor::allocate_draft_kv_cache(int32_t num_blocks) {
 }
 
 ModelRunnerOutput InProcessExecutor::execute_model(const SchedulerOutput& scheduler_output) {
-  if (!runner_) fail("executor: execute_model before initialize_kv_cache");
-  place_threads();
-  return runner_->execute_model(scheduler_output);
+  begin_step(scheduler_output);
+  return finish_step(scheduler_output);
 }
 
-void InProcessExecutor::accept_sampled_tokens(std::span<const int32_t> sampled_token_ids) {
+void InProcessExecutor::begin_step(const SchedulerOutput& scheduler_output) {
+  if (!runner_) fail("executor: a step before initialize_kv_cache");
+  place_threads();
+  runner_->begin_step(scheduler_output);
+}
+
+std::span<float> InProcessExecutor::oldest_step_logits() {
+  if (!runner_) fail("executor: a step before initialize_kv_cache");
+  return runner_->oldest_step_logits();
+}
+
+ModelRunnerOutput InProcessExecutor::finish_step(const SchedulerOutput& scheduler_output) {
+  if (!runner_) fail("executor: a step before initialize_kv_cache");
+  place_threads();
+  return runner_->finish_step(scheduler_output);
+}
+
+void InProcessExecutor::accept_sampled_tokens(std::span<const ScheduledRequest> requests,
+                                              std::span<const int32_t> sampled_token_ids) {
   if (!runner_) fail("executor: accept_sampled_tokens before initialize_kv_cache");
-  runner_->accept_sampled_tokens(sampled_token_ids);
+  runner_->accept_sampled_tokens(requests, sampled_token_ids);
 }
 
 }  // namespace pagoda

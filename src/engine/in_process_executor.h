@@ -30,7 +30,12 @@ class InProcessExecutor final : public Executor {
   double initialize_kv_cache(int32_t num_blocks) override;
   std::string kv_cache_memory_kind() const override { return std::string(kv_memory_.kind_name()); }
   ModelRunnerOutput execute_model(const SchedulerOutput& scheduler_output) override;
-  void accept_sampled_tokens(std::span<const int32_t> sampled_token_ids);
+  // ModelRunner's two halves of execute_model, for a pipeline's first stage (model_runner.h).
+  void begin_step(const SchedulerOutput& scheduler_output);
+  std::span<float> oldest_step_logits();
+  ModelRunnerOutput finish_step(const SchedulerOutput& scheduler_output);
+  void accept_sampled_tokens(std::span<const ScheduledRequest> requests,
+                             std::span<const int32_t> sampled_token_ids);
 
  private:
   // OpenMP settings are per thread, and the server's engine thread is not the one that built

@@ -73,11 +73,12 @@ void ModelRunner::update_states(const SchedulerOutput& out) {
   }
 }
 
-void ModelRunner::prepare_inputs(const SchedulerOutput& out) {
+void ModelRunner::prepare_inputs(const SchedulerOutput& out, Step& step) {
   const int32_t block_size = cache_.block_size();
   batch_.clear();
-  scheduled_.clear();
-  logits_index_.assign(out.requests.size(), -1);
+  step.scheduled.clear();
+  step.logits_index.assign(out.requests.size(), -1);
+  step.num_logit_rows.assign(out.requests.size(), 0);
   int64_t num_rows = 0;
   for (size_t i = 0; i < out.requests.size(); ++i) {
     const ScheduledRequest& s = out.requests[i];
@@ -93,7 +94,7 @@ void ModelRunner::prepare_inputs(const SchedulerOutput& out) {
            s.request_id, s.start_position, s.num_new_tokens, r.num_computed_tokens,
            r.token_ids.size());
     }
-    scheduled_.push_back(&r);
+    step.scheduled.push_back(&r);
     ForwardSequence seq;
     seq.token_begin = static_cast<int32_t>(batch_.token_ids.size());
     seq.num_tokens = s.num_new_tokens;
@@ -113,8 +114,9 @@ void ModelRunner::prepare_inputs(const SchedulerOutput& out) {
     r.num_computed_tokens = seq.context_len;
     batch_.sequences.push_back(seq);
     // The model writes each sequence's rows for its last num_logit_rows() tokens, in order.
+    step.num_logit_rows[i] = seq.num_logit_rows();
     if (seq.num_logit_rows() > 0) {
-      logits_index_[i] = num_rows;
+      step.logits_index[i] = num_rows;
       num_rows += seq.num_logit_rows();
     }
   }
@@ -122,32 +124,68 @@ void ModelRunner::prepare_inputs(const SchedulerOutput& out) {
   // A step with prompt logprobs may need thousands of rows; give that memory back afterwards
   // instead of keeping the high-water mark for every later decode step.
   constexpr size_t kKeepFloats = size_t{16} << 20;  // 64 MiB
-  if (logits_.capacity() > kKeepFloats && logits_.capacity() > 4 * needed) {
-    logits_ = std::vector<float>(needed);
+  if (step.logits.capacity() > kKeepFloats && step.logits.capacity() > 4 * needed) {
+    step.logits = std::vector<float>(needed);
   } else {
-    logits_.resize(needed);
+    step.logits.resize(needed);
   }
 }
 
 ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
+  begin_step(out);
+  return finish_step(out);
+}
+
+void ModelRunner::begin_step(const SchedulerOutput& out) {
+  // Drafts are proposed from the step just sampled, on batch_: speculation keeps one step in
+  // flight.
+  if (proposer_ && !steps_.empty()) fail("model runner: speculative decoding with a step begun");
   update_states(out);
   for (const BlockCopy& copy : out.block_copies) {
     cache_.copy_block(copy.src_block_id, copy.dst_block_id);
     if (proposer_) proposer_->copy_block(copy.src_block_id, copy.dst_block_id);
   }
-  prepare_inputs(out);
+  Step step;
+  if (!spare_steps_.empty()) {
+    step = std::move(spare_steps_.back());
+    spare_steps_.pop_back();
+  }
+  prepare_inputs(out, step);
+  step.experts = {};
+  if (!out.requests.empty()) {
+    model_.forward(context_, batch_, cache_, step.logits.data());
+    step.experts = model_.last_forward_expert_usage();
+  }
+  steps_.push_back(std::move(step));
+}
+
+std::span<float> ModelRunner::oldest_step_logits() {
+  if (steps_.empty()) fail("model runner: no step begun");
+  return steps_.front().logits;
+}
+
+ModelRunnerOutput ModelRunner::finish_step(const SchedulerOutput& out) {
+  if (steps_.empty()) fail("model runner: finish_step without a begun step");
+  Step& step = steps_.front();
+  if (step.scheduled.size() != out.requests.size())
+    fail("model runner: finishing a step of {} requests with the output of {}",
+         step.scheduled.size(), out.requests.size());
   ModelRunnerOutput result;
   const size_t num = out.requests.size();
   result.sampled_token_ids.assign(num, -1);
   result.logprobs.resize(num);
   result.prompt_logprobs.resize(num);
-  if (num == 0) return result;
-  model_.forward(context_, batch_, cache_, logits_.data());
-  const ExpertUsage experts = model_.last_forward_expert_usage();
-  result.num_moe_layers = experts.num_moe_layers;
-  result.num_routed_experts = experts.num_routed_experts;
-  if (!sampling_) return result;
-  compute_prompt_logprobs(out, result);
+  result.num_moe_layers = step.experts.num_moe_layers;
+  result.num_routed_experts = step.experts.num_routed_experts;
+  if (num > 0 && sampling_) sample_step(out, step, result);
+  spare_steps_.push_back(std::move(step));
+  steps_.pop_front();
+  return result;
+}
+
+void ModelRunner::sample_step(const SchedulerOutput& out, Step& step, ModelRunnerOutput& result) {
+  const size_t num = out.requests.size();
+  compute_prompt_logprobs(out, step, result);
 
   // Sample every request whose last row was computed; samplers are independent.
   samples_.resize(num);
@@ -160,9 +198,9 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
     const auto k = static_cast<size_t>(i);
     drafts_[k].clear();
     draft_logprobs_[k].clear();
-    if (out.requests[k].sample) sample_request(k, out.requests[k]);
+    if (out.requests[k].sample) sample_request(step, k, out.requests[k]);
   }
-  if (proposer_) propose_drafts(out);
+  if (proposer_) propose_drafts(out, step);
   bool any_drafts = false;
   for (size_t k = 0; k < num; ++k) {
     any_drafts = any_drafts || !out.requests[k].draft_token_ids.empty() || !drafts_[k].empty();
@@ -175,22 +213,21 @@ ModelRunnerOutput ModelRunner::execute_model(const SchedulerOutput& out) {
   }
   for (size_t k = 0; k < num; ++k) {
     if (!out.requests[k].sample) continue;
-    const RunnerRequest& r = *scheduled_[k];
+    const RunnerRequest& r = *step.scheduled[k];
     const SampleResult& sample = samples_[k];
     result.sampled_token_ids[k] = sample.token_id;
     if (r.wants_logprobs) result.logprobs[k] = position_logprobs(sample);
   }
-  return result;
 }
 
-void ModelRunner::sample_request(size_t k, const ScheduledRequest& scheduled) {
+void ModelRunner::sample_request(Step& step, size_t k, const ScheduledRequest& scheduled) {
   const int64_t vocab = model_.vocab_size();
-  RunnerRequest& r = *scheduled_[k];
-  const ForwardSequence& seq = batch_.sequences[k];
+  RunnerRequest& r = *step.scheduled[k];
   const auto num_drafts = static_cast<int32_t>(scheduled.draft_token_ids.size());
   // Row j predicts the token after the j-th fed token of the last 1 + num_drafts: row 0 checks
   // draft 0, ..., row num_drafts follows the last draft.
-  float* rows = logits_.data() + (logits_index_[k] + seq.num_logit_rows() - 1 - num_drafts) * vocab;
+  float* rows =
+      step.logits.data() + (step.logits_index[k] + step.num_logit_rows[k] - 1 - num_drafts) * vocab;
   int32_t j = 0;
   for (; j < num_drafts; ++j) {
     const int32_t draft = scheduled.draft_token_ids[static_cast<size_t>(j)];
@@ -220,11 +257,11 @@ void ModelRunner::sample_request(size_t k, const ScheduledRequest& scheduled) {
   }
 }
 
-void ModelRunner::propose_drafts(const SchedulerOutput& out) {
+void ModelRunner::propose_drafts(const SchedulerOutput& out, const Step& step) {
   proposals_.clear();
   for (size_t k = 0; k < out.requests.size(); ++k) {
     const ScheduledRequest& s = out.requests[k];
-    RunnerRequest& r = *scheduled_[k];
+    RunnerRequest& r = *step.scheduled[k];
     const ForwardSequence& seq = batch_.sequences[k];
     const auto num_rejected = static_cast<int32_t>(s.draft_token_ids.size()) - num_accepted_[k];
     ProposalRequest p;
@@ -246,23 +283,29 @@ void ModelRunner::propose_drafts(const SchedulerOutput& out) {
   proposer_->propose(context_, proposals_, drafts_);
 }
 
-void ModelRunner::accept_sampled_tokens(std::span<const int32_t> sampled_token_ids) {
-  if (sampled_token_ids.size() != scheduled_.size()) {
+void ModelRunner::accept_sampled_tokens(std::span<const ScheduledRequest> requests,
+                                        std::span<const int32_t> sampled_token_ids) {
+  if (sampled_token_ids.size() != requests.size()) {
     fail("model runner: {} sampled tokens for a step of {} requests", sampled_token_ids.size(),
-         scheduled_.size());
+         requests.size());
   }
-  for (size_t k = 0; k < scheduled_.size(); ++k) {
-    if (sampled_token_ids[k] >= 0) scheduled_[k]->token_ids.push_back(sampled_token_ids[k]);
+  for (size_t k = 0; k < requests.size(); ++k) {
+    if (sampled_token_ids[k] < 0) continue;
+    auto it = requests_.find(requests[k].request_id);
+    if (it == requests_.end())
+      fail("model runner: a sampled token for unknown request '{}'", requests[k].request_id);
+    it->second.token_ids.push_back(sampled_token_ids[k]);
   }
 }
 
-void ModelRunner::compute_prompt_logprobs(const SchedulerOutput& out, ModelRunnerOutput& result) {
+void ModelRunner::compute_prompt_logprobs(const SchedulerOutput& out, const Step& step,
+                                          ModelRunnerOutput& result) {
   prompt_rows_.clear();
   const int64_t vocab = model_.vocab_size();
   for (size_t i = 0; i < out.requests.size(); ++i) {
     const ScheduledRequest& s = out.requests[i];
     if (!s.all_logits) continue;
-    const RunnerRequest& r = *scheduled_[i];
+    const RunnerRequest& r = *step.scheduled[i];
     // Row j follows the token at start_position + j, so it predicts the next one; the row after
     // the last prompt token predicts the first output token and is left to the sampler.
     PromptLogprobsChunk chunk;
@@ -270,7 +313,8 @@ void ModelRunner::compute_prompt_logprobs(const SchedulerOutput& out, ModelRunne
     for (int32_t j = 0; j < s.num_new_tokens; ++j) {
       const int32_t position = s.start_position + j + 1;
       if (position >= r.num_prompt_tokens) break;
-      prompt_rows_.push_back({i, logits_.data() + (logits_index_[i] + j) * vocab, position});
+      prompt_rows_.push_back(
+          {i, step.logits.data() + (step.logits_index[i] + j) * vocab, position});
     }
     chunk.positions.resize(static_cast<size_t>(
         std::max(0, std::min(s.start_position + s.num_new_tokens, r.num_prompt_tokens - 1) -
@@ -284,7 +328,7 @@ void ModelRunner::compute_prompt_logprobs(const SchedulerOutput& out, ModelRunne
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t k = 0; k < num_rows; ++k) {
     const PromptRow& pr = prompt_rows_[static_cast<size_t>(k)];
-    const RunnerRequest& r = *scheduled_[pr.scheduled_index];
+    const RunnerRequest& r = *step.scheduled[pr.scheduled_index];
     PromptLogprobsChunk& chunk = *result.prompt_logprobs[pr.scheduled_index];
     const int32_t token_id = r.token_ids[static_cast<size_t>(pr.position)];
     // Raw logprobs (log_softmax of the logits, no penalties or temperature), as the sampler's.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -38,9 +39,22 @@ class ModelRunner {
   // samples every request whose last row was computed (and prompt logprobs where asked). A
   // runner that does not sample returns no ids (-1 for every request).
   ModelRunnerOutput execute_model(const SchedulerOutput& scheduler_output);
-  // Appends the tokens rank 0 sampled in the last step (its sampled_token_ids: one per request
-  // of that step, -1 where none) to this runner's copies of the requests.
-  void accept_sampled_tokens(std::span<const int32_t> sampled_token_ids);
+
+  // execute_model in two halves, for a pipeline's first stage, which starts the next batch
+  // while later stages still run this one. begin_step applies the step's changes and runs
+  // this rank's part of the forward pass; finish_step samples the oldest begun step (whose
+  // SchedulerOutput it is given) from its logits, which a pipeline's rank 0 receives from the
+  // last stage into oldest_step_logits() first. Steps finish in the order they began, and
+  // requests of a begun step are in no later step until it finished.
+  void begin_step(const SchedulerOutput& scheduler_output);
+  std::span<float> oldest_step_logits();
+  ModelRunnerOutput finish_step(const SchedulerOutput& scheduler_output);
+  int64_t num_begun_steps() const { return static_cast<int64_t>(steps_.size()); }
+
+  // Appends the tokens rank 0 sampled in a step (its sampled_token_ids: one per request of
+  // `requests`, that step's, -1 where none) to this runner's copies of the requests.
+  void accept_sampled_tokens(std::span<const ScheduledRequest> requests,
+                             std::span<const int32_t> sampled_token_ids);
 
   int64_t num_requests() const { return static_cast<int64_t>(requests_.size()); }
 
@@ -62,31 +76,42 @@ class ModelRunner {
     std::vector<float> draft_probs;  // [drafts, vocab], or empty: deterministic drafts
   };
 
+  // A begun step, until it is sampled: its requests in batch order, per request its first
+  // logits row (-1: none) and number of rows, and the logits [rows, vocab].
+  struct Step {
+    std::vector<RunnerRequest*> scheduled;
+    std::vector<int64_t> logits_index;
+    std::vector<int64_t> num_logit_rows;
+    std::vector<float> logits;
+    ExpertUsage experts;  // the routed experts its forward ran (MoE models)
+  };
+
   void update_states(const SchedulerOutput& scheduler_output);
-  // Fills batch_ and the logits row index of every scheduled request.
-  void prepare_inputs(const SchedulerOutput& scheduler_output);
+  // Fills batch_ and `step` (a new step's requests, rows and logits buffer).
+  void prepare_inputs(const SchedulerOutput& scheduler_output, Step& step);
   // Prompt positions of the rows this step computed for requests with all_logits.
-  void compute_prompt_logprobs(const SchedulerOutput& scheduler_output, ModelRunnerOutput& out);
+  void compute_prompt_logprobs(const SchedulerOutput& scheduler_output, const Step& step,
+                               ModelRunnerOutput& out);
   // Samples request k of the step: verifies its drafts row by row (each accepted token
   // accept()ed by its sampler before the next row is processed, so penalties and logits
   // processors see exactly the tokens kept) and samples the token after the last accepted one.
   // Appends the new tokens to the runner's copy.
-  void sample_request(size_t k, const ScheduledRequest& scheduled);
-  // Drafts the next step's tokens of the step's requests (drafts_).
-  void propose_drafts(const SchedulerOutput& scheduler_output);
+  // Samples a step's requests (and prompt logprobs where asked) into `result`.
+  void sample_step(const SchedulerOutput& scheduler_output, Step& step, ModelRunnerOutput& result);
+  void sample_request(Step& step, size_t k, const ScheduledRequest& scheduled);
+  // Drafts the next step's tokens of the step's requests (drafts_); batch_ is the step's.
+  void propose_drafts(const SchedulerOutput& scheduler_output, const Step& step);
 
   Model& model_;
   KvCache& cache_;
   bool sampling_ = true;
   ExecutionContext context_;  // the host's: the CPU device and this CPU's kernel table
   std::unordered_map<std::string, RunnerRequest> requests_;
-  // This step's requests in batch order, and per request its first logits row (-1: none).
-  std::vector<RunnerRequest*> scheduled_;
-  std::vector<int64_t> logits_index_;
-  ForwardBatch batch_;
-  std::vector<float> logits_;          // [num logit rows, vocab]
-  std::vector<SampleResult> samples_;  // the last token of each request's step
-  std::vector<int32_t> num_accepted_;  // drafts accepted per request
+  ForwardBatch batch_;                        // the last begun step's
+  std::deque<Step> steps_;                    // begun and not finished, oldest first
+  std::vector<Step> spare_steps_;             // finished, kept for their buffers
+  std::vector<SampleResult> samples_;         // the last token of each request's step
+  std::vector<int32_t> num_accepted_;         // drafts accepted per request
   // Per request asking for logprobs, those of its accepted drafts.
   std::vector<std::vector<PositionLogprobs>> draft_logprobs_;
   std::vector<std::vector<int32_t>> drafts_;  // per request, for its next step

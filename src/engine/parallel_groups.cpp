@@ -16,8 +16,9 @@
 namespace pagoda {
 namespace {
 
-std::unique_ptr<CountingCommunicator> join(const std::string& job_id, int rank, int world_size,
-                                           int numa_node = -1) {
+std::unique_ptr<CountingCommunicator> join(
+    const std::string& job_id, int rank, int world_size, int numa_node = -1,
+    std::chrono::microseconds idle_sleep = std::chrono::microseconds(0)) {
   ShmCommunicatorOptions options;
   options.job_id = job_id;
   options.rank = rank;
@@ -25,15 +26,17 @@ std::unique_ptr<CountingCommunicator> join(const std::string& job_id, int rank, 
   // Every rank reads its weights before it attaches: give a slow disk time.
   options.attach_timeout = std::chrono::minutes(10);
   options.numa_node = numa_node;
+  options.idle_sleep = idle_sleep;
   return std::make_unique<CountingCommunicator>(std::make_unique<ShmCommunicator>(options));
 }
 
-// A two-rank link; `counter` is set to its counting communicator.
-std::unique_ptr<PairLink> link(const std::string& job_id, int rank,
-                               CountingCommunicator*& counter) {
-  std::unique_ptr<CountingCommunicator> group = join(job_id, rank, 2);
-  counter = group.get();
-  return std::make_unique<PairLink>(std::move(group));
+// A two-rank link; the sending end queues its sends (the receiving end needs no sender
+// thread). Either end may wait as long as the other's whole stage of work, so it sleeps while
+// it waits rather than take turns on the core with its rank's compute threads; 50 us is
+// nothing beside a stage's milliseconds.
+std::unique_ptr<PairLink> link(const std::string& job_id, int rank, bool sends) {
+  return std::make_unique<PairLink>(join(job_id, rank, 2, -1, std::chrono::microseconds(50)),
+                                    sends ? PairLink::Mode::kQueued : PairLink::Mode::kBlocking);
 }
 
 // The world of a job launched by mpirun: MPI numbers the ranks, and they must be the ones the
@@ -57,11 +60,10 @@ std::unique_ptr<CountingCommunicator> join_mpi_world(const EngineArgs& args) {
 #endif
 }
 
-void add(CommunicationStats& total, const CountingCommunicator* c) {
-  if (c == nullptr) return;
-  total.num_calls += c->stats().num_calls;
-  total.bytes += c->stats().bytes;
-  total.seconds += c->stats().seconds;
+void add(CommunicationStats& total, const CommunicationStats& s) {
+  total.num_calls += s.num_calls;
+  total.bytes += s.bytes;
+  total.seconds += s.seconds;
 }
 
 }  // namespace
@@ -76,14 +78,16 @@ TensorParallel ParallelGroups::tensor_parallel() const {
 }
 
 PipelineParallel ParallelGroups::pipeline_parallel() const {
-  return PipelineParallel(pipeline_size, stage(), from_previous.get(), to_next.get(), logits.get());
+  return PipelineParallel(pipeline_size, stage(), from_previous.get(), to_next.get(),
+                          rank == 0 ? nullptr : logits.get());
 }
 
 CommunicationStats ParallelGroups::stats() const {
   CommunicationStats total;
-  for (const CountingCommunicator* c :
-       {world.get(), stage_tensor.get(), from_previous_counter, to_next_counter, logits_counter})
-    add(total, c);
+  for (const CountingCommunicator* c : {world.get(), stage_tensor.get()})
+    if (c != nullptr) add(total, c->stats());
+  for (const PairLink* l : {from_previous.get(), to_next.get(), logits.get()})
+    if (l != nullptr) add(total, l->stats());
   return total;
 }
 
@@ -120,14 +124,14 @@ std::unique_ptr<ParallelGroups> join_parallel_groups(const EngineArgs& args) {
   if (g->pipeline_size > 1) {
     if (g->tensor_size > 1)
       g->stage_tensor = join(fmt::format("{}.tp{}", id, stage), t, g->tensor_size);
-    if (stage > 0)
-      g->from_previous =
-          link(fmt::format("{}.pp{}.{}", id, stage - 1, t), 1, g->from_previous_counter);
+    if (stage > 0) g->from_previous = link(fmt::format("{}.pp{}.{}", id, stage - 1, t), 1, false);
     if (stage + 1 < g->pipeline_size)
-      g->to_next = link(fmt::format("{}.pp{}.{}", id, stage, t), 0, g->to_next_counter);
+      g->to_next = link(fmt::format("{}.pp{}.{}", id, stage, t), 0, true);
     const bool last = stage + 1 == g->pipeline_size;
-    if (g->rank == 0 || (last && t == 0))
-      g->logits = link(id + ".logits", g->rank == 0 ? 0 : 1, g->logits_counter);
+    if (g->rank == 0 || (last && t == 0)) {
+      const bool sends = g->rank != 0;
+      g->logits = link(id + ".logits", sends ? 1 : 0, sends);
+    }
   }
   spdlog::info("parallel: rank {} of {} (pipeline stage {} of {}, tensor rank {} of {}){}", g->rank,
                world_size, stage, g->pipeline_size, t, g->tensor_size,

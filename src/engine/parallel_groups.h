@@ -6,6 +6,8 @@
 //               when there is one stage; none with TP 1)
 //   links       rank t of stage s to rank t of stage s + 1: the hidden states, one way
 //   logits      the last stage's rank 0 to rank 0: the logits rows to sample
+// Links queue their sends, so a stage never waits for the next one to take its output and
+// several micro-batches can be in flight (tensor_parallel_executor.h).
 // Every group is a shared-memory segment named after the job id; every rank joins its groups
 // in the same order (world, tensor, link from the previous stage, link to the next, logits), so
 // no two ranks wait on each other's second group before their first.
@@ -28,15 +30,13 @@ struct ParallelGroups {
 
   std::unique_ptr<CountingCommunicator> world;
   std::unique_ptr<CountingCommunicator> stage_tensor;  // when there are several stages and TP > 1
-  // Counted like the others; owned by the links.
-  CountingCommunicator* from_previous_counter = nullptr;
-  CountingCommunicator* to_next_counter = nullptr;
-  CountingCommunicator* logits_counter = nullptr;
+  // Queued sends (parallel/pair_link.h); they count their own traffic.
   std::unique_ptr<PairLink> from_previous, to_next, logits;
 
   int stage() const { return rank / tensor_size; }
   int tensor_rank() const { return rank % tensor_size; }
-  // What the model is loaded with.
+  // What the model is loaded with. Its logits link is the last stage's sending end only: rank 0
+  // receives the logits in its executor, when the engine asks for that batch's output.
   TensorParallel tensor_parallel() const;
   PipelineParallel pipeline_parallel() const;
   // Everything this rank sent and received, over every group.

@@ -89,6 +89,12 @@ class Request {
   int32_t num_blocks_sent = 0;
   bool resumed_from_preemption = false;
 
+  // In a batch whose output has not come back (pipeline parallelism: several batches in
+  // flight): not scheduled again, not preempted, and a finish waits for the output
+  // (finish_when_back, kRunning for none), so its blocks stay allocated until then.
+  bool in_flight = false;
+  RequestStatus finish_when_back = RequestStatus::kRunning;
+
   std::span<const int32_t> prompt_token_ids() const {
     return std::span<const int32_t>(tokens_).first(static_cast<size_t>(num_prompt_tokens_));
   }

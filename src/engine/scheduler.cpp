@@ -104,6 +104,11 @@ std::shared_ptr<Request> Scheduler::finish_request(const std::string& request_id
   assert(is_finished(status));
   Request* request = live(request_id);
   if (request == nullptr) return nullptr;
+  if (request->in_flight && config_.max_concurrent_batches > 1) {
+    // Its batch still runs on the stages after the first, on its blocks and its runner state.
+    if (request->finish_when_back == RequestStatus::kRunning) request->finish_when_back = status;
+    return nullptr;
+  }
   return retire(request, status);
 }
 
@@ -190,6 +195,11 @@ SchedulerOutput Scheduler::schedule() {
   };
   std::vector<Pick> picks;
   int32_t budget = config_.max_num_batched_tokens;
+  // With batches in flight: an even share of the live requests per batch.
+  const int32_t num_batches = std::max(1, config_.max_concurrent_batches);
+  const auto most_picks =
+      num_batches == 1 ? requests_.size()
+                       : (requests_.size() + static_cast<size_t>(num_batches) - 1) / num_batches;
 
   // Partial-prefill slots (max_num_partial_prefills > 1): a request with more than one token to
   // catch up is a prefill; it runs this step only if a slot is free, and its chunk is capped at
@@ -212,8 +222,12 @@ SchedulerOutput Scheduler::schedule() {
   // 1. Running requests, oldest first. If one cannot get blocks, preempt from the newest end
   //    until it can (or it was itself the newest).
   size_t index = 0;
-  while (index < running_.size() && budget > 0) {
+  while (index < running_.size() && budget > 0 && picks.size() < most_picks) {
     Request* request = running_[index];
+    if (request->in_flight) {
+      ++index;
+      continue;
+    }
     int32_t num_new = request->num_tokens() - request->num_computed_tokens;
     const bool prefill = limit_prefills && num_new > 1;
     const bool is_long = prefill && is_long_prefill(num_new);
@@ -245,8 +259,13 @@ SchedulerOutput Scheduler::schedule() {
         allocated = true;
         break;
       }
-      Request* victim = running_.back();
-      running_.pop_back();
+      // The newest request not in flight (a batch in flight computes on its blocks); at worst
+      // the request itself, which is not in flight.
+      auto newest = std::find_if(running_.rbegin(), running_.rend(),
+                                 [](const Request* r) { return !r->in_flight; });
+      assert(newest != running_.rend());
+      Request* victim = *newest;
+      running_.erase(std::next(newest).base());
       preempt(victim);
       out.preempted_request_ids.push_back(victim->request_id);
       if (victim == request) break;
@@ -262,7 +281,8 @@ SchedulerOutput Scheduler::schedule() {
   //    is short and admitting more would only cause more preemption).
   size_t w = 0;
   while (out.preempted_request_ids.empty() && w < waiting_.size() && budget > 0 &&
-         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+         static_cast<int32_t>(running_.size()) < config_.max_num_seqs &&
+         picks.size() < most_picks) {
     Request* request = waiting_[w];
 
     if (!request->fork_leader_id.empty()) {
@@ -361,6 +381,7 @@ void Scheduler::emit(Request& r, int32_t num_new_tokens, int32_t num_draft_token
     r.resumed_from_preemption = false;
   }
   r.num_blocks_sent = static_cast<int32_t>(table.size());
+  r.in_flight = true;
 
   ScheduledRequest s;
   s.request_id = r.request_id;
@@ -415,8 +436,14 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(
   for (size_t i = 0; i < num; ++i) {
     const ScheduledRequest& scheduled = scheduler_output.requests[i];
     Request* request = live(scheduled.request_id);
+    if (request != nullptr) request->in_flight = false;
     // Gone (aborted after schedule()) or preempted and re-queued since: nothing to apply.
     if (request == nullptr || request->status != RequestStatus::kRunning) continue;
+    // Aborted (or stopped) while its batch was in flight: it ends now, its output unused.
+    if (request->finish_when_back != RequestStatus::kRunning) {
+      retire(request, request->finish_when_back);
+      continue;
+    }
     EngineCoreOutput output;
     output.request_id = request->request_id;
     output.prompt_logprobs = runner_output.prompt_logprobs[i];

@@ -8,7 +8,10 @@
 // Call order (one engine thread): add_request / abort_request / finish_request at any time
 // between steps; then schedule() -> the model runner executes the SchedulerOutput (block copies
 // first) -> update_from_output(). An abort between schedule() and update_from_output() is fine:
-// the update skips requests that are gone.
+// the request is retired when its output comes back (the update skips its tokens).
+// With max_concurrent_batches > 1 several schedule() calls may come before the update of the
+// first of them; updates come in the order the batches were scheduled. A request is in at most
+// one batch in flight (vLLM's scheduler skips requests already scheduled in the same way).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +56,10 @@ struct SchedulerConfig {
   // KV slots allocated past each request's scheduled tokens, for a proposer that writes its
   // drafts' KV into blocks of the request's table (a draft model: num_speculative_tokens).
   int32_t num_lookahead_tokens = 0;
+  // Batches the executor keeps in flight (pipeline stages). Above 1 each schedule() leaves out
+  // the requests of batches still in flight, and takes at most 1/max_concurrent_batches of the
+  // live requests (rounded up), so that the batches in flight are of even size.
+  int32_t max_concurrent_batches = 1;
 };
 
 class Scheduler {
@@ -68,7 +75,8 @@ class Scheduler {
   void add_request(Request request);
 
   // Ends a request wherever it is (waiting, mid-prefill, decoding) and frees its blocks.
-  // Returns the request with status finished_aborted, or nullptr if the id is unknown.
+  // Returns the request with status finished_aborted, or nullptr if the id is unknown (or in
+  // a batch in flight: it ends when that batch's output comes back).
   std::shared_ptr<Request> abort_request(const std::string& request_id);
   // Same with any finished status, e.g. kFinishedStopped when the engine matched a stop string.
   std::shared_ptr<Request> finish_request(const std::string& request_id, RequestStatus status);

@@ -194,10 +194,8 @@ void LlamaModel::forward(const ExecutionContext& ctx, const ForwardBatch& batch,
   const auto logits_bytes =
       static_cast<size_t>(batch.num_logit_rows() * vocab_size_) * sizeof(float);
   if (!pipeline_.is_last()) {
+    // Rank 0 takes the last stage's logits later, when the engine asks for this batch's output.
     pipeline_.to_next()->send(h, h_bytes);
-    // Rank 0 samples: the last stage sends it the logits once its layers are done.
-    if (pipeline_.logits() != nullptr && logits_bytes > 0)
-      pipeline_.logits()->receive(logits, logits_bytes);
     return;
   }
   head_.forward(ctx, batch, h, logits);  // [logit rows, vocab]

@@ -3,7 +3,8 @@
 // the final norm and lm_head; each stage holds only its layers' weights and KV cache. Between
 // stages travels the residual stream h [tokens, hidden] in fp32 (after the last layer of a
 // stage h is whole: each layer adds its attention and MLP outputs into it). The logits go from
-// the last stage back to rank 0, which samples. With tensor parallelism inside each stage,
+// the last stage back to rank 0, which samples. A stage's sends are queued (pair_link.h), so
+// it goes on to its next micro-batch at once. With tensor parallelism inside each stage,
 // rank t of stage s sends to rank t of stage s + 1 (each holds the whole h after its
 // all-reduces), and only the last stage's rank 0 sends logits. After GPipe (Huang et al. 2019)
 // and vLLM's PPMissingLayer / get_pp_indices split.
@@ -31,8 +32,8 @@ class PipelineParallel {
  public:
   PipelineParallel() = default;
   // Links the caller owns, which must outlive the model; nullptr where this rank has none:
-  // `from_previous` on the first stage, `to_next` on the last, `logits` except on rank 0 and
-  // on the last stage's rank 0 (one process holding both ends passes nullptr).
+  // `from_previous` on the first stage, `to_next` on the last, `logits` except on the last
+  // stage's rank 0.
   PipelineParallel(int num_stages, int stage, PairLink* from_previous, PairLink* to_next,
                    PairLink* logits)
       : num_stages_(num_stages),
@@ -52,8 +53,8 @@ class PipelineParallel {
 
   PairLink* from_previous() const { return from_previous_; }
   PairLink* to_next() const { return to_next_; }
-  // On rank 0 (first stage) of a pipeline: where the logits arrive; on the last stage's rank 0:
-  // where they go; nullptr elsewhere.
+  // On the last stage's rank 0: where the logits go, to rank 0, which samples (its executor
+  // receives them, so that its next batch can start first); nullptr elsewhere.
   PairLink* logits() const { return logits_; }
 
  private:

@@ -106,7 +106,7 @@ std::string ShmCommunicator::segment_name(std::string_view job_id) {
 }
 
 ShmCommunicator::ShmCommunicator(const ShmCommunicatorOptions& options)
-    : rank_(options.rank), world_size_(options.world_size) {
+    : rank_(options.rank), world_size_(options.world_size), idle_sleep_(options.idle_sleep) {
   if (world_size_ < 1 || world_size_ > kMaxRanks) {
     fail("shared-memory communicator: world size {} is outside [1, {}]", world_size_, kMaxRanks);
   }
@@ -261,10 +261,15 @@ void ShmCommunicator::wait_until(Done done, const char* what,
   }
   // Oversubscribed (or a slow peer): give the core away, and look at the peers now and then.
   Clock::time_point next_check = Clock::now() + std::chrono::milliseconds(100);
+  const uint32_t check_every = idle_sleep_.count() > 0 ? 1u : 256u;
   for (uint32_t i = 0;; ++i) {
     if (done()) return;
-    std::this_thread::yield();
-    if ((i & 255u) != 0) continue;
+    if (idle_sleep_.count() > 0) {
+      std::this_thread::sleep_for(idle_sleep_);
+    } else {
+      std::this_thread::yield();
+    }
+    if (i % check_every != 0) continue;
     const Clock::time_point now = Clock::now();
     if (now < next_check) continue;
     next_check = now + std::chrono::milliseconds(100);

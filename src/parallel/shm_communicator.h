@@ -44,6 +44,11 @@ struct ShmCommunicatorOptions {
   // When >= 0: run this rank on that NUMA node and prefer its memory, before the slot is first
   // touched. Leave at -1 when the launcher binds the process (numactl, mpirun --bind-to).
   int numa_node = -1;
+  // Once a wait has spun ~10-50 us: 0 yields the core between looks (a peer is expected soon:
+  // the collectives inside a forward pass); above 0 sleeps that long instead, for a group whose
+  // waits last as long as a peer's whole stage of work (pipeline links), so that a waiting
+  // sender thread leaves its core to the rank's compute threads.
+  std::chrono::microseconds idle_sleep{0};
 };
 
 class ShmCommunicator final : public Communicator {
@@ -93,6 +98,7 @@ class ShmCommunicator final : public Communicator {
   Header* header_ = nullptr;
   uint32_t local_sense_ = 0;
   uint64_t sequence_ = 0;
+  std::chrono::microseconds idle_sleep_{0};
   bool broken_ = false;
 };
 

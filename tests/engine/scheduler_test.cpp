@@ -1,12 +1,13 @@
 // Scheduler driven by a fake model (fake_model.h): budget and max_num_seqs, chunked prefill,
 // prefix hits, preemption and resumption, aborts, starvation, n > 1 fork with copy-on-write,
-// stop checks, and the KV waste of a mixed workload.
+// stop checks, the KV waste of a mixed workload, and batches in flight (pipeline parallelism).
 #include "engine/scheduler.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <numeric>
 #include <random>
@@ -496,6 +497,122 @@ TEST(Scheduler, PreemptionWithPrefixCaching) {
 }
 TEST(Scheduler, PreemptionWithoutChunkedPrefill) {
   preemption_case(true, false);
+}
+
+// A pipeline's batch queue (engine_core.h's step_with_batch_queue): up to `depth` batches in
+// flight, each run by the fake model only when its output is taken (the last stage runs it
+// after later batches were scheduled), outputs applied in order. Checks that no request is in
+// two batches in flight.
+RunResult run_pipelined(Scheduler& scheduler, FakeModel& model, size_t depth,
+                        size_t& most_in_flight) {
+  RunResult result;
+  std::deque<SchedulerOutput> in_flight;
+  std::set<std::string> busy;
+  most_in_flight = 0;
+  for (int32_t step = 0; step < 100000; ++step) {
+    if (!scheduler.has_unfinished_requests() && in_flight.empty()) break;
+    if (in_flight.size() < depth) {
+      SchedulerOutput out = scheduler.schedule();
+      for (const ScheduledRequest& s : out.requests)
+        EXPECT_TRUE(busy.insert(s.request_id).second) << s.request_id << " scheduled twice";
+      const bool computes = !out.empty();
+      if (computes || !out.finished_request_ids.empty()) in_flight.push_back(std::move(out));
+      most_in_flight = std::max(most_in_flight, in_flight.size());
+      if (computes && in_flight.size() < depth) continue;
+    }
+    if (in_flight.empty()) continue;
+    const SchedulerOutput out = std::move(in_flight.front());
+    in_flight.pop_front();
+    const ModelRunnerOutput mro = model.execute(out);
+    for (const ScheduledRequest& s : out.requests) busy.erase(s.request_id);
+    for (const EngineCoreOutput& u : scheduler.update_from_output(out, mro)) {
+      auto& o = result.outputs[u.request_id];
+      o.insert(o.end(), u.new_token_ids.begin(), u.new_token_ids.end());
+      if (u.finished()) result.status[u.request_id] = u.status;
+    }
+    ++result.num_steps;
+  }
+  EXPECT_FALSE(scheduler.has_unfinished_requests());
+  EXPECT_EQ(model.num_integrity_errors(), 0);
+  return result;
+}
+
+// Two batches in flight on the tight pool of preemption_case, with prefix caching and chunked
+// prefill: every output is still the request's output alone, and no block a batch in flight
+// writes is handed to another request before that batch is back.
+TEST(Scheduler, PipelinedBatchesGiveTheOutputsOfOneBatchAtATime) {
+  for (const bool chunked : {true, false}) {
+    std::mt19937 rng(6);
+    SchedulerConfig c;
+    c.max_num_seqs = 16;
+    c.max_num_batched_tokens = chunked ? 48 : 256;
+    c.max_model_len = 256;
+    c.block_size = 8;
+    c.num_kv_blocks = 40;
+    c.enable_prefix_caching = true;
+    c.enable_chunked_prefill = chunked;
+    c.max_concurrent_batches = 2;
+    Scheduler scheduler(c);
+    FakeModel model(c.num_kv_blocks, c.block_size);
+    model.check_exclusive_writes(&scheduler.kv_cache_manager().block_pool());
+    auto requests = mixed_workload(rng, 24, 100, 60);
+    // Shared prefixes, so that prefix-cache hits happen with batches in flight.
+    for (size_t i = 1; i < requests.size(); i += 3) {
+      std::vector<int32_t> prompt = requests[0].all_token_ids();
+      prompt.push_back(static_cast<int32_t>(i));
+      requests[i] = make_request(requests[i].request_id, prompt, 20);
+    }
+    for (const Request& r : requests) scheduler.add_request(r);
+    size_t most_in_flight = 0;
+    RunResult result = run_pipelined(scheduler, model, 2, most_in_flight);
+    EXPECT_EQ(most_in_flight, 2u);
+    EXPECT_GT(scheduler.num_preemptions(), 0);
+    EXPECT_GT(scheduler.kv_cache_manager().prefix_cache_stats().num_hit_tokens, 0);
+    for (const Request& r : requests) {
+      EXPECT_EQ(result.outputs[r.request_id], reference_output(r, c.max_model_len)) << r.request_id;
+    }
+    EXPECT_EQ(model.num_shared_writes(), 0);
+    EXPECT_EQ(scheduler.kv_cache_manager().num_free_blocks(), c.num_kv_blocks);
+  }
+}
+
+// Each batch takes an even share of the live requests, so the batches in flight are alike.
+TEST(Scheduler, PipelinedBatchesShareTheRequests) {
+  SchedulerConfig c = roomy_config();
+  c.max_concurrent_batches = 2;
+  Scheduler scheduler(c);
+  for (int i = 0; i < 5; ++i)
+    scheduler.add_request(make_request(fmt::format("r{}", i), std::vector<int32_t>(8, i), 4));
+  const SchedulerOutput first = scheduler.schedule();
+  const SchedulerOutput second = scheduler.schedule();
+  EXPECT_EQ(first.requests.size(), 3u);
+  EXPECT_EQ(second.requests.size(), 2u);
+  EXPECT_TRUE(scheduler.schedule().empty()) << "every request is in a batch in flight";
+}
+
+// A request aborted while its batch is in flight keeps its blocks (the later stages still write
+// them) and ends when that batch's output comes back, with no output of its own.
+TEST(Scheduler, AbortOfARequestInFlightWaitsForItsBatch) {
+  SchedulerConfig c = roomy_config();
+  c.max_concurrent_batches = 2;
+  Scheduler scheduler(c);
+  FakeModel model(c.num_kv_blocks, c.block_size);
+  scheduler.add_request(make_request("a", std::vector<int32_t>(20, 2), 5));
+  scheduler.add_request(make_request("b", std::vector<int32_t>(20, 3), 5));
+  const SchedulerOutput first = scheduler.schedule();
+  ASSERT_EQ(first.requests.size(), 1u);
+  EXPECT_EQ(first.requests[0].request_id, "a");
+  const SchedulerOutput second = scheduler.schedule();
+  ASSERT_EQ(second.requests.size(), 1u);
+  EXPECT_EQ(scheduler.abort_request("a"), nullptr);
+  ASSERT_NE(scheduler.find_request("a"), nullptr);
+  EXPECT_EQ(scheduler.kv_cache_manager().num_free_blocks(), c.num_kv_blocks - 4);  // 2 each
+  const auto updates = scheduler.update_from_output(first, model.execute(first));
+  EXPECT_TRUE(updates.empty());
+  EXPECT_EQ(scheduler.find_request("a"), nullptr);
+  EXPECT_EQ(scheduler.update_from_output(second, model.execute(second)).size(), 1u);
+  const SchedulerOutput third = scheduler.schedule();
+  EXPECT_EQ(third.finished_request_ids, std::vector<std::string>{"a"});
 }
 
 TEST(Scheduler, PreemptsTheNewestRunningRequest) {

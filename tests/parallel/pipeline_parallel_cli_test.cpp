@@ -1,7 +1,8 @@
 // `pagoda generate -pp P` and `-tp T -pp P`: rank 0 starts the other ranks, each stage holds its
 // layers, and the greedy tokens are those of one process, for Llama and Qwen2 (5 layers, so
 // that the split is uneven) and the real stories260K; with prefix-cache hits, chunked prefill
-// and preemption in the same run. Ranks are oversubscribed on a 2-core machine.
+// and preemption in the same run, with one batch in flight per stage. Ranks are oversubscribed
+// on a 2-core machine.
 #include <signal.h>
 
 #include <algorithm>
@@ -81,7 +82,15 @@ std::string tiny_model(const Scratch& scratch, const std::string& architecture) 
 struct GreedyRun {
   std::vector<std::vector<int32_t>> tokens;  // per prompt
   std::string err;
+  int max_batches_in_flight = 0;  // what rank 0's summary reports with -pp > 1
 };
+
+// "at most N of P batches in flight" from the communication summary; 0 when absent.
+int batches_in_flight(const std::string& err) {
+  const size_t at = err.find("at most ");
+  if (at == std::string::npos || err.find("batches in flight", at) == std::string::npos) return 0;
+  return std::stoi(err.substr(at + 8));
+}
 
 // Greedy generation of `prompts` at -tp tp -pp pp (plus `extra` flags).
 GreedyRun greedy(const Scratch& scratch, const std::string& model, int tp, int pp,
@@ -104,6 +113,9 @@ GreedyRun greedy(const Scratch& scratch, const std::string& model, int tp, int p
         r.err.find("pipeline parallel (" + std::to_string(pp) + " stages x " + std::to_string(tp)),
         std::string::npos)
         << "no communication summary: " << r.err;
+    run.max_batches_in_flight = batches_in_flight(r.err);
+    EXPECT_NE(r.err.find(" of " + std::to_string(pp) + " batches in flight"), std::string::npos)
+        << r.err;
   }
   return run;
 }
@@ -178,6 +190,25 @@ TEST(PipelineParallelGenerate, PrefixCacheChunkedPrefillAndPreemptionMatchOnePro
     EXPECT_EQ(got.tokens, want.tokens) << "-tp " << tp << " -pp 2";
     EXPECT_EQ(got.err.find("(0 from the prefix cache)"), std::string::npos) << got.err;
     EXPECT_NE(got.err.find("preemptions:"), std::string::npos) << got.err;
+    // The three requests ran as two batches in flight at once.
+    EXPECT_EQ(got.max_batches_in_flight, 2) << got.err;
+  }
+}
+
+// Eight prompts at once: rank 0 keeps one batch per stage in flight (each of an even share of
+// the requests, none in two batches at once), and the tokens are still one process's.
+TEST(PipelineParallelGenerate, BatchesOverlapAcrossStagesAndMatchOneProcess) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  const std::string model = tiny_model(scratch, "LlamaForCausalLM");
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 8; ++i) prompts.push_back("story " + std::to_string(i * 7) + " begins");
+  const std::vector<std::string> extra = {"--max-tokens", "12"};
+  const GreedyRun want = greedy(scratch, model, 1, 1, prompts, extra);
+  for (const auto& [tp, pp] : std::vector<std::pair<int, int>>{{1, 2}, {1, 3}, {2, 2}}) {
+    const GreedyRun got = greedy(scratch, model, tp, pp, prompts, extra);
+    EXPECT_EQ(got.tokens, want.tokens) << "-tp " << tp << " -pp " << pp;
+    EXPECT_EQ(got.max_batches_in_flight, pp) << "-tp " << tp << " -pp " << pp << "\n" << got.err;
   }
 }
 

@@ -1,7 +1,8 @@
 // The shared-memory communicator in forked processes, one per rank: every collective against the
 // scalar reference (tests/parallel/reference.h) for world sizes 1, 2 and 4, sizes that do not
 // divide by the world size and that go through the slots in several pieces, many calls in a row
-// (barrier and slot-half reuse), the segment's cleanup, and a rank dying mid-run.
+// (barrier and slot-half reuse), the segment's cleanup, and a rank dying mid-run; and the
+// pipeline's PairLink over it (queued sends, a dead receiver).
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "pagoda/error.h"
+#include "parallel/pair_link.h"
 #include "parallel/reference.h"
 #include "parallel/shm_communicator.h"
 
@@ -237,6 +240,82 @@ TEST(ShmCommunicator, RankDyingMidRunStopsTheOthersWithAnError) {
       return std::string("a second barrier after the failure returned");
     }
     return std::string("barrier returned with rank 1 gone");
+  });
+  EXPECT_EQ(complaints, "");
+}
+
+// A pipeline link over its own two-rank segment (job_id), rank 0 sending.
+std::unique_ptr<PairLink> open_link(const std::string& job_id, int rank) {
+  ShmCommunicatorOptions options;
+  options.job_id = job_id;
+  options.rank = rank;
+  options.world_size = 2;
+  options.slot_bytes = 16384;
+  options.attach_timeout = std::chrono::seconds(20);
+  return std::make_unique<PairLink>(
+      std::make_unique<ShmCommunicator>(options),
+      rank == 0 ? PairLink::Mode::kQueued : PairLink::Mode::kBlocking);
+}
+
+std::vector<uint8_t> message(size_t bytes, int seed) {
+  std::vector<uint8_t> m(bytes);
+  for (size_t i = 0; i < bytes; ++i)
+    m[i] = static_cast<uint8_t>(i * 31 + static_cast<size_t>(seed));
+  return m;
+}
+
+// A queued send returns before the receiver has taken anything: rank 0 sends three messages
+// (one of several slot pieces) and only then meets rank 1 at a barrier of another group, after
+// which rank 1 receives them, in order and whole. With sends that wait for the receiver, the
+// two ranks would wait on each other until the run times out.
+TEST(PairLink, QueuedSendsDoNotWaitForTheReceiver) {
+  const std::string link_id = unique_job_id();
+  const std::vector<size_t> sizes = {1000, 50000, 8};
+  const std::string complaints = run_ranks(2, [&](ShmCommunicator& comm) {
+    std::unique_ptr<PairLink> link = open_link(link_id, comm.rank());
+    if (comm.rank() == 0) {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const std::vector<uint8_t> m = message(sizes[i], static_cast<int>(i));
+        link->send(m.data(), m.size());
+      }
+      comm.barrier();
+      link->flush();
+      return std::string();
+    }
+    comm.barrier();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::vector<uint8_t> got(sizes[i]);
+      link->receive(got.data(), got.size());
+      if (got != message(sizes[i], static_cast<int>(i)))
+        return fmt::format("message {} of {} bytes arrived changed", i, sizes[i]);
+    }
+    return std::string();
+  });
+  EXPECT_EQ(complaints, "");
+}
+
+// The receiver gone: the queued send fails in the sender thread, and flush and every later send
+// report it instead of waiting forever.
+TEST(PairLink, ASendToADeadRankFails) {
+  const std::string link_id = unique_job_id();
+  const std::string complaints = run_ranks(2, [&](ShmCommunicator& comm) {
+    std::unique_ptr<PairLink> link = open_link(link_id, comm.rank());
+    if (comm.rank() == 1) _exit(0);
+    const std::vector<uint8_t> m = message(100, 0);
+    link->send(m.data(), m.size());
+    try {
+      link->flush();
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("exited") == std::string::npos)
+        return std::string("error does not say the rank exited: ") + e.what();
+      try {
+        link->send(m.data(), m.size());
+      } catch (const Error&) {
+        return std::string();
+      }
+      return std::string("a send after the failure was queued");
+    }
+    return std::string("flush returned with the receiver gone");
   });
   EXPECT_EQ(complaints, "");
 }
