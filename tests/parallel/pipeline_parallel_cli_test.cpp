@@ -1,7 +1,7 @@
 // `pagoda generate -pp P` and `-tp T -pp P`: rank 0 starts the other ranks, each stage holds its
-// layers, and the greedy tokens are those of one process, for Llama and Qwen2 (5 layers, so
-// that the split is uneven) and the real stories260K; with prefix-cache hits, chunked prefill
-// and preemption in the same run. Ranks are oversubscribed on a 2-core machine.
+// layers, and the greedy tokens are those of one process, for Llama, Qwen2 and DeepSeek V2/V3
+// (5 layers, so that the split is uneven) and the real stories260K; with prefix-cache hits,
+// chunked prefill and preemption in the same run. Ranks are oversubscribed on a 2-core machine.
 #include <signal.h>
 
 #include <algorithm>
@@ -181,7 +181,7 @@ TEST(PipelineParallelGenerate, PrefixCacheChunkedPrefillAndPreemptionMatchOnePro
   }
 }
 
-TEST(PipelineParallelGenerate, TooManyStagesAndDeepSeekAreRefused) {
+TEST(PipelineParallelGenerate, TooManyStagesAreRefused) {
   if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
   Scratch scratch;
   const auto r = run_pagoda({"generate", "--model", tiny_model(scratch, "LlamaForCausalLM"),
@@ -189,20 +189,73 @@ TEST(PipelineParallelGenerate, TooManyStagesAndDeepSeekAreRefused) {
                             scratch.dir(), {}, 120s);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("5 layers do not fill 6 stages"), std::string::npos) << r.err;
+}
 
-  ModelSpec spec = model_preset("tiny");
-  spec.architecture = "DeepseekV2ForCausalLM";
-  spec.deepseek.q_lora_rank = 0;
-  spec.deepseek.kv_lora_rank = 32;
-  spec.deepseek.qk_nope_head_dim = 16;
-  spec.deepseek.qk_rope_head_dim = 16;
-  spec.deepseek.v_head_dim = 16;
-  const std::string dir = scratch.path("ds");
+// Two dense layers (first_k_dense_replace), then three MoE layers of 8 experts (2 per token)
+// and a shared expert (V3 also an MTP layer in its files): -pp 2 splits them 3 + 2 (dense, dense,
+// MoE | MoE, MoE), -pp 3 2 + 2 + 1 (dense, dense | MoE, MoE | MoE), so h crosses after a dense
+// layer and after a MoE layer. V2 in the Lite shape (q_proj), V3 with q_a/q_b and sigmoid
+// noaux_tc routing over 4 groups.
+std::string tiny_deepseek(const Scratch& scratch, const std::string& architecture) {
+  ModelSpec spec;
+  spec.architecture = architecture;
+  spec.hidden_size = 128;
+  spec.intermediate_size = 256;
+  spec.num_layers = 5;
+  spec.num_heads = 4;
+  spec.vocab_size = 509;
+  spec.max_position_embeddings = 4096;
+  spec.seed = 29;
+  DeepseekSpec& d = spec.deepseek;
+  const bool v3 = architecture == "DeepseekV3ForCausalLM";
+  d.q_lora_rank = v3 ? 64 : 0;
+  d.kv_lora_rank = 64;
+  d.qk_nope_head_dim = 32;
+  d.qk_rope_head_dim = 16;
+  d.v_head_dim = 32;
+  d.n_routed_experts = 8;
+  d.num_experts_per_tok = 2;
+  d.n_shared_experts = 1;
+  d.moe_intermediate_size = 128;
+  d.first_k_dense_replace = 2;
+  if (v3) {
+    d.n_group = 4;
+    d.topk_group = 2;
+    d.topk_method = "noaux_tc";
+    d.scoring_func = "sigmoid";
+    d.norm_topk_prob = true;
+    d.routed_scaling_factor = 2.5;
+    d.num_nextn_predict_layers = 1;
+  }
+  const std::string dir = scratch.path(architecture);
   generate_model(spec, dir);
-  const auto d = run_pagoda({"generate", "--model", dir, "--prompt", "hi", "-pp", "2"},
-                            scratch.dir(), {}, 120s);
-  EXPECT_NE(d.exit_code, 0);
-  EXPECT_NE(d.err.find("pipeline parallelism is not implemented"), std::string::npos) << d.err;
+  return dir;
+}
+
+TEST(PipelineParallelGenerate, DeepSeekV2MatchesOneProcess) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  expect_same_tokens(scratch, tiny_deepseek(scratch, "DeepseekV2ForCausalLM"),
+                     {{1, 2}, {1, 3}, {2, 2}});
+}
+
+TEST(PipelineParallelGenerate, DeepSeekV3MatchesOneProcess) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  expect_same_tokens(scratch, tiny_deepseek(scratch, "DeepseekV3ForCausalLM"), {{1, 2}, {2, 2}});
+}
+
+// The MTP layer drafts from the last layer's h: speculation under a pipeline is refused before
+// loading, with the reason.
+TEST(PipelineParallelGenerate, DeepSeekMtpSpeculationIsRefused) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  const auto r = run_pagoda(
+      {"generate", "--model", tiny_deepseek(scratch, "DeepseekV3ForCausalLM"), "--prompt", "hi",
+       "-pp", "2", "--speculative-config", R"({"method": "mtp", "num_speculative_tokens": 1})"},
+      scratch.dir(), {}, 120s);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--speculative-config cannot be combined with"), std::string::npos) << r.err;
 }
 
 // The last stage's second tensor rank killed mid-generation: the ranks waiting on it (its
