@@ -6,9 +6,10 @@
 //               when there is one stage; none with TP 1)
 //   links       rank t of stage s to rank t of stage s + 1: the hidden states, one way
 //   logits      the last stage's rank 0 to rank 0: the logits rows to sample
-// Every group is a shared-memory segment named after the job id; every rank joins its groups
-// in the same order (world, tensor, link from the previous stage, link to the next, logits), so
-// no two ranks wait on each other's second group before their first.
+// On one machine every group is a shared-memory segment named after the job id; every rank
+// joins its groups in the same order (world, tensor, link from the previous stage, link to the
+// next, logits), so no two ranks wait on each other's second group before their first. Under
+// mpirun the world is MPI_COMM_WORLD and the other groups are splits of it.
 #pragma once
 
 #include <memory>

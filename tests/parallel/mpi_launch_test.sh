@@ -7,7 +7,9 @@
 #   veth-netem       the same with 2 ms of netem delay each way
 #   killed-follower  rank 1 killed mid-generation: the job ends non-zero, soon, naming rank 1
 #   serve            serve answers as one process; rank 1 killed: the server exits non-zero
-#   size-mismatch    -np 2 with --tensor-parallel-size 3 is refused with the reason
+#   size-mismatch    -np 2 with --tensor-parallel-size 3 (or -tp 2 -pp 2) is refused with the reason
+#   pipeline         -np 2 -pp 2 and -np 4 -tp 2 -pp 2: stages linked by splits of the MPI world
+#   pipeline-veth    -np 2 -pp 2 with the second stage across the veth pair
 # Exit 77 (skipped, with the reason) where mpirun cannot start ranks, or, for the veth
 # scenarios, without root, iproute2 or network namespaces (and netem, for veth-netem).
 #   mpi_launch_test.sh MPIEXEC PAGODA SCENARIO
@@ -57,14 +59,19 @@ reference() {
     die "one process failed: $(cat "$scratch/one.err")"
 }
 
-# $1: what ran; the tokens in $scratch/two.txt against one process's.
+# $1: what ran; the tokens in $scratch/two.txt against one process's. $2: the communication
+# summary's title (TP 2 by default); $3: the world size.
 expect_same_tokens() {
+  local summary=${2:-tensor parallel (2 ranks)} size=${3:-2}
   [ "$(wc -l <"$scratch/two.txt")" = 2 ] || die "$1: not two outputs: $(cat "$scratch/two.txt")"
   cmp -s "$scratch/one.txt" "$scratch/two.txt" ||
     die "$1: tokens differ from one process: $(cat "$scratch/one.txt") vs $(cat "$scratch/two.txt")"
-  grep -q "tensor parallel (2 ranks) communication" "$scratch/two.err" ||
+  grep -qF "$summary communication" "$scratch/two.err" ||
     die "$1: no communication summary: $(cat "$scratch/two.err")"
-  grep -q "rank 1 of 2 over MPI" "$scratch/two.err" || die "$1: rank 1 did not join over MPI"
+  for rank in $(seq 1 $((size - 1))); do
+    grep -q "rank $rank of $size over MPI" "$scratch/two.err" ||
+      die "$1: rank $rank did not join over MPI: $(cat "$scratch/two.err")"
+  done
   echo "$1: tokens identical to one process"
   grep "communication" "$scratch/two.err"
 }
@@ -89,10 +96,12 @@ wait_for() {
 }
 
 # Rank 1 in namespace B, rank 0 (and mpirun) in namespace A, joined by a veth pair; $1: netem
-# delay ("" for none). Open MPI starts the remote rank's daemon through a launcher script that
+# delay ("" for none); the rest: the parallel flags (-tp 2 by default). Open MPI starts the remote rank's daemon through a launcher script that
 # enters namespace B where ssh would log in to another machine.
 run_over_veth() {
   [ "$(id -u)" = 0 ] || skip "network namespaces need root"
+  local parallel=("${@:2}")
+  [ ${#parallel[@]} -gt 0 ] || parallel=(--tensor-parallel-size 2)
   command -v ip >/dev/null || skip "no ip (iproute2)"
   local a=pgmpi-a-$$ b=pgmpi-b-$$ va=pgva$$ vb=pgvb$$
   ip netns add "$a" 2>"$scratch/ip.err" || skip "cannot create a network namespace: $(cat "$scratch/ip.err")"
@@ -125,7 +134,7 @@ EOF
   timeout 120 ip netns exec "$a" "${mpi[@]}" -np 2 --host 10.233.77.1:1,10.233.77.2:1 \
     --mca plm_rsh_agent "$agent" --mca btl tcp,self \
     --mca btl_tcp_if_include 10.233.77.0/24 --mca oob_tcp_if_include 10.233.77.0/24 \
-    "$pagoda" "${generate[@]}" --tensor-parallel-size 2 --log-level info >"$scratch/two.txt" 2>"$scratch/two.err" ||
+    "$pagoda" "${generate[@]}" "${parallel[@]}" --log-level info >"$scratch/two.txt" 2>"$scratch/two.err" ||
     die "mpirun across namespaces failed: $(cat "$scratch/two.err")"
 }
 
@@ -206,6 +215,28 @@ case "$scenario" in
     grep -q "started as 2 MPI processes, but --tensor-parallel-size is 3" "$scratch/two.err" ||
       die "no reason given: $(cat "$scratch/two.err")"
     echo "refused: $(grep -m1 "started as 2 MPI" "$scratch/two.err")"
+    timeout 120 "${mpi[@]}" -np 2 "$pagoda" "${generate[@]}" -tp 2 -pp 2 >"$scratch/two.txt" \
+      2>"$scratch/two.err" && die "-np 2 with -tp 2 -pp 2 ran"
+    grep -q "started as 2 MPI processes, but --tensor-parallel-size 2 x --pipeline-parallel-size 2 is 4" \
+      "$scratch/two.err" || die "no reason given: $(cat "$scratch/two.err")"
+    echo "refused: $(grep -m1 "started as 2 MPI" "$scratch/two.err")"
+    ;;
+  pipeline)
+    reference
+    timeout 120 "${mpi[@]}" -np 2 "$pagoda" "${generate[@]}" -pp 2 --log-level info \
+      >"$scratch/two.txt" 2>"$scratch/two.err" || die "mpirun -pp 2 failed: $(cat "$scratch/two.err")"
+    expect_same_tokens "mpirun -np 2 -pp 2" "pipeline parallel (2 stages x 1 tensor-parallel ranks)"
+    timeout 240 "${mpi[@]}" -np 4 "$pagoda" "${generate[@]}" -tp 2 -pp 2 --log-level info \
+      >"$scratch/two.txt" 2>"$scratch/two.err" ||
+      die "mpirun -tp 2 -pp 2 failed: $(cat "$scratch/two.err")"
+    expect_same_tokens "mpirun -np 4 -tp 2 -pp 2" \
+      "pipeline parallel (2 stages x 2 tensor-parallel ranks)" 4
+    ;;
+  pipeline-veth)
+    reference
+    run_over_veth "" --pipeline-parallel-size 2
+    expect_same_tokens "mpirun -np 2 -pp 2 across a veth pair" \
+      "pipeline parallel (2 stages x 1 tensor-parallel ranks)"
     ;;
   *)
     die "unknown scenario $scenario"
