@@ -6,7 +6,9 @@
 #                    that every byte between the ranks crosses TCP as between two machines
 #   veth-netem       the same with 2 ms of netem delay each way
 #   killed-follower  rank 1 killed mid-generation: the job ends non-zero, soon, naming rank 1
-#   serve            serve answers as one process; rank 1 killed: the server exits non-zero
+#   serve            serve answers as one process; rank 1 killed during two long requests (one
+#                    streamed): both answered with an OpenAI-style 503 error, a new request
+#                    503 or refused, and the server exits non-zero
 #   size-mismatch    -np 2 with --tensor-parallel-size 3 (or -tp 2 -pp 2) is refused with the reason
 #   pipeline         -np 2 -pp 2 and -np 4 -tp 2 -pp 2: stages linked by splits of the MPI world
 #   pipeline-veth    -np 2 -pp 2 with the second stage across the veth pair
@@ -194,14 +196,39 @@ case "$scenario" in
       die "not a completion: $answer"
     [ "$got" = "$want" ] || die "served '$got', one process generates '$want'"
     echo "served the text one process generates"
+    # Two requests in flight (one streamed) when rank 1 dies: each gets a 503 with an OpenAI
+    # error object (the stream: an error event), not a dropped connection.
+    long='{"model":"'"$model"'","prompt":"Once upon","max_tokens":4000,"temperature":0,"ignore_eos":true'
+    curl -sS -m 60 -o "$scratch/plain.body" -w "%{http_code}" -H "Content-Type: application/json" \
+      -d "$long}" "http://127.0.0.1:$port/v1/completions" >"$scratch/plain.code" 2>"$scratch/plain.err" &
+    plain=$!
+    curl -sS -N -m 60 -o "$scratch/stream.body" -H "Content-Type: application/json" \
+      -d "$long"',"stream":true}' "http://127.0.0.1:$port/v1/completions" 2>"$scratch/stream.err" &
+    stream=$!
+    wait_for "$scratch/stream.body" 30 '"text"' || die "the stream did not start: $(cat "$scratch/stream.err")"
+    kill -0 "$plain" 2>/dev/null || die "the long request ended before rank 1 was killed"
     pid=$(rank_pid 1) || die "no rank 1 process"
     kill -9 "$pid"
     start=$(date +%s)
-    # A request now fails (5xx or a dropped connection) rather than hanging.
-    code=$(curl -s -o /dev/null -w "%{http_code}" -m 30 -H "Content-Type: application/json" \
-      -d "$body" "http://127.0.0.1:$port/v1/completions")
-    echo "a completion after rank 1 died: HTTP $code"
-    [ "$code" = 000 ] || [ "$code" -ge 500 ] || die "a completion after rank 1 died answered $code"
+    wait "$plain" || die "the request in flight got no answer: $(cat "$scratch/plain.err")"
+    code=$(cat "$scratch/plain.code")
+    echo "the request in flight when rank 1 died: HTTP $code $(cat "$scratch/plain.body")"
+    [ "$code" = 503 ] || die "the request in flight answered $code: $(cat "$scratch/plain.body")"
+    python3 -c "import json,sys; e=json.load(open(sys.argv[1]))['error']; assert e['type']=='ServiceUnavailableError' and 'mpirun' in e['message'], e" \
+      "$scratch/plain.body" || die "not an OpenAI error object: $(cat "$scratch/plain.body")"
+    # A new request: 503 while the server is still up, or refused once it has exited; never a
+    # reset connection or a hang.
+    curl -sS -o "$scratch/new.body" -w "%{http_code}" -m 30 -H "Content-Type: application/json" \
+      -d "$body" "http://127.0.0.1:$port/v1/completions" >"$scratch/new.code" 2>"$scratch/new.err"
+    curl_exit=$?
+    code=$(cat "$scratch/new.code")
+    echo "a new completion after rank 1 died: HTTP $code (curl exit $curl_exit)"
+    [ "$code" = 503 ] || [ "$curl_exit" = 7 ] ||
+      die "a new completion after rank 1 died: HTTP $code, curl exit $curl_exit: $(cat "$scratch/new.err")"
+    wait "$stream"
+    echo "the stream in flight ended with: $(tail -c 300 "$scratch/stream.body")"
+    grep -q '"error".*ServiceUnavailableError' "$scratch/stream.body" ||
+      die "the stream in flight did not end with an error event: $(tail -c 300 "$scratch/stream.body") $(cat "$scratch/stream.err")"
     wait "$job"
     code=$?
     took=$(($(date +%s) - start))
