@@ -12,6 +12,8 @@
 #   size-mismatch    -np 2 with --tensor-parallel-size 3 (or -tp 2 -pp 2) is refused with the reason
 #   pipeline         -np 2 -pp 2 and -np 4 -tp 2 -pp 2: stages linked by splits of the MPI world
 #   pipeline-veth    -np 2 -pp 2 with the second stage across the veth pair
+#   deepseek         a tiny DeepSeek-V3 (MLA, MoE, an MTP layer in the files) at -np 2 -tp 2
+#                    (experts split over MPI ranks) and -np 2 -pp 2
 # Exit 77 (skipped, with the reason) where mpirun cannot start ranks, or, for the veth
 # scenarios, without root, iproute2 or network namespaces (and netem, for veth-netem).
 #   mpi_launch_test.sh MPIEXEC PAGODA SCENARIO
@@ -258,6 +260,21 @@ case "$scenario" in
       die "mpirun -tp 2 -pp 2 failed: $(cat "$scratch/two.err")"
     expect_same_tokens "mpirun -np 4 -tp 2 -pp 2" \
       "pipeline parallel (2 stages x 2 tensor-parallel ranks)" 4
+    ;;
+  deepseek)
+    model=$scratch/deepseek
+    "$pagoda" make-model --out "$model" --preset tiny-deepseek-v3 --seed 5 >/dev/null 2>&1 ||
+      die "make-model failed"
+    generate=(generate --model "$model" --prompt "Once upon" --prompt "a time 7" --max-tokens 16
+      --temperature 0 --ignore-eos --json)
+    reference
+    timeout 120 "${mpi[@]}" -np 2 "$pagoda" "${generate[@]}" -tp 2 --log-level info \
+      >"$scratch/two.txt" 2>"$scratch/two.err" || die "mpirun -tp 2 failed: $(cat "$scratch/two.err")"
+    expect_same_tokens "DeepSeek-V3, mpirun -np 2 -tp 2"
+    timeout 120 "${mpi[@]}" -np 2 "$pagoda" "${generate[@]}" -pp 2 --log-level info \
+      >"$scratch/two.txt" 2>"$scratch/two.err" || die "mpirun -pp 2 failed: $(cat "$scratch/two.err")"
+    expect_same_tokens "DeepSeek-V3, mpirun -np 2 -pp 2" \
+      "pipeline parallel (2 stages x 1 tensor-parallel ranks)"
     ;;
   pipeline-veth)
     reference
