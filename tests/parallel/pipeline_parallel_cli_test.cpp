@@ -8,12 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_process.h"
@@ -256,6 +258,72 @@ TEST(PipelineParallelGenerate, DeepSeekMtpSpeculationIsRefused) {
       scratch.dir(), {}, 120s);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--speculative-config cannot be combined with"), std::string::npos) << r.err;
+}
+
+// `pagoda serve -pp 2` on DeepSeek-V2: two concurrent completions (batched in one step through
+// both stages) answered as one process generates them; SIGTERM drains and exits 0, and the
+// stage-1 rank leaves with it.
+TEST(PipelineParallelServe, DeepSeekServesAsOneProcessAndStopsCleanly) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  const std::string model = tiny_deepseek(scratch, "DeepseekV2ForCausalLM");
+  const std::vector<std::string> prompts = {"Once upon", "a time 7"};
+  std::vector<std::string> want;
+  for (const std::string& prompt : prompts) {
+    const auto one = run_pagoda({"generate", "--model", model, "--prompt", prompt, "--max-tokens",
+                                 "12", "--temperature", "0", "--ignore-eos", "--json"},
+                                scratch.dir());
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    want.push_back(nlohmann::json::parse(one.out).at("text").get<std::string>());
+  }
+
+  PagodaProcess p(
+      {"serve", model, "--host", "127.0.0.1", "--port", "0", "-pp", "2", "--log-level", "info"},
+      scratch.dir());
+  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+  int port = 0;
+  ASSERT_TRUE(p.wait_until(
+      [&] {
+        std::smatch m;
+        const std::string err = p.err();
+        if (port == 0 && std::regex_search(err, m, listening)) port = std::stoi(m[1]);
+        if (port == 0) return false;
+        httplib::Client client("127.0.0.1", port);
+        const auto health = client.Get("/health");
+        return health && health->status == 200;
+      },
+      120s))
+      << p.err();
+  ASSERT_NE(want[0], want[1]) << "prompts that do not tell batch rows apart";
+  ASSERT_EQ(processes_with({model, "serve"}).size(), 2u) << "not rank 0 and one stage-1 rank";
+  std::vector<std::string> got(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client client("127.0.0.1", port);
+      client.set_read_timeout(120, 0);
+      const nlohmann::json body = {{"model", model},
+                                   {"prompt", prompts[i]},
+                                   {"max_tokens", 12},
+                                   {"temperature", 0},
+                                   {"ignore_eos", true}};
+      const auto r = client.Post("/v1/completions", body.dump(), "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      got[i] = nlohmann::json::parse(r->body).at("choices").at(0).at("text").get<std::string>();
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(got, want) << p.err();
+
+  p.send_signal(SIGTERM);
+  EXPECT_EQ(p.wait_exit(60s), 0) << p.err();
+  EXPECT_TRUE(p.wait_until(
+      [&] {
+        return processes_with({model, "serve"}).empty();
+      },
+      30s))
+      << "a stage rank outlived the server";
 }
 
 // The last stage's second tensor rank killed mid-generation: the ranks waiting on it (its
