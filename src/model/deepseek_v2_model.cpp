@@ -111,7 +111,8 @@ class DeepseekModel final : public Model {
   DeepseekConfig c_;
   TensorParallel tp_;
   PipelineParallel pipeline_;
-  LayerRange stage_layers_;  // every layer on one stage
+  LayerRange stage_layers_;                  // every layer on one stage
+  MlaAttention::ExpandedForm mla_expanded_;  // from ModelOptions
   WeightLoader weights_;
   RotaryEmbedding rope_;
   Embedding embed_;
@@ -156,6 +157,7 @@ DeepseekModel::DeepseekModel(const ModelConfig& config, const TensorStore& store
       tp_(options.tensor_parallel),
       pipeline_(options.pipeline_parallel),
       stage_layers_(pipeline_.layers(c_.num_layers)),
+      mla_expanded_{options.mla_expanded_min_tokens, options.mla_expanded_scratch_bytes},
       weights_(store, options.weights),
       rope_(c_.rope),
       residual_(c_.hidden_size),
@@ -191,7 +193,7 @@ DeepseekLayer DeepseekModel::load_layer(int64_t i, bool is_moe) {
       RmsNorm::load(weights_, p + "input_layernorm.weight", c_.hidden_size, c_.rms_norm_eps);
   l.post_attn_norm = RmsNorm::load(weights_, p + "post_attention_layernorm.weight", c_.hidden_size,
                                    c_.rms_norm_eps);
-  l.attention = MlaAttention(weights_, p + "self_attn.", c_, tp_);
+  l.attention = MlaAttention(weights_, p + "self_attn.", c_, tp_, mla_expanded_);
   l.is_moe = is_moe;
   if (!l.is_moe) {
     l.dense =

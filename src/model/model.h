@@ -58,6 +58,9 @@ class Model {
   }
 };
 
+// See ModelOptions::mla_expanded_min_tokens.
+constexpr int32_t kDefaultMlaExpandedMinTokens = 128;
+
 struct ModelOptions {
   // Activation rows the scratch buffers are sized for up front (grown if ever exceeded).
   int64_t max_num_batched_tokens = 2048;
@@ -71,6 +74,15 @@ struct ModelOptions {
   // This process's pipeline stage: the model loads, caches and runs only that stage's layers
   // (docs/parallel.md). The default is one stage holding every layer.
   PipelineParallel pipeline_parallel;
+  // MLA models (DeepSeek-V2/V3): a sequence with at least this many new tokens in a step attends
+  // in the expanded form (its context's K/V decompressed once per step, then multi-head
+  // attention tiles); fewer keep the weight-absorbed form over the latent cache. The default is
+  // the crossover by flop count at V2-Lite's shape, which `bench_deepseek --prefill` measures
+  // (docs/deepseek.md); 1 forces the expanded form for every sequence and INT32_MAX turns it off.
+  int32_t mla_expanded_min_tokens = kDefaultMlaExpandedMinTokens;
+  // The expanded form's buffers together stay under this many bytes: heads are expanded in
+  // groups small enough (all 16 of V2-Lite's at 4k tokens of context; V3's 128 in groups).
+  int64_t mla_expanded_scratch_bytes = int64_t{256} << 20;
 };
 
 }  // namespace pagoda

@@ -12,7 +12,11 @@ The same checks run on GGUF files that `pagoda export-gguf` writes from some of 
 GGUF loader is held to the same PyTorch reference: f32 and bf16 files at the tolerances of their
 weights, and a Q8_0 file at the tolerance its int8 weights and activations allow.
 
-usage: check_deepseek.py DEEPSEEK_DUMP_BINARY PAGODA_BINARY WORK_DIR
+With --mla-expanded-min-tokens N the driver runs with that threshold (1: every sequence,
+decodes too, attends in MLA's expanded form), on the model directories and the legacy GGUF files
+(kv_b_proj whole; the split layout has no W_uk to expand with and stays absorbed).
+
+usage: check_deepseek.py DEEPSEEK_DUMP_BINARY PAGODA_BINARY WORK_DIR [--mla-expanded-min-tokens N]
 """
 import json
 import os
@@ -123,9 +127,12 @@ def write_tokenizer(model_dir, vocab_size):
         json.dump(tokenizer, f)
 
 
+DRIVER_FLAGS = []  # --mla-expanded-min-tokens N, when given
+
+
 def run(binary, model, mode, id_lists, vocab):
     out = model + ".logits.bin"
-    cmd = [binary, model, out, mode] + [",".join(map(str, ids)) for ids in id_lists]
+    cmd = [binary] + DRIVER_FLAGS + [model, out, mode] + [",".join(map(str, ids)) for ids in id_lists]
     subprocess.run(cmd, check=True)
     return np.fromfile(out, dtype=np.float32).reshape(-1, vocab)
 
@@ -167,6 +174,8 @@ def check_mtp(binary, model_dir, cfg, stored, ids, tol):
 
 def main():
     binary, pagoda, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    expanded = sys.argv[4:6] if len(sys.argv) > 4 else []
+    DRIVER_FLAGS.extend(expanded)
     os.makedirs(work, exist_ok=True)
     ok = True
     for i, (name, overrides) in enumerate(VARIANTS.items()):
@@ -201,6 +210,8 @@ def main():
             write_tokenizer(model_dir, vocab)
         for export in GGUF_EXPORTS.get(name, []):
             gguf_type, legacy = export.split("/")[0], export.endswith("/legacy")
+            if expanded and not legacy:
+                continue
             gguf = os.path.join(work, f"{name}.{gguf_type}.gguf")
             subprocess.run([pagoda, "export-gguf", "--model", model_dir, "--type", gguf_type,
                             "--out", gguf], check=True, stdout=subprocess.DEVNULL)

@@ -2,7 +2,9 @@
 // ids through the paged latent cache, without the engine, and writes the sampled rows' logits
 // as raw fp32 for check_deepseek.py to compare with the PyTorch reference.
 //
-//   deepseek_dump MODEL_DIR|FILE.gguf OUT_FILE MODE IDS [IDS ...]
+//   deepseek_dump [--mla-expanded-min-tokens N] MODEL_DIR|FILE.gguf OUT_FILE MODE IDS [IDS ...]
+//   --mla-expanded-min-tokens N: ModelOptions::mla_expanded_min_tokens (1 forces the expanded
+//         form of MLA on every sequence, also decodes)
 //   MODE: decode    one token per step, every position's logits
 //         chunk:N   N tokens per step (chunked prefill), the last row of each chunk
 //         batch     every IDS list in one forward, the last row of each; then one decode step
@@ -132,8 +134,16 @@ class Driver {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ModelOptions options;
+  if (argc > 2 && std::string(argv[1]) == "--mla-expanded-min-tokens") {
+    options.mla_expanded_min_tokens = std::stoi(argv[2]);
+    argc -= 2;
+    argv += 2;
+  }
   if (argc < 5) {
-    std::fprintf(stderr, "usage: deepseek_dump MODEL_DIR|FILE.gguf OUT_FILE MODE IDS [IDS ...]\n");
+    std::fprintf(stderr,
+                 "usage: deepseek_dump [--mla-expanded-min-tokens N] MODEL_DIR|FILE.gguf OUT_FILE "
+                 "MODE IDS [IDS ...]\n");
     return 2;
   }
   try {
@@ -144,7 +154,6 @@ int main(int argc, char** argv) {
     if (is_gguf_path(path)) gguf = open_gguf_model(path);
     const ModelConfig config = gguf ? gguf->config : ModelConfig::from_dir(path);
     const TensorStore store = gguf ? std::move(gguf->tensors) : TensorStore::open(path);
-    ModelOptions options;
     options.load_mtp_layers = mode.rfind("mtp:", 0) == 0;
     const std::unique_ptr<Model> model = create_model(config, store, options);
 

@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
     if (slash != std::string::npos)
       options.weights.group_size = std::stoll(quantization.substr(slash + 1));
     options.tensor_parallel = TensorParallel(comm.get());
+    // DeepSeek: the 11-token prompt takes MLA's expanded form (this rank's heads of kv_b_proj),
+    // the 7-token one and the decodes the absorbed form.
+    options.mla_expanded_min_tokens = 8;
     std::unique_ptr<Model> model = create_model(source.config, source.tensors, options);
     const int64_t vocab = model->vocab_size();
 

@@ -7,8 +7,15 @@
 // kv_b_proj's rows per head are [W_uk (nope) | W_uv (v)], each [., kv_lora]. Since
 // q_nope·(W_uk c) = (W_uk^T q_nope)·c, each head's query moves into the latent space once and
 // attends over the cached latents directly; sum_j p_j (W_uv c_j) = W_uv (sum_j p_j c_j) is
-// up-projected once after the softmax. Prefill uses this form too: it never expands K/V for the
-// context, so chunked prefill over a cached prefix costs what a fresh one does (docs/deepseek.md).
+// up-projected once after the softmax. That form costs 2 x (kv_lora + rope + kv_lora) flops per
+// (query, context token, head) — 2,176 at V2-Lite's shape — against 2 x (nope + rope + v) = 640
+// for plain multi-head attention over expanded K/V. So a sequence with many new tokens in a step
+// (a long prefill chunk) takes the expanded form instead: its whole context's latents are
+// decompressed through kv_b_proj once per step into per-head K = [W_uk c | k_pe] and V = W_uv c,
+// and the dense prefill tiles attend over them (kernels/attention.h). The expansion costs
+// 2 x kv_lora x H x (nope + v) flops per context token and saves the absorption and
+// up-projection of every new token, which is why the choice is a count of new tokens
+// (ModelOptions::mla_expanded_min_tokens, docs/deepseek.md) and not of context.
 // The rope dims of q/k are stored interleaved (pairs 2i, 2i+1): HF de-interleaves and then
 // rotates halves, which is the same rotation as rotating adjacent pairs in place.
 // Tensor parallel: each rank holds H/T heads — their rows of q_b_proj (or q_proj) and kv_b_proj,
@@ -18,7 +25,9 @@
 // scores summed over the ranks before each softmax (docs/parallel.md).
 #pragma once
 
+#include <climits>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +67,27 @@ class MlaAttention {
     Activation ctx_;       // [T, H, kv_lora] attention output in the latent space
     Activation ctx_head_;  // [H, T, kv_lora]
     Activation attn_;      // [T, H, v]
+    // The expanded form (attend_expanded), for the C context positions of its sequences and
+    // one group of G heads at a time.
+    Activation exp_latent_;  // [C, kv_lora] the cached latents, widened to fp32
+    Activation exp_k_pe_;    // [C, rope] the cached rotated k_pe
+    Activation exp_kv_;      // [C, G, nope + v] kv_b_proj of the latents
+    Activation exp_k_;       // [blocks, G, kExpandedBlockSize, nope + rope]: a paged K layer
+    Activation exp_v_;       // [blocks, G, kExpandedBlockSize, v] and its V
+    Activation exp_q_;       // [tokens, G, nope + rope] the group's queries
+    Activation exp_out_;     // [tokens, G, v] and their attention outputs
+    std::vector<int32_t> exp_block_ids_;       // 0, 1, 2, ...: the layer's block tables
+    std::vector<AttentionSequence> exp_seqs_;  // the sequences over exp_q_ and that layer
+    std::vector<int64_t> exp_first_position_;  // each one's first row of exp_latent_
+    std::vector<AttentionSequence> absorbed_;  // this step's sequences in each form
+    std::vector<AttentionSequence> expanded_;
+  };
+
+  // When a sequence takes the expanded form: ModelOptions::mla_expanded_min_tokens and
+  // mla_expanded_scratch_bytes.
+  struct ExpandedForm {
+    int32_t min_tokens = INT32_MAX;
+    int64_t scratch_bytes = 0;
   };
 
   MlaAttention() = default;
@@ -66,8 +96,10 @@ class MlaAttention {
   // and v_b_proj), o_proj; this rank's heads of them under `tp` (all of them on one rank). Throws
   // Error when the heads do not split over the group, or o_proj's columns over its
   // quantization groups.
+  // `expanded`: when sequences take the expanded form; never with GGUF's k_b_proj and v_b_proj,
+  // which hold no W_uk in the expanding direction.
   MlaAttention(WeightLoader& loader, const std::string& prefix, const DeepseekConfig& c,
-               const TensorParallel& tp);
+               const TensorParallel& tp, ExpandedForm expanded);
 
   int64_t num_heads() const { return num_heads_; }
 
@@ -78,6 +110,20 @@ class MlaAttention {
                float* out) const;
 
  private:
+  // Whether a sequence with this many new tokens in a step takes the expanded form.
+  bool expands(int32_t num_new_tokens) const {
+    return kv_b_.data != nullptr && num_new_tokens >= expanded_.min_tokens;
+  }
+  // The absorbed form for `seqs`, whose tokens lie in rows [first_row, end_row) of the batch:
+  // writes their rows of a.attn_ (and may write the other rows of that range too).
+  void attend_absorbed(const ExecutionContext& ctx, const PagedKvLayer& cache,
+                       std::span<const AttentionSequence> seqs, int64_t num_tokens,
+                       int64_t first_row, int64_t end_row, Activations& a) const;
+  // The expanded form for `seqs`: writes their rows of a.attn_. Reads q [T, H, nope + rope]
+  // with the rope part rotated, and the context's latents from `cache`.
+  void attend_expanded(const ExecutionContext& ctx, const PagedKvLayer& cache,
+                       std::span<const AttentionSequence> seqs, Activations& a) const;
+
   // The shape of this layer, copied from the config; num_heads_ is this rank's.
   int64_t num_heads_ = 0, q_head_dim_ = 0, nope_ = 0, rope_dim_ = 0, rank_ = 0, v_dim_ = 0;
   float softmax_scale_ = 1.0f;
@@ -93,6 +139,8 @@ class MlaAttention {
   std::vector<Linear> w_uk_t_;        // [H] [kv_lora, nope] into w_uk_t_data_ or k_b_proj
   std::vector<Linear> w_uv_;          // [H] [v, kv_lora] into kv_b_proj or v_b_proj
   RowParallelLinear o_;               // [hidden, H*v]
+  WeightView kv_b_;  // [H * (nope + v), kv_lora] as stored, or none (k_b_proj / v_b_proj)
+  ExpandedForm expanded_;
 };
 
 }  // namespace pagoda
