@@ -185,6 +185,12 @@ class PAGODA_API AsyncEngine {
   void abort(const std::string& request_id);
   void abort_all();
   void begin_drain();  // refuse new requests from now on (graceful shutdown)
+  // Ends every request in flight at once with an kUnavailable error naming `reason` (a server
+  // answers 503), refuses new ones, and marks the engine dead — from any thread, without waiting
+  // for the engine thread, which may be blocked for good in a collective whose peer is gone
+  // (under mpirun, a rank that died). The engine thread delivers nothing afterwards. A caller
+  // that used it ends the process instead of stop(), whose join could wait forever.
+  void fail_now(const std::string& reason);
 
   int64_t num_in_flight() const;
   EngineStats stats() const;  // as of the last step

@@ -1,10 +1,10 @@
-"""A tensor-parallel follower rank of LLM(tensor_parallel_size=N), started by rank 0.
+"""A follower rank of LLM(tensor_parallel_size=T, pipeline_parallel_size=P), started by rank 0.
 
     python3 -m pagoda._follower PARENT_PID ARGS_JSON
 
-Loads its shard of the model as rank 0 does and runs rank 0's steps until rank 0 shuts down
-(docs/parallel.md). Exits 1 with the reason on stderr when a rank dies or the model does not
-split.
+Loads its shard of the model (its stage's layers, its tensor rank's part of them) and runs
+rank 0's steps until rank 0 shuts down (docs/parallel.md). Exits 1 with the reason on stderr
+when a rank dies or the model does not split.
 """
 
 import json
@@ -33,7 +33,7 @@ def main() -> int:
     try:
         _pagoda.run_tensor_parallel_follower(args)
     except _pagoda.Error as e:
-        print(f"pagoda: tensor-parallel rank {args['tensor_parallel_rank']}: {e}", file=sys.stderr)
+        print(f"pagoda: parallel rank {args['tensor_parallel_rank']}: {e}", file=sys.stderr)
         return 1
     return 0
 

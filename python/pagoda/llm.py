@@ -87,13 +87,17 @@ def _kv_cache_space_bytes(kv_cache_space: Union[None, int, float, str]) -> int:
     return int(kv_cache_space * 1024**3)
 
 
-def _start_followers(args: Dict[str, Any], size: int) -> List[subprocess.Popen]:
-    """For tensor_parallel_size > 1: adds rank 0's group to args and starts ranks 1..size-1,
-    each `python -m pagoda._follower` with the same arguments (as `pagoda generate -tp N` starts
-    copies of itself). They leave when rank 0's engine shuts down, or die with this process."""
+def _start_followers(args: Dict[str, Any], tensor_size: int,
+                     pipeline_size: int) -> List[subprocess.Popen]:
+    """For tensor_parallel_size x pipeline_parallel_size > 1: adds rank 0's group to args and
+    starts ranks 1..T*P-1, each `python -m pagoda._follower` with the same arguments (as
+    `pagoda generate -tp T -pp P` starts copies of itself; rank g is tensor rank g mod T of
+    stage g // T). They leave when rank 0's engine shuts down, or die with this process."""
+    size = tensor_size * pipeline_size
     if size == 1:
         return []
-    args["tensor_parallel_size"] = size
+    args["tensor_parallel_size"] = tensor_size
+    args["pipeline_parallel_size"] = pipeline_size
     args["tensor_parallel_job_id"] = f"pagoda-py-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     followers = []
     for rank in range(1, size):
@@ -122,9 +126,10 @@ class LLM:
     serves one generate/chat/stream at a time; a second one meanwhile (from another thread, or
     inside a stream's loop) raises RuntimeError.
 
-    tensor_parallel_size=N (Llama, Qwen2) starts ranks 1..N-1 as processes of their own
-    (`python -m pagoda._follower`) on this machine, as `pagoda generate -tp N` does; this process
-    is rank 0 and its OpenMP threads become its share of the CPUs.
+    tensor_parallel_size=T and pipeline_parallel_size=P start ranks 1..T*P-1 as processes of
+    their own (`python -m pagoda._follower`) on this machine, as `pagoda generate -tp T -pp P`
+    does; this process is rank 0 (the first stage) and its OpenMP threads become its share of
+    the CPUs.
     """
 
     def __init__(
@@ -141,13 +146,10 @@ class LLM:
         seed: Optional[int] = None,
         **kwargs: Any,
     ) -> None:
-        if pipeline_parallel_size != 1:
-            raise ValueError(
-                f"pipeline_parallel_size={pipeline_parallel_size}: Pagoda's Python LLM has no "
-                "pipeline parallelism; use 1 (the default)")
-        if not isinstance(tensor_parallel_size, int) or tensor_parallel_size < 1:
-            raise ValueError(
-                f"tensor_parallel_size must be a positive int, got {tensor_parallel_size!r}")
+        for name, size in (("tensor_parallel_size", tensor_parallel_size),
+                           ("pipeline_parallel_size", pipeline_parallel_size)):
+            if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+                raise ValueError(f"{name} must be a positive int, got {size!r}")
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
         if dtype != "auto":
@@ -184,8 +186,8 @@ class LLM:
 
         level = os.environ.get("PAGODA_LOG_LEVEL") or os.environ.get("VLLM_LOGGING_LEVEL")
         _pagoda.log_to_stderr(level or "info")
-        # Ranks 1..N-1 first: every rank loads its shard, then they join rank 0's engine.
-        self._followers = _start_followers(args, tensor_parallel_size)
+        # Ranks 1..T*P-1 first: every rank loads its shard, then they join rank 0's engine.
+        self._followers = _start_followers(args, tensor_parallel_size, pipeline_parallel_size)
         try:
             self._engine = _pagoda.Engine(args)
         except BaseException:

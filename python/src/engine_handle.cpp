@@ -67,6 +67,8 @@ const std::map<std::string, FieldSetter>& engine_arg_setters() {
        [](EngineArgs& a, const py::handle& v) { set_from(a.speculative_config, v); }},
       {"tensor_parallel_size",
        [](EngineArgs& a, const py::handle& v) { set_from(a.tensor_parallel_size, v); }},
+      {"pipeline_parallel_size",
+       [](EngineArgs& a, const py::handle& v) { set_from(a.pipeline_parallel_size, v); }},
       {"tensor_parallel_rank",
        [](EngineArgs& a, const py::handle& v) { set_from(a.tensor_parallel_rank, v); }},
       {"tensor_parallel_job_id",

@@ -64,6 +64,7 @@ class AsyncEngine::Impl {
   void abort(const std::string& request_id);
   void abort_all();
   void begin_drain();
+  void fail_now(const std::string& reason);
 
   std::atomic<State> state_{State::kLoading};
   std::atomic<int64_t> num_in_flight_{0};
@@ -110,9 +111,14 @@ class AsyncEngine::Impl {
   std::string failure_;
   EngineStats stats_;
 
-  std::unordered_map<std::string, Live> live_;  // engine thread only
-  StatsLogger stats_logger_;                    // engine thread only
-  int64_t num_steps_recorded_ = 0;              // engine thread only
+  // Guards live_. The engine thread takes it while it touches live_ (applying commands,
+  // dispatching a step's outputs; never across a step, which may block in a collective), and
+  // fail_now() takes it to end the requests of an engine thread that may never return.
+  // Lock order: live_mutex_, then mutex_.
+  std::mutex live_mutex_;
+  std::unordered_map<std::string, Live> live_;
+  StatsLogger stats_logger_;        // engine thread only
+  int64_t num_steps_recorded_ = 0;  // engine thread only
   std::thread thread_;
 };
 
@@ -286,16 +292,21 @@ void AsyncEngine::Impl::run() {
         if (stop_) break;
         commands.swap(commands_);
       }
-      for (Command& c : commands) apply(c);
+      {
+        std::lock_guard live_lock(live_mutex_);
+        for (Command& c : commands) apply(c);
+      }
       if (backend_->has_unfinished_requests()) {
         std::vector<RequestOutput> outputs = backend_->step();
         record_step();  // before the outputs go out: a scrape after a request ends sees its steps
+        std::lock_guard live_lock(live_mutex_);
         dispatch(outputs);
       }
       publish_stats();
       log_stats();
     }
     // Shutting down: whatever is still running ends as aborted, so that its client gets an end.
+    std::lock_guard live_lock(live_mutex_);
     std::vector<std::string> ids;
     for (auto& [id, live] : live_) ids.push_back(id);
     for (const std::string& id : ids) {
@@ -453,10 +464,35 @@ void AsyncEngine::Impl::finish(const std::string& request_id, Live& live,
 
 void AsyncEngine::Impl::fail_all(const std::string& reason) {
   const EngineEventError err{EngineEventError::Kind::kFailed, "The engine failed: " + reason};
+  std::lock_guard live_lock(live_mutex_);
   std::lock_guard lock(mutex_);
+  if (state_.load() == State::kDead) return;  // fail_now() ended everything already
   failure_ = reason;
   // Dead before anyone hears of it: a client that gets its 500 and asks /health next must see 503.
   state_ = State::kDead;
+  for (auto& [id, live] : live_) {
+    live.queue->push({EngineEvent::Kind::kError, live.tag, {}, err});
+    --num_in_flight_;
+  }
+  live_.clear();
+  for (Command& c : commands_) {
+    if (c.kind == Command::Kind::kAdd) {
+      c.submission.queue->push({EngineEvent::Kind::kError, c.submission.tag, {}, err});
+      --num_in_flight_;
+    }
+  }
+  commands_.clear();
+  cv_.notify_all();
+}
+
+void AsyncEngine::Impl::fail_now(const std::string& reason) {
+  const EngineEventError err{EngineEventError::Kind::kUnavailable, reason};
+  std::lock_guard live_lock(live_mutex_);
+  std::lock_guard lock(mutex_);
+  if (state_.load() == State::kDead) return;
+  failure_ = reason;
+  state_ = State::kDead;  // before any client hears: /health and new requests get 503
+  // live_ empty from now on: outputs of a step that does return find no request to go to.
   for (auto& [id, live] : live_) {
     live.queue->push({EngineEvent::Kind::kError, live.tag, {}, err});
     --num_in_flight_;
@@ -511,6 +547,10 @@ void AsyncEngine::abort_all() {
 
 void AsyncEngine::begin_drain() {
   impl_->begin_drain();
+}
+
+void AsyncEngine::fail_now(const std::string& reason) {
+  impl_->fail_now(reason);
 }
 
 int64_t AsyncEngine::num_in_flight() const {

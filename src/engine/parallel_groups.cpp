@@ -39,23 +39,53 @@ std::unique_ptr<PairLink> link(const std::string& job_id, int rank, bool sends) 
                                     sends ? PairLink::Mode::kQueued : PairLink::Mode::kBlocking);
 }
 
-// The world of a job launched by mpirun: MPI numbers the ranks, and they must be the ones the
-// arguments name. Only one stage: links between stages are shared-memory segments.
-std::unique_ptr<CountingCommunicator> join_mpi_world(const EngineArgs& args) {
 #if PAGODA_HAVE_MPI
-  if (args.pipeline_parallel_size > 1)
-    fail("pipeline parallelism under MPI: stages run over shared memory on one machine only");
+// A link over MPI sends on the caller's thread: MPI is initialised MPI_THREAD_SERIALIZED, and a
+// queued link's sender thread would need MPI_THREAD_MULTIPLE, so over MPI a pipeline keeps one
+// batch in flight (the executor asks the links, tensor_parallel_executor.h).
+std::unique_ptr<PairLink> mpi_link(std::unique_ptr<MpiCommunicator> pair) {
+  return std::make_unique<PairLink>(std::move(pair), PairLink::Mode::kBlocking);
+}
+#endif
+
+// The groups of a job launched by mpirun: MPI numbers the ranks, and they must be the ones the
+// arguments name. A stage's tensor group and each link are splits of MPI_COMM_WORLD, so they
+// run over whatever transport mpirun chose (shared memory on one machine, TCP or UCX between
+// machines). Every rank makes every split, in the same order (each is collective over the
+// world): the stage groups, then the link after stage 0, 1, ..., then the logits link.
+void join_mpi_groups(const EngineArgs& args, ParallelGroups& g) {
+#if PAGODA_HAVE_MPI
   auto mpi = std::make_unique<MpiCommunicator>();
-  if (mpi->world_size() != args.tensor_parallel_size || mpi->rank() != args.tensor_parallel_rank) {
-    fail("tensor parallel: MPI says rank {} of {}, the arguments rank {} of {}", mpi->rank(),
-         mpi->world_size(), args.tensor_parallel_rank, args.tensor_parallel_size);
+  if (mpi->world_size() != parallel_world_size(args) || mpi->rank() != args.tensor_parallel_rank) {
+    fail("parallel: MPI says rank {} of {}, the arguments rank {} of {} ({} x {} stages)",
+         mpi->rank(), mpi->world_size(), args.tensor_parallel_rank, parallel_world_size(args),
+         args.tensor_parallel_size, args.pipeline_parallel_size);
   }
-  spdlog::info("tensor parallel: rank {} of {} over MPI", mpi->rank(), mpi->world_size());
-  return std::make_unique<CountingCommunicator>(std::move(mpi));
+  const int stage = g.stage();
+  const int t = g.tensor_rank();
+  if (g.pipeline_size > 1) {
+    if (g.tensor_size > 1)
+      g.stage_tensor = std::make_unique<CountingCommunicator>(mpi->split(stage, t));
+    // Rank t of stage s and rank t of stage s + 1, the sender first.
+    for (int s = 0; s + 1 < g.pipeline_size; ++s) {
+      const bool member = stage == s || stage == s + 1;
+      std::unique_ptr<MpiCommunicator> pair = mpi->split(member ? t : -1, stage);
+      if (stage == s) g.to_next = mpi_link(std::move(pair));
+      if (stage == s + 1) g.from_previous = mpi_link(std::move(pair));
+    }
+    const bool last = stage + 1 == g.pipeline_size;
+    const bool logits_end = g.rank == 0 || (last && t == 0);
+    std::unique_ptr<MpiCommunicator> pair = mpi->split(logits_end ? 0 : -1, g.rank == 0 ? 0 : 1);
+    if (logits_end) g.logits = mpi_link(std::move(pair));
+  }
+  spdlog::info("parallel: rank {} of {} over MPI (pipeline stage {} of {}, tensor rank {} of {})",
+               g.rank, mpi->world_size(), stage, g.pipeline_size, t, g.tensor_size);
+  g.world = std::make_unique<CountingCommunicator>(std::move(mpi));
 #else
   (void)args;
+  (void)g;
   fail(
-      "tensor parallel over MPI: this pagoda was built without MPI (install libopenmpi-dev and "
+      "parallel over MPI: this pagoda was built without MPI (install libopenmpi-dev and "
       "rebuild)");
 #endif
 }
@@ -99,8 +129,9 @@ std::unique_ptr<ParallelGroups> join_parallel_groups(const EngineArgs& args) {
   if (args.tensor_parallel_mpi) {
     auto g = std::make_unique<ParallelGroups>();
     g->tensor_size = args.tensor_parallel_size;
+    g->pipeline_size = args.pipeline_parallel_size;
     g->rank = args.tensor_parallel_rank;
-    g->world = join_mpi_world(args);
+    join_mpi_groups(args, *g);
     return g;
   }
   if (world_size > ShmCommunicator::kMaxRanks)

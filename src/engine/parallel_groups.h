@@ -8,9 +8,10 @@
 //   logits      the last stage's rank 0 to rank 0: the logits rows to sample
 // Links queue their sends, so a stage never waits for the next one to take its output and
 // several micro-batches can be in flight (tensor_parallel_executor.h).
-// Every group is a shared-memory segment named after the job id; every rank joins its groups
-// in the same order (world, tensor, link from the previous stage, link to the next, logits), so
-// no two ranks wait on each other's second group before their first.
+// On one machine every group is a shared-memory segment named after the job id; every rank
+// joins its groups in the same order (world, tensor, link from the previous stage, link to the
+// next, logits), so no two ranks wait on each other's second group before their first. Under
+// mpirun the world is MPI_COMM_WORLD and the other groups are splits of it.
 #pragma once
 
 #include <memory>

@@ -18,6 +18,12 @@
 // shared experts' rows (expert parallel, layers/moe.h), inter/T rows of a dense layer's MLP, and
 // a vocabulary range (embedding and lm_head). Attention, MLP and MoE each end in one all-reduce
 // of [T, hidden].
+// Pipeline parallel (ModelOptions::pipeline_parallel): each stage holds a contiguous range of
+// layers (dense first_k_dense_replace layers and MoE layers alike, each keeping the kind its
+// global index gives it) and their latent cache; the first stage embeds, the last runs the head,
+// and h crosses from stage to stage (model/pipeline_parallel.h). The MTP layer follows the last
+// layer's h, so it could only live on the last stage; speculation does not run under
+// parallelism, and loading it on a pipeline is refused.
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -105,11 +111,13 @@ class DeepseekModel final : public Model {
 
   DeepseekConfig c_;
   TensorParallel tp_;
+  PipelineParallel pipeline_;
+  LayerRange stage_layers_;                  // every layer on one stage
   MlaAttention::ExpandedForm mla_expanded_;  // from ModelOptions
   WeightLoader weights_;
   RotaryEmbedding rope_;
   Embedding embed_;
-  std::vector<DeepseekLayer> layers_;
+  std::vector<DeepseekLayer> layers_;  // layers_[i] is layer stage_layers_.begin + i
   LogitsHead head_;
   std::vector<MtpLayer> mtp_;  // the first MTP layer with ModelOptions::load_mtp_layers, or none
 
@@ -149,6 +157,8 @@ DeepseekModel::DeepseekModel(const ModelConfig& config, const TensorStore& store
                              const ModelOptions& options)
     : c_(DeepseekConfig::from_model_config(config)),
       tp_(options.tensor_parallel),
+      pipeline_(options.pipeline_parallel),
+      stage_layers_(pipeline_.layers(c_.num_layers)),
       mla_expanded_{options.mla_expanded_min_tokens, options.mla_expanded_scratch_bytes},
       weights_(store, options.weights),
       rope_(c_.rope),
@@ -158,12 +168,19 @@ DeepseekModel::DeepseekModel(const ModelConfig& config, const TensorStore& store
       gate_(c_.intermediate_size),
       up_(c_.intermediate_size),
       joined_(2 * c_.hidden_size) {
-  embed_ = Embedding::load_sharded(weights_, "model.embed_tokens.weight", c_.vocab_size,
-                                   c_.hidden_size, tp_);
-  layers_.reserve(static_cast<size_t>(c_.num_layers));
-  for (int64_t i = 0; i < c_.num_layers; ++i) layers_.push_back(load_layer(i, c_.is_moe_layer(i)));
-  head_ = LogitsHead(weights_, embed_, c_.tie_word_embeddings, c_.vocab_size, c_.hidden_size,
-                     c_.rms_norm_eps, tp_);
+  // The last stage loads the table too, as a view of the stored rows: a tied head multiplies
+  // by it, and an untied one takes its vocabulary range (no page of it is read then).
+  if (pipeline_.is_first() || pipeline_.is_last()) {
+    embed_ = Embedding::load_sharded(weights_, "model.embed_tokens.weight", c_.vocab_size,
+                                     c_.hidden_size, tp_);
+  }
+  layers_.reserve(static_cast<size_t>(stage_layers_.size()));
+  for (int64_t i = stage_layers_.begin; i < stage_layers_.end; ++i)
+    layers_.push_back(load_layer(i, c_.is_moe_layer(i)));
+  if (pipeline_.is_last()) {
+    head_ = LogitsHead(weights_, embed_, c_.tie_word_embeddings, c_.vocab_size, c_.hidden_size,
+                       c_.rms_norm_eps, tp_);
+  }
   load_mtp_layers(config, store, options.load_mtp_layers);
 
   // The activations (and the MoE dispatcher's buffers) grow with the largest step seen:
@@ -226,8 +243,8 @@ void DeepseekModel::load_mtp_layers(const ModelConfig& config, const TensorStore
     }
     return;
   }
-  if (tp_.enabled()) {
-    fail("{}: speculative method \"mtp\" does not run under tensor parallelism yet",
+  if (tp_.enabled() || pipeline_.enabled()) {
+    fail("{}: speculative method \"mtp\" does not run under tensor or pipeline parallelism yet",
          config.config_path);
   }
   if (c_.num_nextn_predict_layers == 0 || num_mtp_tensors == 0) {
@@ -265,7 +282,8 @@ void DeepseekModel::load_mtp_layers(const ModelConfig& config, const TensorStore
 KvCacheSpec DeepseekModel::kv_cache_spec() const {
   // One latent vector per token and layer, shared by all heads: never expanded K/V.
   KvCacheSpec spec;
-  spec.num_layers = static_cast<int32_t>(c_.num_layers + num_mtp_layers());
+  // This stage's layers; the MTP layer's comes after the last (one stage only).
+  spec.num_layers = static_cast<int32_t>(stage_layers_.size() + num_mtp_layers());
   spec.num_kv_heads = 1;
   spec.k_head_dim = static_cast<int32_t>(c_.latent_dim());
   spec.v_head_dim = 0;
@@ -303,21 +321,35 @@ void DeepseekModel::forward(const ExecutionContext& ctx, const ForwardBatch& bat
   const int64_t T = batch.num_tokens();
   reserve(ctx, T);
   float* h = residual_.data();
-  embed_.forward(ctx, batch.token_ids.data(), T, h);  // h [T, hidden]
+  const auto h_bytes = static_cast<size_t>(T * c_.hidden_size) * sizeof(float);
+  if (pipeline_.is_first()) {
+    embed_.forward(ctx, batch.token_ids.data(), T, h);  // h [T, hidden]
+  } else {
+    pipeline_.from_previous()->receive(h, h_bytes);  // h after the previous stage's last layer
+  }
   attn_batch_.assign(batch);
   // cos/sin depend only on the positions, so one set of rows serves every layer's attention.
   rope_rows_.compute(ctx, rope_, batch.positions.data(), T, /*neox=*/false);
   expert_usage_ = {};
-  for (int64_t i = 0; i < c_.num_layers; ++i) {
-    const DeepseekLayer& layer = layers_[static_cast<size_t>(i)];
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const DeepseekLayer& layer = layers_[i];
     run_layer(ctx, layer, cache.layer(static_cast<int32_t>(i)), T);
     if (layer.is_moe) {
       ++expert_usage_.num_moe_layers;
       expert_usage_.num_routed_experts += moe_.last_num_routed_experts();
     }
   }
+  const auto logits_bytes =
+      static_cast<size_t>(batch.num_logit_rows() * c_.vocab_size) * sizeof(float);
+  if (!pipeline_.is_last()) {
+    // Rank 0 takes the last stage's logits later, when the engine asks for this batch's output.
+    pipeline_.to_next()->send(h, h_bytes);
+    return;
+  }
   last_num_tokens_ = T;                  // h is what hidden_states() hands to an MTP proposer
   head_.forward(ctx, batch, h, logits);  // [logit rows, vocab]
+  if (pipeline_.logits() != nullptr && logits_bytes > 0)
+    pipeline_.logits()->send(logits, logits_bytes);
 }
 
 void DeepseekModel::forward_mtp(const ExecutionContext& ctx, const ForwardBatch& batch,
@@ -339,7 +371,7 @@ void DeepseekModel::forward_mtp(const ExecutionContext& ctx, const ForwardBatch&
   l.eh_proj.forward(ctx, joined, T, h);  // h [T, hidden]
   attn_batch_.assign(batch);
   rope_rows_.compute(ctx, rope_, batch.positions.data(), T, /*neox=*/false);
-  run_layer(ctx, l.block, cache.layer(static_cast<int32_t>(c_.num_layers)), T);
+  run_layer(ctx, l.block, cache.layer(static_cast<int32_t>(layers_.size())), T);
   std::memcpy(hidden_out, h, static_cast<size_t>(T * hidden) * sizeof(float));
   last_num_tokens_ = 0;  // h no longer holds the decoder's states
   l.head.forward(ctx, batch, h, logits);
@@ -349,13 +381,6 @@ void DeepseekModel::forward_mtp(const ExecutionContext& ctx, const ForwardBatch&
 
 std::unique_ptr<Model> create_deepseek_model(const ModelConfig& config, const TensorStore& store,
                                              const ModelOptions& options) {
-  // Pipeline stages are not written for DeepSeek yet (docs/parallel.md).
-  if (options.pipeline_parallel.enabled()) {
-    fail(
-        "{}: pipeline parallelism is not implemented for {}; run it with "
-        "--pipeline-parallel-size 1",
-        config.config_path, config.architecture);
-  }
   return std::make_unique<DeepseekModel>(config, store, options);
 }
 

@@ -25,7 +25,12 @@ void check(int result, const char* call) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator() {
+struct MpiCommunicator::Handle {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  bool owned = false;  // made by split: freed with the communicator
+};
+
+MpiCommunicator::MpiCommunicator() : comm_(std::make_unique<Handle>()) {
   int initialized = 0;
   check(MPI_Initialized(&initialized), "MPI_Initialized");
   if (!initialized) {
@@ -43,10 +48,27 @@ MpiCommunicator::MpiCommunicator() {
   check(MPI_Comm_size(MPI_COMM_WORLD, &world_size_), "MPI_Comm_size");
 }
 
+MpiCommunicator::MpiCommunicator(std::unique_ptr<Handle> handle) : comm_(std::move(handle)) {
+  check(MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check(MPI_Comm_rank(comm_->comm, &rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(comm_->comm, &world_size_), "MPI_Comm_size");
+}
+
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalize_ && !finalized) MPI_Finalize();
+  if (finalized) return;
+  if (comm_->owned) MPI_Comm_free(&comm_->comm);
+  if (finalize_) MPI_Finalize();
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) {
+  auto handle = std::make_unique<Handle>();
+  check(MPI_Comm_split(comm_->comm, color >= 0 ? color : MPI_UNDEFINED, key, &handle->comm),
+        "MPI_Comm_split");
+  if (handle->comm == MPI_COMM_NULL) return nullptr;
+  handle->owned = true;
+  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(handle)));
 }
 
 void MpiCommunicator::all_reduce_sum(void* data, size_t count, DType dtype) {
@@ -56,7 +78,7 @@ void MpiCommunicator::all_reduce_sum(void* data, size_t count, DType dtype) {
     float* values = static_cast<float*>(data);
     for (size_t offset = 0; offset < count; offset += kMaxCount) {
       const int n = static_cast<int>(std::min(kMaxCount, count - offset));
-      check(MPI_Allreduce(MPI_IN_PLACE, values + offset, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+      check(MPI_Allreduce(MPI_IN_PLACE, values + offset, n, MPI_FLOAT, MPI_SUM, comm_->comm),
             "MPI_Allreduce");
     }
     return;
@@ -79,7 +101,7 @@ void MpiCommunicator::all_gather(const void* send, void* recv, size_t bytes_per_
     fail("all_gather: {} bytes per rank is over MPI's int count", bytes_per_rank);
   }
   check(MPI_Allgather(send, static_cast<int>(bytes_per_rank), MPI_BYTE, recv,
-                      static_cast<int>(bytes_per_rank), MPI_BYTE, MPI_COMM_WORLD),
+                      static_cast<int>(bytes_per_rank), MPI_BYTE, comm_->comm),
         "MPI_Allgather");
 }
 
@@ -88,12 +110,12 @@ void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
   char* buffer = static_cast<char*>(data);
   for (size_t offset = 0; offset < bytes; offset += kMaxCount) {
     const int n = static_cast<int>(std::min(kMaxCount, bytes - offset));
-    check(MPI_Bcast(buffer + offset, n, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+    check(MPI_Bcast(buffer + offset, n, MPI_BYTE, root, comm_->comm), "MPI_Bcast");
   }
 }
 
 void MpiCommunicator::barrier() {
-  check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  check(MPI_Barrier(comm_->comm), "MPI_Barrier");
 }
 
 }  // namespace pagoda

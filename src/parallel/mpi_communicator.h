@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -16,11 +17,18 @@ namespace pagoda {
 class MpiCommunicator final : public Communicator {
  public:
   // Over MPI_COMM_WORLD. Initialises MPI if nobody has (and then finalises it in the
-  // destructor); one MpiCommunicator per process.
+  // destructor); one such MpiCommunicator per process, and any number made by split().
   MpiCommunicator();
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  // The ranks of this communicator that pass the same `color` (>= 0), numbered by `key` (ties
+  // by rank here), as one new communicator (MPI_Comm_split); nullptr for a rank that passes a
+  // negative color. Collective: every rank of this communicator calls it, in the same order.
+  // A pipeline's stage groups and two-rank links are such splits of the world. The result
+  // must be destroyed before the communicator that made the world.
+  std::unique_ptr<MpiCommunicator> split(int color, int key);
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -33,6 +41,10 @@ class MpiCommunicator final : public Communicator {
   void barrier() override;
 
  private:
+  struct Handle;  // the MPI_Comm, whose type mpi.h defines
+  explicit MpiCommunicator(std::unique_ptr<Handle> handle);
+
+  std::unique_ptr<Handle> comm_;
   int rank_ = 0;
   int world_size_ = 1;
   bool finalize_ = false;

@@ -1,5 +1,6 @@
 // The streaming client's contract, over a scripted backend: refusals while loading, a request
-// the engine rejects, deltas that add up to the whole, and an abort that still ends the stream.
+// the engine rejects, deltas that add up to the whole, an abort that still ends the stream, and
+// fail_now() ending requests while the engine thread is stuck in a step.
 #include "pagoda/async_engine.h"
 
 #include <gtest/gtest.h>
@@ -16,9 +17,17 @@ using namespace std::chrono_literals;
 
 // One token per running request per step: prompt.back() + 1, + 2, ..., text "<id>"; a request
 // finishes with "length" after max_tokens. An empty prompt is refused, as the engine refuses
-// an invalid request before it changes any state.
+// an invalid request before it changes any state. With a `gate`, a step waits while the gate is
+// closed (as a collective waits for a peer), and says so in `waiting`.
+struct StepGate {
+  std::atomic<bool> closed{false};
+  std::atomic<bool> waiting{false};
+};
+
 class ScriptedBackend final : public EngineBackend {
  public:
+  explicit ScriptedBackend(StepGate* gate = nullptr) : gate_(gate) {}
+
   void add_request(const std::string& id, std::vector<int32_t> prompt,
                    const SamplingParams& params) override {
     if (prompt.empty()) throw Error("the prompt is empty");
@@ -28,6 +37,10 @@ class ScriptedBackend final : public EngineBackend {
   void abort_request(const std::string& id) override { running_.erase(id); }
   std::vector<RequestOutput> step() override {
     std::this_thread::sleep_for(1ms);
+    while (gate_ != nullptr && gate_->closed.load()) {
+      gate_->waiting = true;
+      std::this_thread::sleep_for(1ms);
+    }
     std::vector<RequestOutput> outputs;
     for (auto it = running_.begin(); it != running_.end();) {
       Running& r = it->second;
@@ -63,6 +76,7 @@ class ScriptedBackend final : public EngineBackend {
     int32_t num_generated = 0;
   };
   std::map<std::string, Running> running_;
+  StepGate* gate_;
 };
 
 AsyncEngineOptions quiet() {
@@ -168,6 +182,48 @@ TEST(AsyncEngine, AnAbortedRequestEndsWithAbort) {
   EXPECT_TRUE(settles_to_zero_in_flight(engine));
   engine.begin_drain();
   EXPECT_THROW(engine.submit({"late", {1}, {}, 0, queue}), EngineUnavailableError);
+}
+
+// Under mpirun a step can block for good on a rank that died: fail_now() must end the running
+// request from another thread (503 for the server), refuse new ones, and keep whatever the
+// step produces, if it ever returns, from reaching a client that already has its answer.
+TEST(AsyncEngine, FailNowEndsRequestsWhileAStepIsStuck) {
+  StepGate gate;
+  AsyncEngine engine([&] { return std::make_unique<ScriptedBackend>(&gate); }, quiet());
+  engine.start();
+  ASSERT_TRUE(engine.wait_ready(10s));
+  auto queue = std::make_shared<OutputQueue>();
+  SamplingParams params;
+  params.max_tokens = 1000000;
+  engine.submit({"stuck", {1}, params, 3, queue});
+  std::vector<EngineEvent> events;
+  while (events.size() < 2) ASSERT_TRUE(queue->pop_all(events, 10s));  // accepted, a token
+  gate.closed = true;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!gate.waiting.load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(gate.waiting.load());
+  events.clear();
+  queue->pop_all(events, 0ms);  // what the steps before the gate delivered
+
+  engine.fail_now("a rank is gone");
+  events.clear();
+  ASSERT_TRUE(queue->pop_all(events, 1s));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EngineEvent::Kind::kError);
+  EXPECT_EQ(events[0].tag, 3);
+  EXPECT_EQ(events[0].error.kind, EngineEventError::Kind::kUnavailable);
+  EXPECT_EQ(events[0].error.message, "a rank is gone");
+  EXPECT_EQ(engine.num_in_flight(), 0);
+  EXPECT_EQ(engine.state(), AsyncEngine::State::kDead);
+  EXPECT_EQ(engine.failure(), "a rank is gone");
+  EXPECT_THROW(engine.submit({"late", {1}, {}, 0, queue}), EngineUnavailableError);
+
+  gate.closed = false;  // the step returns after all: its output has nowhere to go
+  std::this_thread::sleep_for(50ms);
+  events.clear();
+  EXPECT_FALSE(queue->pop_all(events, 0ms)) << events.size() << " events after fail_now";
+  engine.stop();
 }
 
 }  // namespace

@@ -72,6 +72,41 @@ TEST(MpiCommunicator, ManyCollectivesInARow) {
   }
 }
 
+// Splits as a pipeline's links are made: pairs of ranks (r, r + 1) for even r, rank 0 with the
+// last rank (in reverse order by key), and everyone else left out. Each group's ranks, size and
+// collectives are its own: a broadcast reaches only the group, an all-reduce sums only it.
+TEST(MpiCommunicator, SplitGroupsAreTheirOwn) {
+  const int r = comm->rank();
+  const int n = comm->world_size();
+  // Pairs {0, 1}, {2, 3}, ...; with an odd world the last rank is alone.
+  std::unique_ptr<MpiCommunicator> pair = comm->split(r / 2, r);
+  ASSERT_NE(pair, nullptr);
+  const int pair_size = (r / 2) * 2 + 1 < n ? 2 : 1;
+  EXPECT_EQ(pair->world_size(), pair_size);
+  EXPECT_EQ(pair->rank(), r % 2);
+  std::vector<uint8_t> data = test::gather_input(3, r, 501);
+  pair->broadcast(data.data(), data.size(), 0);
+  EXPECT_TRUE(data == test::gather_input(3, (r / 2) * 2, 501));
+  float value = static_cast<float>(r + 1);
+  pair->all_reduce_sum(&value, 1, DType::kF32);
+  const int first = (r / 2) * 2;
+  EXPECT_EQ(value, pair_size == 2 ? static_cast<float>(2 * first + 3) : static_cast<float>(r + 1));
+
+  // Rank 0 and the last rank, keyed so that the last rank is rank 0 of the link.
+  const bool in_link = r == 0 || r == n - 1;
+  std::unique_ptr<MpiCommunicator> link = comm->split(in_link ? 0 : -1, r == 0 ? 1 : 0);
+  ASSERT_EQ(link != nullptr, in_link);
+  if (link) {
+    EXPECT_EQ(link->world_size(), 2);
+    EXPECT_EQ(link->rank(), r == 0 ? 1 : 0);
+    int32_t message = r == 0 ? -1 : 4242;
+    link->broadcast(&message, sizeof message, 0);
+    EXPECT_EQ(message, 4242);
+  }
+  // The world still works after (and around) its splits.
+  comm->barrier();
+}
+
 }  // namespace
 }  // namespace pagoda
 

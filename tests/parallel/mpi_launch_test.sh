@@ -6,8 +6,14 @@
 #                    that every byte between the ranks crosses TCP as between two machines
 #   veth-netem       the same with 2 ms of netem delay each way
 #   killed-follower  rank 1 killed mid-generation: the job ends non-zero, soon, naming rank 1
-#   serve            serve answers as one process; rank 1 killed: the server exits non-zero
-#   size-mismatch    -np 2 with --tensor-parallel-size 3 is refused with the reason
+#   serve            serve answers as one process; rank 1 killed during two long requests (one
+#                    streamed): both answered with an OpenAI-style 503 error, a new request
+#                    503 or refused, and the server exits non-zero
+#   size-mismatch    -np 2 with --tensor-parallel-size 3 (or -tp 2 -pp 2) is refused with the reason
+#   pipeline         -np 2 -pp 2 and -np 4 -tp 2 -pp 2: stages linked by splits of the MPI world
+#   pipeline-veth    -np 2 -pp 2 with the second stage across the veth pair
+#   deepseek         a tiny DeepSeek-V3 (MLA, MoE, an MTP layer in the files) at -np 2 -tp 2
+#                    (experts split over MPI ranks) and -np 2 -pp 2
 # Exit 77 (skipped, with the reason) where mpirun cannot start ranks, or, for the veth
 # scenarios, without root, iproute2 or network namespaces (and netem, for veth-netem).
 #   mpi_launch_test.sh MPIEXEC PAGODA SCENARIO
@@ -57,14 +63,19 @@ reference() {
     die "one process failed: $(cat "$scratch/one.err")"
 }
 
-# $1: what ran; the tokens in $scratch/two.txt against one process's.
+# $1: what ran; the tokens in $scratch/two.txt against one process's. $2: the communication
+# summary's title (TP 2 by default); $3: the world size.
 expect_same_tokens() {
+  local summary=${2:-tensor parallel (2 ranks)} size=${3:-2}
   [ "$(wc -l <"$scratch/two.txt")" = 2 ] || die "$1: not two outputs: $(cat "$scratch/two.txt")"
   cmp -s "$scratch/one.txt" "$scratch/two.txt" ||
     die "$1: tokens differ from one process: $(cat "$scratch/one.txt") vs $(cat "$scratch/two.txt")"
-  grep -q "tensor parallel (2 ranks) communication" "$scratch/two.err" ||
+  grep -qF "$summary communication" "$scratch/two.err" ||
     die "$1: no communication summary: $(cat "$scratch/two.err")"
-  grep -q "rank 1 of 2 over MPI" "$scratch/two.err" || die "$1: rank 1 did not join over MPI"
+  for rank in $(seq 1 $((size - 1))); do
+    grep -q "rank $rank of $size over MPI" "$scratch/two.err" ||
+      die "$1: rank $rank did not join over MPI: $(cat "$scratch/two.err")"
+  done
   echo "$1: tokens identical to one process"
   grep "communication" "$scratch/two.err"
 }
@@ -89,10 +100,12 @@ wait_for() {
 }
 
 # Rank 1 in namespace B, rank 0 (and mpirun) in namespace A, joined by a veth pair; $1: netem
-# delay ("" for none). Open MPI starts the remote rank's daemon through a launcher script that
+# delay ("" for none); the rest: the parallel flags (-tp 2 by default). Open MPI starts the remote rank's daemon through a launcher script that
 # enters namespace B where ssh would log in to another machine.
 run_over_veth() {
   [ "$(id -u)" = 0 ] || skip "network namespaces need root"
+  local parallel=("${@:2}")
+  [ ${#parallel[@]} -gt 0 ] || parallel=(--tensor-parallel-size 2)
   command -v ip >/dev/null || skip "no ip (iproute2)"
   local a=pgmpi-a-$$ b=pgmpi-b-$$ va=pgva$$ vb=pgvb$$
   ip netns add "$a" 2>"$scratch/ip.err" || skip "cannot create a network namespace: $(cat "$scratch/ip.err")"
@@ -125,7 +138,7 @@ EOF
   timeout 120 ip netns exec "$a" "${mpi[@]}" -np 2 --host 10.233.77.1:1,10.233.77.2:1 \
     --mca plm_rsh_agent "$agent" --mca btl tcp,self \
     --mca btl_tcp_if_include 10.233.77.0/24 --mca oob_tcp_if_include 10.233.77.0/24 \
-    "$pagoda" "${generate[@]}" --tensor-parallel-size 2 --log-level info >"$scratch/two.txt" 2>"$scratch/two.err" ||
+    "$pagoda" "${generate[@]}" "${parallel[@]}" --log-level info >"$scratch/two.txt" 2>"$scratch/two.err" ||
     die "mpirun across namespaces failed: $(cat "$scratch/two.err")"
 }
 
@@ -185,14 +198,39 @@ case "$scenario" in
       die "not a completion: $answer"
     [ "$got" = "$want" ] || die "served '$got', one process generates '$want'"
     echo "served the text one process generates"
+    # Two requests in flight (one streamed) when rank 1 dies: each gets a 503 with an OpenAI
+    # error object (the stream: an error event), not a dropped connection.
+    long='{"model":"'"$model"'","prompt":"Once upon","max_tokens":4000,"temperature":0,"ignore_eos":true'
+    curl -sS -m 60 -o "$scratch/plain.body" -w "%{http_code}" -H "Content-Type: application/json" \
+      -d "$long}" "http://127.0.0.1:$port/v1/completions" >"$scratch/plain.code" 2>"$scratch/plain.err" &
+    plain=$!
+    curl -sS -N -m 60 -o "$scratch/stream.body" -H "Content-Type: application/json" \
+      -d "$long"',"stream":true}' "http://127.0.0.1:$port/v1/completions" 2>"$scratch/stream.err" &
+    stream=$!
+    wait_for "$scratch/stream.body" 30 '"text"' || die "the stream did not start: $(cat "$scratch/stream.err")"
+    kill -0 "$plain" 2>/dev/null || die "the long request ended before rank 1 was killed"
     pid=$(rank_pid 1) || die "no rank 1 process"
     kill -9 "$pid"
     start=$(date +%s)
-    # A request now fails (5xx or a dropped connection) rather than hanging.
-    code=$(curl -s -o /dev/null -w "%{http_code}" -m 30 -H "Content-Type: application/json" \
-      -d "$body" "http://127.0.0.1:$port/v1/completions")
-    echo "a completion after rank 1 died: HTTP $code"
-    [ "$code" = 000 ] || [ "$code" -ge 500 ] || die "a completion after rank 1 died answered $code"
+    wait "$plain" || die "the request in flight got no answer: $(cat "$scratch/plain.err")"
+    code=$(cat "$scratch/plain.code")
+    echo "the request in flight when rank 1 died: HTTP $code $(cat "$scratch/plain.body")"
+    [ "$code" = 503 ] || die "the request in flight answered $code: $(cat "$scratch/plain.body")"
+    python3 -c "import json,sys; e=json.load(open(sys.argv[1]))['error']; assert e['type']=='ServiceUnavailableError' and 'mpirun' in e['message'], e" \
+      "$scratch/plain.body" || die "not an OpenAI error object: $(cat "$scratch/plain.body")"
+    # A new request: 503 while the server is still up, or refused once it has exited; never a
+    # reset connection or a hang.
+    curl -sS -o "$scratch/new.body" -w "%{http_code}" -m 30 -H "Content-Type: application/json" \
+      -d "$body" "http://127.0.0.1:$port/v1/completions" >"$scratch/new.code" 2>"$scratch/new.err"
+    curl_exit=$?
+    code=$(cat "$scratch/new.code")
+    echo "a new completion after rank 1 died: HTTP $code (curl exit $curl_exit)"
+    [ "$code" = 503 ] || [ "$curl_exit" = 7 ] ||
+      die "a new completion after rank 1 died: HTTP $code, curl exit $curl_exit: $(cat "$scratch/new.err")"
+    wait "$stream"
+    echo "the stream in flight ended with: $(tail -c 300 "$scratch/stream.body")"
+    grep -q '"error".*ServiceUnavailableError' "$scratch/stream.body" ||
+      die "the stream in flight did not end with an error event: $(tail -c 300 "$scratch/stream.body") $(cat "$scratch/stream.err")"
     wait "$job"
     code=$?
     took=$(($(date +%s) - start))
@@ -206,6 +244,43 @@ case "$scenario" in
     grep -q "started as 2 MPI processes, but --tensor-parallel-size is 3" "$scratch/two.err" ||
       die "no reason given: $(cat "$scratch/two.err")"
     echo "refused: $(grep -m1 "started as 2 MPI" "$scratch/two.err")"
+    timeout 120 "${mpi[@]}" -np 2 "$pagoda" "${generate[@]}" -tp 2 -pp 2 >"$scratch/two.txt" \
+      2>"$scratch/two.err" && die "-np 2 with -tp 2 -pp 2 ran"
+    grep -q "started as 2 MPI processes, but --tensor-parallel-size 2 x --pipeline-parallel-size 2 is 4" \
+      "$scratch/two.err" || die "no reason given: $(cat "$scratch/two.err")"
+    echo "refused: $(grep -m1 "started as 2 MPI" "$scratch/two.err")"
+    ;;
+  pipeline)
+    reference
+    timeout 120 "${mpi[@]}" -np 2 "$pagoda" "${generate[@]}" -pp 2 --log-level info \
+      >"$scratch/two.txt" 2>"$scratch/two.err" || die "mpirun -pp 2 failed: $(cat "$scratch/two.err")"
+    expect_same_tokens "mpirun -np 2 -pp 2" "pipeline parallel (2 stages x 1 tensor-parallel ranks)"
+    timeout 240 "${mpi[@]}" -np 4 "$pagoda" "${generate[@]}" -tp 2 -pp 2 --log-level info \
+      >"$scratch/two.txt" 2>"$scratch/two.err" ||
+      die "mpirun -tp 2 -pp 2 failed: $(cat "$scratch/two.err")"
+    expect_same_tokens "mpirun -np 4 -tp 2 -pp 2" \
+      "pipeline parallel (2 stages x 2 tensor-parallel ranks)" 4
+    ;;
+  deepseek)
+    model=$scratch/deepseek
+    "$pagoda" make-model --out "$model" --preset tiny-deepseek-v3 --seed 5 >/dev/null 2>&1 ||
+      die "make-model failed"
+    generate=(generate --model "$model" --prompt "Once upon" --prompt "a time 7" --max-tokens 16
+      --temperature 0 --ignore-eos --json)
+    reference
+    timeout 120 "${mpi[@]}" -np 2 "$pagoda" "${generate[@]}" -tp 2 --log-level info \
+      >"$scratch/two.txt" 2>"$scratch/two.err" || die "mpirun -tp 2 failed: $(cat "$scratch/two.err")"
+    expect_same_tokens "DeepSeek-V3, mpirun -np 2 -tp 2"
+    timeout 120 "${mpi[@]}" -np 2 "$pagoda" "${generate[@]}" -pp 2 --log-level info \
+      >"$scratch/two.txt" 2>"$scratch/two.err" || die "mpirun -pp 2 failed: $(cat "$scratch/two.err")"
+    expect_same_tokens "DeepSeek-V3, mpirun -np 2 -pp 2" \
+      "pipeline parallel (2 stages x 1 tensor-parallel ranks)"
+    ;;
+  pipeline-veth)
+    reference
+    run_over_veth "" --pipeline-parallel-size 2
+    expect_same_tokens "mpirun -np 2 -pp 2 across a veth pair" \
+      "pipeline parallel (2 stages x 1 tensor-parallel ranks)"
     ;;
   *)
     die "unknown scenario $scenario"

@@ -1,20 +1,22 @@
 // `pagoda generate -pp P` and `-tp T -pp P`: rank 0 starts the other ranks, each stage holds its
-// layers, and the greedy tokens are those of one process, for Llama and Qwen2 (5 layers, so
-// that the split is uneven) and the real stories260K; with prefix-cache hits, chunked prefill
-// and preemption in the same run, with one batch in flight per stage. Ranks are oversubscribed
-// on a 2-core machine.
+// layers, and the greedy tokens are those of one process, for Llama, Qwen2 and DeepSeek V2/V3
+// (5 layers, so that the split is uneven) and the real stories260K; with prefix-cache hits,
+// chunked prefill and preemption in the same run, with one batch in flight per stage. Ranks are
+// oversubscribed on a 2-core machine.
 #include <signal.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_process.h"
@@ -212,7 +214,7 @@ TEST(PipelineParallelGenerate, BatchesOverlapAcrossStagesAndMatchOneProcess) {
   }
 }
 
-TEST(PipelineParallelGenerate, TooManyStagesAndDeepSeekAreRefused) {
+TEST(PipelineParallelGenerate, TooManyStagesAreRefused) {
   if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
   Scratch scratch;
   const auto r = run_pagoda({"generate", "--model", tiny_model(scratch, "LlamaForCausalLM"),
@@ -220,20 +222,139 @@ TEST(PipelineParallelGenerate, TooManyStagesAndDeepSeekAreRefused) {
                             scratch.dir(), {}, 120s);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("5 layers do not fill 6 stages"), std::string::npos) << r.err;
+}
 
-  ModelSpec spec = model_preset("tiny");
-  spec.architecture = "DeepseekV2ForCausalLM";
-  spec.deepseek.q_lora_rank = 0;
-  spec.deepseek.kv_lora_rank = 32;
-  spec.deepseek.qk_nope_head_dim = 16;
-  spec.deepseek.qk_rope_head_dim = 16;
-  spec.deepseek.v_head_dim = 16;
-  const std::string dir = scratch.path("ds");
+// Two dense layers (first_k_dense_replace), then three MoE layers of 8 experts (2 per token)
+// and a shared expert (V3 also an MTP layer in its files): -pp 2 splits them 3 + 2 (dense, dense,
+// MoE | MoE, MoE), -pp 3 2 + 2 + 1 (dense, dense | MoE, MoE | MoE), so h crosses after a dense
+// layer and after a MoE layer. V2 in the Lite shape (q_proj), V3 with q_a/q_b and sigmoid
+// noaux_tc routing over 4 groups.
+std::string tiny_deepseek(const Scratch& scratch, const std::string& architecture) {
+  ModelSpec spec;
+  spec.architecture = architecture;
+  spec.hidden_size = 128;
+  spec.intermediate_size = 256;
+  spec.num_layers = 5;
+  spec.num_heads = 4;
+  spec.vocab_size = 509;
+  spec.max_position_embeddings = 4096;
+  spec.seed = 29;
+  DeepseekSpec& d = spec.deepseek;
+  const bool v3 = architecture == "DeepseekV3ForCausalLM";
+  d.q_lora_rank = v3 ? 64 : 0;
+  d.kv_lora_rank = 64;
+  d.qk_nope_head_dim = 32;
+  d.qk_rope_head_dim = 16;
+  d.v_head_dim = 32;
+  d.n_routed_experts = 8;
+  d.num_experts_per_tok = 2;
+  d.n_shared_experts = 1;
+  d.moe_intermediate_size = 128;
+  d.first_k_dense_replace = 2;
+  if (v3) {
+    d.n_group = 4;
+    d.topk_group = 2;
+    d.topk_method = "noaux_tc";
+    d.scoring_func = "sigmoid";
+    d.norm_topk_prob = true;
+    d.routed_scaling_factor = 2.5;
+    d.num_nextn_predict_layers = 1;
+  }
+  const std::string dir = scratch.path(architecture);
   generate_model(spec, dir);
-  const auto d = run_pagoda({"generate", "--model", dir, "--prompt", "hi", "-pp", "2"},
-                            scratch.dir(), {}, 120s);
-  EXPECT_NE(d.exit_code, 0);
-  EXPECT_NE(d.err.find("pipeline parallelism is not implemented"), std::string::npos) << d.err;
+  return dir;
+}
+
+TEST(PipelineParallelGenerate, DeepSeekV2MatchesOneProcess) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  expect_same_tokens(scratch, tiny_deepseek(scratch, "DeepseekV2ForCausalLM"),
+                     {{1, 2}, {1, 3}, {2, 2}});
+}
+
+TEST(PipelineParallelGenerate, DeepSeekV3MatchesOneProcess) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  expect_same_tokens(scratch, tiny_deepseek(scratch, "DeepseekV3ForCausalLM"), {{1, 2}, {2, 2}});
+}
+
+// The MTP layer drafts from the last layer's h: speculation under a pipeline is refused before
+// loading, with the reason.
+TEST(PipelineParallelGenerate, DeepSeekMtpSpeculationIsRefused) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  const auto r = run_pagoda(
+      {"generate", "--model", tiny_deepseek(scratch, "DeepseekV3ForCausalLM"), "--prompt", "hi",
+       "-pp", "2", "--speculative-config", R"({"method": "mtp", "num_speculative_tokens": 1})"},
+      scratch.dir(), {}, 120s);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--speculative-config cannot be combined with"), std::string::npos) << r.err;
+}
+
+// `pagoda serve -pp 2` on DeepSeek-V2: two concurrent completions (batched in one step through
+// both stages) answered as one process generates them; SIGTERM drains and exits 0, and the
+// stage-1 rank leaves with it.
+TEST(PipelineParallelServe, DeepSeekServesAsOneProcessAndStopsCleanly) {
+  if (!have_pagoda()) GTEST_SKIP() << "no pagoda binary";
+  Scratch scratch;
+  const std::string model = tiny_deepseek(scratch, "DeepseekV2ForCausalLM");
+  const std::vector<std::string> prompts = {"Once upon", "a time 7"};
+  std::vector<std::string> want;
+  for (const std::string& prompt : prompts) {
+    const auto one = run_pagoda({"generate", "--model", model, "--prompt", prompt, "--max-tokens",
+                                 "12", "--temperature", "0", "--ignore-eos", "--json"},
+                                scratch.dir());
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    want.push_back(nlohmann::json::parse(one.out).at("text").get<std::string>());
+  }
+
+  PagodaProcess p(
+      {"serve", model, "--host", "127.0.0.1", "--port", "0", "-pp", "2", "--log-level", "info"},
+      scratch.dir());
+  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+  int port = 0;
+  ASSERT_TRUE(p.wait_until(
+      [&] {
+        std::smatch m;
+        const std::string err = p.err();
+        if (port == 0 && std::regex_search(err, m, listening)) port = std::stoi(m[1]);
+        if (port == 0) return false;
+        httplib::Client client("127.0.0.1", port);
+        const auto health = client.Get("/health");
+        return health && health->status == 200;
+      },
+      120s))
+      << p.err();
+  ASSERT_NE(want[0], want[1]) << "prompts that do not tell batch rows apart";
+  ASSERT_EQ(processes_with({model, "serve"}).size(), 2u) << "not rank 0 and one stage-1 rank";
+  std::vector<std::string> got(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client client("127.0.0.1", port);
+      client.set_read_timeout(120, 0);
+      const nlohmann::json body = {{"model", model},
+                                   {"prompt", prompts[i]},
+                                   {"max_tokens", 12},
+                                   {"temperature", 0},
+                                   {"ignore_eos", true}};
+      const auto r = client.Post("/v1/completions", body.dump(), "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      got[i] = nlohmann::json::parse(r->body).at("choices").at(0).at("text").get<std::string>();
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(got, want) << p.err();
+
+  p.send_signal(SIGTERM);
+  EXPECT_EQ(p.wait_exit(60s), 0) << p.err();
+  EXPECT_TRUE(p.wait_until(
+      [&] {
+        return processes_with({model, "serve"}).empty();
+      },
+      30s))
+      << "a stage rank outlived the server";
 }
 
 // The last stage's second tensor rank killed mid-generation: the ranks waiting on it (its

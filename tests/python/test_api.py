@@ -6,6 +6,8 @@ forms, errors, streaming, the tokenizer, and the GIL released while generating.
 
 import _thread
 import os
+import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -210,9 +212,23 @@ class LLMTest(unittest.TestCase):
 
 
 class ConstructionTest(unittest.TestCase):
-    def test_pipeline_parallel_is_a_clear_error(self):
-        with self.assertRaisesRegex(ValueError, "pipeline_parallel_size=2"):
-            LLM(model=MODEL, pipeline_parallel_size=2)
+    def test_parallel_sizes_must_be_positive_ints(self):
+        with self.assertRaisesRegex(ValueError, "pipeline_parallel_size must be a positive int"):
+            LLM(model=MODEL, pipeline_parallel_size=0)
+        with self.assertRaisesRegex(ValueError, "tensor_parallel_size must be a positive int"):
+            LLM(model=MODEL, tensor_parallel_size=1.5)
+
+    def test_more_stages_than_layers_is_the_engines_error(self):
+        # The tiny preset has 2 layers; the error comes from the engine. In a process of its
+        # own: an LLM with several ranks sets this process's OpenMP thread count to its share.
+        code = ("import pagoda\n"
+                "try:\n"
+                f"    pagoda.LLM(model={MODEL!r}, pipeline_parallel_size=3)\n"
+                "except pagoda.Error as e:\n"
+                "    print(e)\n")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120)
+        self.assertIn("2 layers do not fill 3 stages", done.stdout, done.stderr)
 
     def test_missing_model_names_the_path(self):
         with self.assertRaisesRegex(pagoda.Error, "no-such-model"):
@@ -264,6 +280,23 @@ class TensorParallelTest(unittest.TestCase):
         self.assertEqual(len(followers), 1)
         del llm  # rank 0's engine shuts down: the follower leaves
         self.assertEqual(followers[0].wait(timeout=30), 0)
+
+    def test_pipeline_parallel_generates_as_one_process(self):
+        # pipeline_parallel_size=2: the tiny preset's 2 layers, one per stage, the second stage
+        # a process of its own; then 2 stages of 2 tensor ranks. Greedy tokens are those of one
+        # process, and every follower leaves when rank 0's engine shuts down.
+        prompts = ["Once upon a time", "The sky"]
+        params = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+        one = [o.outputs[0].token_ids for o in LLM(model=MODEL).generate(prompts, params)]
+        for tp, pp in ((1, 2), (2, 2)):
+            llm = LLM(model=MODEL, tensor_parallel_size=tp, pipeline_parallel_size=pp)
+            got = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
+            self.assertEqual(got, one, f"tp {tp} pp {pp}")
+            followers = llm._followers
+            self.assertEqual(len(followers), tp * pp - 1)
+            del llm
+            for f in followers:
+                self.assertEqual(f.wait(timeout=30), 0)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 // `pagoda serve`: the OpenAI-compatible HTTP server (src/server) over one engine, with vLLM's
 // flag names. Signals: SIGHUP reopens --log-file (logrotate); SIGTERM/SIGINT stop accepting
 // new requests, let running ones finish for up to --shutdown-timeout seconds, then abort them.
+// Under mpirun, SIGTERM means the job is being torn down (a rank died, or mpirun was stopped)
+// and SIGKILL follows within a second (Open MPI's odls_base_sigkill_timeout): the requests in
+// flight and any new one are answered 503 at once, and the process exits 1.
 #include <pthread.h>
 #include <signal.h>
 
@@ -8,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
@@ -67,6 +71,21 @@ std::string non_default_server_flags(const CLI::App& command) {
     items.push_back(fmt::format("{} {}", name, secret ? "<redacted>" : value));
   }
   return items.empty() ? "none" : fmt::format("{}", fmt::join(items, ", "));
+}
+
+// Every request in flight answered 503 at once (the engine thread may be blocked for good in a
+// collective with a rank that is gone), a moment for the answers to be written, then exit 1
+// without destructors: joining the engine thread or finalising MPI could wait forever.
+[[noreturn]] void fail_mpi_job(AsyncEngine& engine) {
+  const std::string reason =
+      "The server is stopping: mpirun is ending the job (a parallel rank exited, or mpirun was "
+      "stopped)";
+  engine.fail_now(reason);
+  spdlog::error("SIGTERM under mpirun: {}; answered the requests in flight with 503", reason);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::fprintf(stderr, "error: %s\n", reason.c_str());
+  spdlog::shutdown();
+  std::_Exit(1);
 }
 
 // Waits for running requests to end (or the deadline), then aborts the rest and waits briefly
@@ -174,6 +193,7 @@ int run_serve(ServeFlags& f) {
         continue;
       }
       if (sig == SIGUSR1) return;  // the server stopped by itself
+      if (sig == SIGTERM && args.tensor_parallel_mpi) fail_mpi_job(engine);
       spdlog::info("{}: shutting down (up to {} s for running requests)",
                    sig == SIGTERM ? "SIGTERM" : "SIGINT", f.shutdown_timeout_s);
       drain(engine, f.shutdown_timeout_s);

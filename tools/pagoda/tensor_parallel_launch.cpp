@@ -72,14 +72,15 @@ void adopt_mpi_rank(EngineArgs& args) {
     rank = environment_int("PMI_RANK");
   }
   if (size <= 1 || rank < 0) return;
-  if (args.pipeline_parallel_size > 1) {
+  if (args.pipeline_parallel_size > 1 &&
+      size != args.tensor_parallel_size * args.pipeline_parallel_size) {
     fail(
-        "--pipeline-parallel-size {} under mpirun: pipeline stages run over shared memory on one "
-        "machine only (pagoda generate/serve -tp T -pp P starts them); across machines, use "
-        "--tensor-parallel-size alone",
-        args.pipeline_parallel_size);
+        "started as {} MPI processes, but --tensor-parallel-size {} x --pipeline-parallel-size {} "
+        "is {}: run mpirun -np T*P",
+        size, args.tensor_parallel_size, args.pipeline_parallel_size,
+        args.tensor_parallel_size * args.pipeline_parallel_size);
   }
-  if (size != args.tensor_parallel_size) {
+  if (args.pipeline_parallel_size == 1 && size != args.tensor_parallel_size) {
     fail(
         "started as {} MPI processes, but --tensor-parallel-size is {}: run mpirun -np N with "
         "--tensor-parallel-size N",

@@ -18,7 +18,8 @@ void add_tensor_parallel_options(CLI::App* app, EngineArgs& args);
 
 // Started by mpirun (Open MPI's OMPI_COMM_WORLD_* or a PMI's PMI_* variables name a world of
 // more than one process): args become that rank of an MPI group, which must be as large as
-// --tensor-parallel-size. Fails with the reason when they differ. Does nothing otherwise.
+// --tensor-parallel-size x --pipeline-parallel-size. Fails with the reason when they differ.
+// Does nothing otherwise.
 void adopt_mpi_rank(EngineArgs& args);
 
 // The processes of ranks 1..N-1, started by rank 0 (not under mpirun, which starts them).
