@@ -1,11 +1,9 @@
 #include "model/weights.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
 
-#include "kernels/lane_panels.h"
 #include "kernels/quantize.h"
 #include "loader/safetensors.h"
 #include "util/error.h"
@@ -115,41 +113,12 @@ WeightView WeightLoader::matrix(const std::string& name, int64_t rows, int64_t c
   const WeightView w = view_of(name, rows, cols);
   num_parameters_ += rows * cols;
   const WeightView out = prepare(w, name);
-  if (out.data == w.data) return stored_for_kernels(w, name);
-  store_.drop_source_pages(store_.get(name));  // prepare counted the copy; the source is done
-  return out;
-}
-
-const KernelTable& WeightLoader::table() const {
-  return options_.kernels != nullptr ? *options_.kernels : kernels();
-}
-
-bool WeightLoader::packs_lane_panels(const WeightView& w) const {
-  return table().int8_lane_panels && w.dtype == DType::kI8 && w.int8_activations;
-}
-
-WeightView WeightLoader::lane_panels_for_kernels(const WeightView& w) {
-  const LanePanels panels = pack_int8_lane_panels(w);
-  owned_.push_back(panels.bytes);
-  weight_bytes_ += panels.size_bytes;
-  return with_lane_panels(w, panels.bytes.get());
-}
-
-WeightView WeightLoader::stored_for_kernels(const WeightView& w, const std::string& name) {
-  if (packs_lane_panels(w)) {
-    Tensor source = store_.get(name);
-    source.data = static_cast<const uint8_t*>(w.data);
-    source.size_bytes = w.rows * w.cols;  // the int8 values (w may be a shard's rows)
-    // Packing bytes a converter holds in memory (GGUF's repacked blocks, a decrypted file)
-    // would keep both copies: those stay row-major, and their panels are repacked per call.
-    if (store_.maps_from_file(source)) {
-      const WeightView packed = lane_panels_for_kernels(w);
-      store_.drop_source_pages(source);
-      return packed;
-    }
+  if (out.data == w.data) {
+    weight_bytes_ += pagoda::weight_bytes(w);
+  } else {
+    store_.drop_source_pages(store_.get(name));  // prepare counted the copy; the source is done
   }
-  weight_bytes_ += pagoda::weight_bytes(w);
-  return w;
+  return out;
 }
 
 int64_t WeightLoader::load_group_size(const WeightView& stored) {
@@ -199,13 +168,11 @@ WeightView WeightLoader::prepare(const WeightView& stored, const std::string& na
   if (options_.progress != nullptr)
     options_.progress->advance(static_cast<uint64_t>(pagoda::weight_bytes(stored)));
   q.view.int8_activations = options_.int8_activations;
-  if (options_.on_quantized) options_.on_quantized(name, q.view);
-  // The panels replace the row-major copy, which is freed on return.
-  if (packs_lane_panels(q.view)) return lane_panels_for_kernels(q.view);
   owned_.push_back(q.values);
   owned_.push_back(q.scales);
   if (q.mins) owned_.push_back(q.mins);
   weight_bytes_ += q.size_bytes;
+  if (options_.on_quantized) options_.on_quantized(name, q.view);
   return q.view;
 }
 
@@ -216,8 +183,8 @@ WeightView WeightLoader::matrix_rows(const std::string& name, int64_t rows, int6
   const WeightView w = weight_rows(view_of(name, rows, cols), first, count);
   num_parameters_ += count * cols;
   const WeightView out = prepare(w, name);
-  if (out.data == w.data) return stored_for_kernels(w, name);
-  return out;  // prepare counted it
+  if (out.data == w.data) weight_bytes_ += pagoda::weight_bytes(w);  // else prepare counted it
+  return out;
 }
 
 WeightView WeightLoader::matrix_rows_as_stored(const std::string& name, int64_t rows, int64_t cols,

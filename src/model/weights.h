@@ -34,8 +34,7 @@ struct WeightOptions {
   Progress* progress = nullptr;
   // The table the model computes with (nullptr: kernels()). With fp16 arithmetic
   // (KernelTable::f16_arithmetic) an f16 matrix with a weight beyond kF16ArithmeticMaxWeight
-  // is widened to fp32 at load; where it reads int8 lane panels (KernelTable::int8_lane_panels)
-  // int8 W8A8 matrices are packed into them at load.
+  // is widened to fp32 at load.
   const KernelTable* kernels = nullptr;
 };
 
@@ -106,14 +105,6 @@ class WeightLoader {
   int64_t load_group_size(const WeightView& stored);
   // `stored` (f16), or an fp32 copy of it where fp16 arithmetic could overflow on its weights.
   WeightView f16_for_kernels(const WeightView& stored, const std::string& name);
-  const KernelTable& table() const;
-  // The table reads int8 W8A8 weights as 16-row lane panels (KernelTable::int8_lane_panels):
-  // they are packed once here, in place of the row-major values and scales.
-  bool packs_lane_panels(const WeightView& w) const;
-  WeightView lane_panels_for_kernels(const WeightView& w);
-  // A matrix used as stored (or rows of one), counted; as lane panels where the table reads
-  // them and its bytes come from a file map, whose pages are then dropped.
-  WeightView stored_for_kernels(const WeightView& w, const std::string& name);
 
   const TensorStore& store_;
   WeightOptions options_;

@@ -203,11 +203,7 @@ struct Avx2 {
 }  // namespace
 
 const KernelTable& avx2_table() {
-  static const KernelTable table = [] {
-    KernelTable t = simd::make_table<Avx2>("avx2");
-    t.int8_lane_panels = true;  // int8_lane_panels.h
-    return t;
-  }();
+  static const KernelTable table = simd::make_table<Avx2>("avx2");
   return table;
 }
 
