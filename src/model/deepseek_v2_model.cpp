@@ -68,7 +68,8 @@ struct MtpLayer {
 
 class DeepseekModel final : public Model {
  public:
-  DeepseekModel(const ModelConfig& config, const TensorStore& store, const ModelOptions& options);
+  DeepseekModel(const ExecutionContext& ctx, const ModelConfig& config, const TensorStore& store,
+                const ModelOptions& options);
 
   int64_t vocab_size() const override { return c_.vocab_size; }
   KvCacheSpec kv_cache_spec() const override;
@@ -100,7 +101,9 @@ class DeepseekModel final : public Model {
   WeightView matrix(const std::string& name, int64_t rows, int64_t cols) {
     return weights_.matrix(name, rows, cols);
   }
-  std::vector<float> vector(const std::string& name, int64_t n) { return weights_.vector(name, n); }
+  std::span<const float> vector(const std::string& name, int64_t n) {
+    return weights_.vector(name, n);
+  }
 
   DeepseekConfig c_;
   TensorParallel tp_;
@@ -142,11 +145,11 @@ ExpertMlp DeepseekModel::load_mlp_sharded(const std::string& p, int64_t inter, c
   return m;
 }
 
-DeepseekModel::DeepseekModel(const ModelConfig& config, const TensorStore& store,
-                             const ModelOptions& options)
+DeepseekModel::DeepseekModel(const ExecutionContext& ctx, const ModelConfig& config,
+                             const TensorStore& store, const ModelOptions& options)
     : c_(DeepseekConfig::from_model_config(config)),
       tp_(options.tensor_parallel),
-      weights_(store, options.weights),
+      weights_(store, options.weights, ctx),
       rope_(c_.rope),
       residual_(c_.hidden_size),
       x_(c_.hidden_size),
@@ -337,7 +340,8 @@ void DeepseekModel::forward_mtp(const ExecutionContext& ctx, const ForwardBatch&
 
 }  // namespace
 
-std::unique_ptr<Model> create_deepseek_model(const ModelConfig& config, const TensorStore& store,
+std::unique_ptr<Model> create_deepseek_model(const ExecutionContext& ctx, const ModelConfig& config,
+                                             const TensorStore& store,
                                              const ModelOptions& options) {
   // Pipeline stages are not written for DeepSeek yet (docs/parallel.md).
   if (options.pipeline_parallel.enabled()) {
@@ -346,7 +350,7 @@ std::unique_ptr<Model> create_deepseek_model(const ModelConfig& config, const Te
         "--pipeline-parallel-size 1",
         config.config_path, config.architecture);
   }
-  return std::make_unique<DeepseekModel>(config, store, options);
+  return std::make_unique<DeepseekModel>(ctx, config, store, options);
 }
 
 }  // namespace pagoda

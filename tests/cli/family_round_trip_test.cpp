@@ -16,6 +16,7 @@
 
 #include "cli_process.h"
 #include "demo/model_generator.h"
+#include "kernels/host_context.h"
 #include "model/logit_divergence.h"
 #include "model/model_config.h"
 #include "model/model_family.h"
@@ -95,7 +96,8 @@ TEST_P(FamilyRoundTripTest, GenerateLoadExportImportGivesTheSameLogits) {
 
   const ModelSource source = open_model_source(dir);
   EXPECT_EQ(source.config.architecture, c.spec.architecture);
-  const auto original = create_model(source.config, source.tensors, ModelOptions{});
+  const auto original =
+      create_model(host_execution_context(), source.config, source.tensors, ModelOptions{});
 
   const RunResult exported =
       run_pagoda({"export-gguf", "--model", dir, "--type", "f32", "--out", gguf}, scratch.dir());
@@ -112,7 +114,8 @@ TEST_P(FamilyRoundTripTest, GenerateLoadExportImportGivesTheSameLogits) {
   EXPECT_EQ(imported.config.num_key_value_heads, source.config.num_key_value_heads);
   EXPECT_EQ(imported.config.vocab_size, source.config.vocab_size);
   EXPECT_EQ(imported.config.tie_word_embeddings, source.config.tie_word_embeddings);
-  const auto reloaded = create_model(imported.config, imported.tensors, ModelOptions{});
+  const auto reloaded =
+      create_model(host_execution_context(), imported.config, imported.tensors, ModelOptions{});
 
   // The same f32 weights, renamed, stacked, split or permuted and back: the logits may differ
   // only by the order of float sums (absorbed vs stored MLA matrices), far below any change of

@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
     if (slash != std::string::npos)
       options.weights.group_size = std::stoll(quantization.substr(slash + 1));
     options.tensor_parallel = TensorParallel(comm.get());
-    std::unique_ptr<Model> model = create_model(source.config, source.tensors, options);
+    std::unique_ptr<Model> model =
+        create_model(host_execution_context(), source.config, source.tensors, options);
     const int64_t vocab = model->vocab_size();
 
     std::vector<Sequence> seqs(2);
