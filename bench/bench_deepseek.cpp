@@ -198,7 +198,8 @@ int main(int argc, char** argv) {
     const TensorStore store = TensorStore::open(dir);
     ModelOptions options;
     options.max_num_batched_tokens = 2048;
-    const std::unique_ptr<Model> model = create_model(config, store, options);
+    const std::unique_ptr<Model> model =
+        create_model(host_execution_context(), config, store, options);
     const DeepseekConfig dc = DeepseekConfig::from_model_config(config);
     std::printf("%s, %d threads, %.2f GB of weights, %lld parameters\n", kernels().isa,
                 omp_get_max_threads(), model->weight_bytes() / 1e9,
@@ -234,7 +235,7 @@ int main(int argc, char** argv) {
     };
     std::vector<MlaLayerWeights> mla_w;
     std::vector<MoeWeights> moe_w;
-    WeightLoader loader(store, WeightOptions{});
+    WeightLoader loader(store, WeightOptions{}, host_execution_context());
     auto load_matrix = [&loader](const TensorStore&, const std::string& name, int64_t rows,
                                  int64_t cols) {
       return loader.matrix_as_stored(name, rows, cols);

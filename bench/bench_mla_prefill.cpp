@@ -127,8 +127,8 @@ int main(int argc, char** argv) {
     absorbed_options.mla_expanded_min_tokens = INT32_MAX;
     ModelOptions expanded_options;
     expanded_options.mla_expanded_min_tokens = 1;
-    const std::unique_ptr<Model> absorbed_model = create_model(config, store, absorbed_options);
-    const std::unique_ptr<Model> expanded_model = create_model(config, store, expanded_options);
+    const std::unique_ptr<Model> absorbed_model = create_model(host_execution_context(), config, store, absorbed_options);
+    const std::unique_ptr<Model> expanded_model = create_model(host_execution_context(), config, store, expanded_options);
 
     // One cache for both: the same weights write the same latents (up to rounding) in either
     // form, and a timed chunk rewrites only its own slots.

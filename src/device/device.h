@@ -1,8 +1,9 @@
 // The memory side of a compute device, modelled on what an accelerator runtime offers (CANN's
 // aclrtMalloc / aclrtFree / aclrtMemcpy / aclrtSynchronizeDevice / aclrtGetMemUsage, CUDA's
 // cudaMalloc family): allocate with a page policy, free, report usage, copy, synchronize.
-// Everything the engine keeps in bulk — the KV pool, weights it copies, a model's activations —
-// is allocated here, so a backend that owns its own memory plugs in behind this class.
+// Everything the engine keeps in bulk — the KV pool, every weight a model computes with (copied,
+// converted, or mapped from the checkpoint through map_host), a model's activations — comes
+// from here, so a backend that owns its own memory plugs in behind this class.
 // The CPU device (cpu_device.h) is the one implementation today.
 #pragma once
 
@@ -22,8 +23,17 @@ enum class MemoryPolicy {
   kNormalOnly,  // normal pages only
 };
 
+// What an allocation holds, for a device's accounting and page choice. The CPU device gives
+// weights transparent huge pages at most, leaving the reserved hugetlbfs pool to the KV cache.
+enum class MemoryPurpose {
+  kWeights,      // a model's weights (WeightLoader, model/weights.h)
+  kKvCache,      // the paged KV pool
+  kActivations,  // a model's working buffers
+};
+
 struct AllocationOptions {
   MemoryPolicy policy = MemoryPolicy::kHugeFirst;
+  MemoryPurpose purpose = MemoryPurpose::kActivations;
   // Back every page now instead of at first use, and fail now if the device cannot: the KV pool
   // reserves its memory this way so that a short machine fails at start-up, not mid-request.
   bool prefault = false;
@@ -35,6 +45,9 @@ struct MemoryUsage {
   size_t total_bytes = 0;
   size_t free_bytes = 0;
   size_t allocated_bytes = 0;  // live DeviceBuffers of this Device, as mapped
+  // Host memory used in place as device memory (map_host): weights read straight from a mapped
+  // checkpoint. Always 0 on a device with memory of its own.
+  size_t host_mapped_bytes = 0;
 };
 
 // Direction of a copy, as aclrtMemcpyKind / cudaMemcpyKind. The CPU device ignores it (every
@@ -51,6 +64,19 @@ class Device {
   // `size_bytes` > 0. Memory starts zeroed. Throws pagoda::Error when the device cannot supply it
   // (the size and the cause in the message).
   virtual DeviceBuffer allocate(size_t size_bytes, const AllocationOptions& options = {}) = 0;
+
+  // Bytes that already sit in host memory (a memory-mapped checkpoint, a loader's conversion of
+  // one), as device memory for as long as the returned buffer lives; `host` must stay valid and
+  // unchanged that long. A device with memory of its own copies them in (this default: allocate,
+  // copy, synchronize); the CPU device returns `host` itself, so a mapped checkpoint is used in
+  // place. Throws pagoda::Error as allocate does.
+  virtual DeviceBuffer map_host(const void* host, size_t size_bytes,
+                                const AllocationOptions& options = {});
+
+  // True when the host may read and write this device's memory directly (the CPU device, a
+  // unified-memory accelerator): weights computed at load are then written in place; otherwise
+  // they are written on the host and copied in.
+  virtual bool host_accessible() const = 0;
 
   virtual MemoryUsage memory_usage() const = 0;
 

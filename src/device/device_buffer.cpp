@@ -4,6 +4,14 @@
 
 namespace pagoda {
 
+DeviceBuffer Device::map_host(const void* host, size_t size_bytes,
+                              const AllocationOptions& options) {
+  DeviceBuffer buffer = allocate(size_bytes, options);
+  copy(buffer.data(), host, size_bytes, CopyKind::kHostToDevice);
+  synchronize();
+  return buffer;
+}
+
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     release();

@@ -28,6 +28,7 @@
 #include "engine/speculative_config.h"
 #include "engine/tensor_parallel_executor.h"
 #include "hub/resolve_model.h"
+#include "kernels/host_context.h"
 #include "kernels/thread_placement.h"
 #include "loader/safetensors.h"
 #include "loader/weight_format.h"
@@ -240,7 +241,7 @@ Engine::Impl::Impl(const EngineArgs& args, ModelSource source)
                                                   ? static_cast<uint64_t>(store_.total_bytes())
                                                   : 0);
     options.weights.progress = &quantizing;
-    model_ = create_model(config_, store_, options);
+    model_ = create_model(host_execution_context(), config_, store_, options);
   }
 
   const ChatTemplateText chat_template =
@@ -395,7 +396,8 @@ void Engine::Impl::load_draft_model(const SpeculativeConfig& speculative, ModelO
         "that length may be poor (the target still verifies them)",
         path, draft.config.max_position_embeddings, max_model_len_);
   }
-  draft_model_ = create_model(draft_source_->config, draft_source_->tensors, options);
+  draft_model_ = create_model(host_execution_context(), draft_source_->config,
+                              draft_source_->tensors, options);
   spdlog::info(
       "speculative decoding: draft model {} ({} {}, {} parameters, weights {}), {} tokens "
       "per step",
@@ -581,7 +583,8 @@ void run_tensor_parallel_follower(const EngineArgs& args) {
   apply_thread_placement(placement);
   std::unique_ptr<ParallelGroups> groups = join_parallel_groups(args);
   std::unique_ptr<Model> model =
-      create_model(source.config, source.tensors, model_options_for(args, groups.get()));
+      create_model(host_execution_context(), source.config, source.tensors,
+                   model_options_for(args, groups.get()));
   KvCacheSpec spec = model->kv_cache_spec();
   spec.dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
   InProcessExecutor local(*model, spec, args.block_size, placement, SpeculativeConfig{},

@@ -43,6 +43,7 @@ double InProcessExecutor::initialize_kv_cache(int32_t num_blocks) {
   draft_kv_memory_ = DeviceBuffer();
   const int64_t num_bytes = KvCache::bytes_needed(spec_, num_blocks, block_size_);
   AllocationOptions options;
+  options.purpose = MemoryPurpose::kKvCache;
   options.prefault = true;
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -64,6 +65,7 @@ void InProcessExecutor::allocate_draft_kv_cache(int32_t num_blocks) {
   draft_spec.dtype = spec_.dtype;
   const int64_t num_bytes = KvCache::bytes_needed(draft_spec, num_blocks, block_size_);
   AllocationOptions options;
+  options.purpose = MemoryPurpose::kKvCache;
   options.prefault = true;
   try {
     draft_kv_memory_ = cpu_device().allocate(static_cast<size_t>(num_bytes), options);

@@ -183,23 +183,23 @@ void dequantize_row_reference(const WeightView& w, int64_t row, float* dst) {
   }
 }
 
-QuantizedMatrix quantize_matrix(const WeightView& src, DType to, int64_t group_size) {
+namespace {
+
+// Checks `to` and `src`, and returns the group size quantize_matrix uses (0 → one per row).
+int64_t checked_group(const WeightView& src, DType to, int64_t group_size) {
   if (to != DType::kI8 && to != DType::kI4)
     fail("quantize_matrix: {} is not a quantized type", dtype_name(to));
   if (is_quantized(src.dtype))
     fail("quantize_matrix: the source is already {}", dtype_name(src.dtype));
-  const int64_t rows = src.rows, cols = src.cols;
-  group_size = check_group(cols, group_size);
-  const int64_t groups = cols / group_size;
+  return check_group(src.cols, group_size);
+}
 
-  QuantizedMatrix m;
-  const int64_t value_bytes = dtype_row_bytes(to, cols) * rows;
-  m.values = std::shared_ptr<uint8_t[]>(new uint8_t[static_cast<size_t>(value_bytes)]);
-  advise_huge_pages(m.values.get(), static_cast<size_t>(value_bytes));  // before the first write
-  m.scales = std::shared_ptr<uint16_t[]>(new uint16_t[static_cast<size_t>(rows * groups)]);
-  if (to == DType::kI4) {
-    m.mins = std::shared_ptr<uint16_t[]>(new uint16_t[static_cast<size_t>(rows * groups)]);
-  }
+// src quantized into the three planes, which must hold rows x (cols in `to`), rows x groups
+// and (kI4) rows x groups values.
+WeightView quantize_planes(const WeightView& src, DType to, int64_t group_size, uint8_t* values,
+                           uint16_t* scales, uint16_t* mins) {
+  const int64_t rows = src.rows, cols = src.cols;
+  const int64_t groups = cols / group_size;
   // Widen in row blocks so a 32k-row embedding never needs a full fp32 copy.
   constexpr int64_t kBlockRows = 256;
   std::vector<float> block(static_cast<size_t>(std::min(rows, kBlockRows) * cols));
@@ -211,22 +211,60 @@ QuantizedMatrix quantize_matrix(const WeightView& src, DType to, int64_t group_s
     }
     if (to == DType::kI8) {
       quantize_rows_i8(block.data(), n, cols, group_size,
-                       reinterpret_cast<int8_t*>(m.values.get()) + r0 * cols,
-                       m.scales.get() + r0 * groups);
+                       reinterpret_cast<int8_t*>(values) + r0 * cols, scales + r0 * groups);
     } else {
-      quantize_rows_i4(block.data(), n, cols, group_size, m.values.get() + r0 * cols / 2,
-                       m.scales.get() + r0 * groups, m.mins.get() + r0 * groups);
+      quantize_rows_i4(block.data(), n, cols, group_size, values + r0 * cols / 2,
+                       scales + r0 * groups, mins + r0 * groups);
     }
   }
-  m.view.data = m.values.get();
-  m.view.dtype = to;
-  m.view.rows = rows;
-  m.view.cols = cols;
-  m.view.scales = m.scales.get();
-  m.view.mins = m.mins.get();
-  m.view.group_size = group_size;
-  m.size_bytes = value_bytes + rows * groups * 2 * (to == DType::kI4 ? 2 : 1);
+  WeightView view;
+  view.data = values;
+  view.dtype = to;
+  view.rows = rows;
+  view.cols = cols;
+  view.scales = scales;
+  view.mins = mins;
+  view.group_size = group_size;
+  return view;
+}
+
+}  // namespace
+
+QuantizedMatrix quantize_matrix(const WeightView& src, DType to, int64_t group_size) {
+  group_size = checked_group(src, to, group_size);
+  const int64_t rows = src.rows, cols = src.cols;
+  const int64_t groups = cols / group_size;
+
+  QuantizedMatrix m;
+  const int64_t value_bytes = dtype_row_bytes(to, cols) * rows;
+  m.values = std::shared_ptr<uint8_t[]>(new uint8_t[static_cast<size_t>(value_bytes)]);
+  advise_huge_pages(m.values.get(), static_cast<size_t>(value_bytes));  // before the first write
+  m.scales = std::shared_ptr<uint16_t[]>(new uint16_t[static_cast<size_t>(rows * groups)]);
+  if (to == DType::kI4) {
+    m.mins = std::shared_ptr<uint16_t[]>(new uint16_t[static_cast<size_t>(rows * groups)]);
+  }
+  m.view = quantize_planes(src, to, group_size, m.values.get(), m.scales.get(), m.mins.get());
+  m.size_bytes = weight_bytes(m.view);
   return m;
+}
+
+int64_t quantized_matrix_bytes(const WeightView& src, DType to, int64_t group_size) {
+  WeightView shape;
+  shape.dtype = to;
+  shape.rows = src.rows;
+  shape.cols = src.cols;
+  shape.group_size = checked_group(src, to, group_size);
+  return weight_bytes(shape);
+}
+
+WeightView quantize_matrix_into(const WeightView& src, DType to, int64_t group_size, void* dst) {
+  group_size = checked_group(src, to, group_size);
+  auto* values = static_cast<uint8_t*>(dst);
+  const int64_t value_bytes = dtype_row_bytes(to, src.cols) * src.rows;
+  const int64_t plane = src.rows * (src.cols / group_size);
+  auto* scales = reinterpret_cast<uint16_t*>(values + value_bytes);
+  uint16_t* mins = to == DType::kI4 ? scales + plane : nullptr;
+  return quantize_planes(src, to, group_size, values, scales, mins);
 }
 
 bool symmetric_int4_mins(const WeightView& w) {

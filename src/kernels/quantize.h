@@ -40,6 +40,12 @@ struct QuantizedMatrix {
 // of the group size, or the group size of 32.
 QuantizedMatrix quantize_matrix(const WeightView& src, DType to, int64_t group_size);
 
+// The same into memory the caller holds (device memory for weights quantized at load): values,
+// then the scale plane, then (kI4) the min plane, quantized_matrix_bytes() in all. `dst` must
+// be 2-byte aligned. Returns the view of it.
+int64_t quantized_matrix_bytes(const WeightView& src, DType to, int64_t group_size);
+WeightView quantize_matrix_into(const WeightView& src, DType to, int64_t group_size, void* dst);
+
 // True when w is kI4 and each min equals -8 * its scale as the kernels compute it (fp32, the
 // same bits), so WeightView::symmetric_int4 may be set. Reads both planes once.
 bool symmetric_int4_mins(const WeightView& w);

@@ -14,10 +14,12 @@
 // writes the newer form, stacking the routed experts and splitting kv_b_proj as the converter does
 // (plan_deepseek2_export).
 //
-// One architecture name covers V2 and V3. The V3 router (sigmoid scores, the bias-corrected
-// noaux_tc top-k) is recognised by the exp_probs_b bias tensor or the sigmoid gating function.
+// One architecture name covers V2 and V3. V3 is recognised by the sigmoid gating function, which
+// llama.cpp's converter writes for every V3 config (dense ones too), or by the exp_probs_b bias
+// tensor of its bias-corrected noaux_tc router.
 #include <iterator>
 #include <map>
+#include <optional>
 #include <regex>
 
 #include <fmt/format.h>
@@ -111,7 +113,18 @@ void add_deepseek2_config(const GgufFile& file, json& c) {
   c["num_hidden_layers"] = blocks - nextn;
   c["num_nextn_predict_layers"] = nextn;
 
-  bool v3 = false;
+  // V2 or V3: GGUF names both deepseek2. llama.cpp's converter writes expert_gating_func from
+  // config.json's scoring_func whenever the config has one, dense models included, and V3's
+  // configs all say sigmoid (V2's softmax); a V3 router's correction bias is exp_probs_b.
+  const std::optional<int64_t> gating_key = file.find_int(key("expert_gating_func"));
+  const int64_t gating = gating_key.value_or(kGatingSoftmax);
+  if (gating != 0 && gating != kGatingSoftmax && gating != kGatingSigmoid) {
+    fail("{}: {} = {} is not supported (1 softmax, 2 sigmoid)", path, key("expert_gating_func"),
+         gating);
+  }
+  const bool has_bias = has_tensor_ending(file, ".exp_probs_b.bias");
+  const bool v3 = gating == kGatingSigmoid || has_bias;
+  if (gating_key) c["scoring_func"] = gating == kGatingSigmoid ? "sigmoid" : "softmax";
   const int64_t experts = file.find_int(key("expert_count")).value_or(0);
   if (experts > 0) {
     c["n_routed_experts"] = experts;
@@ -121,13 +134,6 @@ void add_deepseek2_config(const GgufFile& file, json& c) {
     c["first_k_dense_replace"] = file.find_int(key("leading_dense_block_count")).value_or(0);
     c["routed_scaling_factor"] = file.find_float(key("expert_weights_scale")).value_or(1.0);
     c["norm_topk_prob"] = file.find_bool(key("expert_weights_norm")).value_or(false);
-    const int64_t gating = file.find_int(key("expert_gating_func")).value_or(kGatingSoftmax);
-    if (gating != 0 && gating != kGatingSoftmax && gating != kGatingSigmoid) {
-      fail("{}: {} = {} is not supported (1 softmax, 2 sigmoid)", path, key("expert_gating_func"),
-           gating);
-    }
-    const bool has_bias = has_tensor_ending(file, ".exp_probs_b.bias");
-    v3 = gating == kGatingSigmoid || has_bias;
     c["scoring_func"] = gating == kGatingSigmoid ? "sigmoid" : "softmax";
     const int64_t groups = file.find_int(key("expert_group_count")).value_or(1);
     c["n_group"] = std::max<int64_t>(groups, 1);
@@ -229,6 +235,11 @@ void add_deepseek2_hparams(GgufWriter& w, const ModelConfig& c) {
     w.set_u32(a + ".expert_gating_func", r.scoring == MoeScoring::kSigmoid ? 2 : 1);
     w.set_u32(a + ".expert_group_count", u32(r.num_groups));
     w.set_u32(a + ".expert_group_used_count", u32(r.topk_groups));
+  } else if (const auto scoring = c.raw.find("scoring_func");
+             scoring != c.raw.end() && scoring->is_string()) {
+    // As llama.cpp's converter: written whenever config.json names one, so that import tells a
+    // dense V3 (sigmoid) from a V2 (softmax).
+    w.set_u32(a + ".expert_gating_func", *scoring == "sigmoid" ? 2 : 1);
   }
   if (c.rope_scaling.type == "yarn") {
     // GGUF keeps one YaRN magnitude for both of DeepSeek's (cos/sin and softmax scale), which
@@ -460,7 +471,13 @@ json deepseek_v2_generator_config(const ModelSpec& s, int64_t vocab_size) {
 }
 
 json deepseek_v3_generator_config(const ModelSpec& s, int64_t vocab_size) {
-  return deepseek_generator_config(s, vocab_size, true);
+  json c = deepseek_generator_config(s, vocab_size, true);
+  // Every published V3 config names V3's router, which a dense model never runs.
+  if (s.deepseek.n_routed_experts == 0) {
+    c["scoring_func"] = "sigmoid";
+    c["topk_method"] = "noaux_tc";
+  }
+  return c;
 }
 
 // MLA gives every query head its own K/V from the latent. The rest is checked by parsing the

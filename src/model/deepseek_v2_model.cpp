@@ -74,7 +74,8 @@ struct MtpLayer {
 
 class DeepseekModel final : public Model {
  public:
-  DeepseekModel(const ModelConfig& config, const TensorStore& store, const ModelOptions& options);
+  DeepseekModel(const ExecutionContext& ctx, const ModelConfig& config, const TensorStore& store,
+                const ModelOptions& options);
 
   int64_t vocab_size() const override { return c_.vocab_size; }
   KvCacheSpec kv_cache_spec() const override;
@@ -107,7 +108,9 @@ class DeepseekModel final : public Model {
   WeightView matrix(const std::string& name, int64_t rows, int64_t cols) {
     return weights_.matrix(name, rows, cols);
   }
-  std::vector<float> vector(const std::string& name, int64_t n) { return weights_.vector(name, n); }
+  std::span<const float> vector(const std::string& name, int64_t n) {
+    return weights_.vector(name, n);
+  }
 
   DeepseekConfig c_;
   TensorParallel tp_;
@@ -153,14 +156,14 @@ ExpertMlp DeepseekModel::load_mlp_sharded(const std::string& p, int64_t inter, c
   return m;
 }
 
-DeepseekModel::DeepseekModel(const ModelConfig& config, const TensorStore& store,
-                             const ModelOptions& options)
+DeepseekModel::DeepseekModel(const ExecutionContext& ctx, const ModelConfig& config,
+                             const TensorStore& store, const ModelOptions& options)
     : c_(DeepseekConfig::from_model_config(config)),
       tp_(options.tensor_parallel),
       pipeline_(options.pipeline_parallel),
       stage_layers_(pipeline_.layers(c_.num_layers)),
       mla_expanded_{options.mla_expanded_min_tokens, options.mla_expanded_scratch_bytes},
-      weights_(store, options.weights),
+      weights_(store, options.weights, ctx),
       rope_(c_.rope),
       residual_(c_.hidden_size),
       x_(c_.hidden_size),
@@ -379,9 +382,10 @@ void DeepseekModel::forward_mtp(const ExecutionContext& ctx, const ForwardBatch&
 
 }  // namespace
 
-std::unique_ptr<Model> create_deepseek_model(const ModelConfig& config, const TensorStore& store,
+std::unique_ptr<Model> create_deepseek_model(const ExecutionContext& ctx, const ModelConfig& config,
+                                             const TensorStore& store,
                                              const ModelOptions& options) {
-  return std::make_unique<DeepseekModel>(config, store, options);
+  return std::make_unique<DeepseekModel>(ctx, config, store, options);
 }
 
 }  // namespace pagoda

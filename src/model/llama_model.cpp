@@ -50,7 +50,8 @@ struct LlamaLayer {
 
 class LlamaModel final : public Model {
  public:
-  LlamaModel(const ModelConfig& config, const TensorStore& store, const ModelOptions& options);
+  LlamaModel(const ExecutionContext& ctx, const ModelConfig& config, const TensorStore& store,
+             const ModelOptions& options);
 
   int64_t vocab_size() const override { return vocab_size_; }
   KvCacheSpec kv_cache_spec() const override;
@@ -85,7 +86,8 @@ class LlamaModel final : public Model {
   AttentionBatch attn_batch_;
 };
 
-LlamaModel::LlamaModel(const ModelConfig& c, const TensorStore& store, const ModelOptions& options)
+LlamaModel::LlamaModel(const ExecutionContext& ctx, const ModelConfig& c, const TensorStore& store,
+                       const ModelOptions& options)
     : hidden_(c.hidden_size),
       intermediate_(c.intermediate_size),
       num_heads_(options.tensor_parallel
@@ -98,7 +100,7 @@ LlamaModel::LlamaModel(const ModelConfig& c, const TensorStore& store, const Mod
       vocab_size_(c.vocab_size),
       pipeline_(options.pipeline_parallel),
       stage_layers_(pipeline_.layers(c.num_hidden_layers)),
-      weights_(store, options.weights),
+      weights_(store, options.weights, ctx),
       rope_(rope_params_from_config(c, c.head_dim)),
       attention_{static_cast<int32_t>(num_heads_),
                  1.0f / std::sqrt(static_cast<float>(c.head_dim))},
@@ -205,9 +207,9 @@ void LlamaModel::forward(const ExecutionContext& ctx, const ForwardBatch& batch,
 
 }  // namespace
 
-std::unique_ptr<Model> create_llama_model(const ModelConfig& config, const TensorStore& store,
-                                          const ModelOptions& options) {
-  return std::make_unique<LlamaModel>(config, store, options);
+std::unique_ptr<Model> create_llama_model(const ExecutionContext& ctx, const ModelConfig& config,
+                                          const TensorStore& store, const ModelOptions& options) {
+  return std::make_unique<LlamaModel>(ctx, config, store, options);
 }
 
 }  // namespace pagoda

@@ -74,8 +74,9 @@ struct GgufArchitecture {
   GgufExportPlan (*plan_export)(const TensorStore& store, const ModelConfig& config) = nullptr;
 };
 
-using ModelFactory = std::unique_ptr<Model> (*)(const ModelConfig&, const TensorStore&,
-                                                const ModelOptions&);
+// Builds the model with its weights in `ctx`'s device memory, prepared for its kernel table.
+using ModelFactory = std::unique_ptr<Model> (*)(const ExecutionContext& ctx, const ModelConfig&,
+                                                const TensorStore&, const ModelOptions&);
 
 // What config parsing (model_config.cpp) takes from the architecture: the defaults and fixed
 // choices of its transformers config and attention classes.
@@ -151,9 +152,11 @@ void add_common_gguf_hparams(GgufWriter& writer, const ModelConfig& config,
 // The families, each described in its own file, and the graphs they build.
 const ModelFamily& llama_family();     // llama_family.cpp
 const ModelFamily& deepseek_family();  // deepseek_family.cpp
-std::unique_ptr<Model> create_llama_model(const ModelConfig&, const TensorStore&,
+std::unique_ptr<Model> create_llama_model(const ExecutionContext&, const ModelConfig&,
+                                          const TensorStore&,
                                           const ModelOptions&);  // llama_model.cpp
-std::unique_ptr<Model> create_deepseek_model(const ModelConfig&, const TensorStore&,
+std::unique_ptr<Model> create_deepseek_model(const ExecutionContext&, const ModelConfig&,
+                                             const TensorStore&,
                                              const ModelOptions&);  // deepseek_v2_model.cpp
 
 }  // namespace pagoda

@@ -69,9 +69,9 @@ GgufFamily gguf_family_named(const std::string& gguf_name, const std::string& pa
        gguf_name, fmt::join(supported, ", "));
 }
 
-std::unique_ptr<Model> create_model(const ModelConfig& config, const TensorStore& tensors,
-                                    const ModelOptions& options) {
-  return model_family_of(config).create(config, tensors, options);
+std::unique_ptr<Model> create_model(const ExecutionContext& ctx, const ModelConfig& config,
+                                    const TensorStore& tensors, const ModelOptions& options) {
+  return model_family_of(config).create(ctx, config, tensors, options);
 }
 
 }  // namespace pagoda

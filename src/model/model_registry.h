@@ -12,8 +12,10 @@
 namespace pagoda {
 
 // Throws pagoda::Error naming the architecture and listing the supported ones.
-std::unique_ptr<Model> create_model(const ModelConfig& config, const TensorStore& tensors,
-                                    const ModelOptions& options);
+// The model's weights go to `ctx`'s device, prepared for its kernel table; forward() must run on
+// a context of the same device.
+std::unique_ptr<Model> create_model(const ExecutionContext& ctx, const ModelConfig& config,
+                                    const TensorStore& tensors, const ModelOptions& options);
 std::vector<std::string> supported_architectures();
 
 }  // namespace pagoda

@@ -23,18 +23,23 @@ WeightView weight_rows(const WeightView& w, int64_t first, int64_t count) {
   return r;
 }
 
-WeightView slice_columns(const WeightView& w, int64_t first, int64_t count, const std::string& name,
-                         std::vector<std::shared_ptr<const void>>& owned) {
+namespace {
+
+// The checks and plane sizes of a column slice.
+struct ColumnSlice {
+  int64_t value_bytes = 0;  // per row
+  int64_t groups = 0;       // per row, in the slice (quantized types)
+  int64_t group_size = 0;   // of the slice
+  int64_t total_bytes = 0;
+};
+
+ColumnSlice plan_columns(const WeightView& w, int64_t first, int64_t count,
+                         const std::string& name) {
   if (first < 0 || count <= 0 || first + count > w.cols)
     fail("{}: columns [{}, {}) are outside its {} columns", name, first, first + count, w.cols);
-  const int64_t value_bytes = dtype_row_bytes(w.dtype, count);
-  auto values = std::shared_ptr<uint8_t[]>(new uint8_t[static_cast<size_t>(w.rows * value_bytes)]);
-  const auto* src = static_cast<const uint8_t*>(w.data);
-  const int64_t src_row_bytes = dtype_row_bytes(w.dtype, w.cols);
-  const int64_t first_byte = dtype_row_bytes(w.dtype, first);
-  WeightView out = w;
-  out.cols = count;
-  out.data = values.get();
+  ColumnSlice s;
+  s.value_bytes = dtype_row_bytes(w.dtype, count);
+  s.total_bytes = w.rows * s.value_bytes;
   if (is_quantized(w.dtype)) {
     const int64_t g = w.group_size;
     const bool runs = first % 32 == 0 && count % 32 == 0;
@@ -47,28 +52,62 @@ WeightView slice_columns(const WeightView& w, int64_t first, int64_t count, cons
           "part of one group); use another --tensor-parallel-size or group size",
           name, first, first + count, g);
     }
+    s.groups = whole_groups ? count / g : 1;
+    s.group_size = whole_groups ? g : count;
+    const int64_t planes = (w.scales ? 1 : 0) + (w.mins ? 1 : 0);
+    s.total_bytes += planes * w.rows * s.groups * static_cast<int64_t>(sizeof(uint16_t));
+  }
+  return s;
+}
+
+}  // namespace
+
+int64_t sliced_columns_bytes(const WeightView& w, int64_t first, int64_t count,
+                             const std::string& name) {
+  return plan_columns(w, first, count, name).total_bytes;
+}
+
+WeightView slice_columns_into(const WeightView& w, int64_t first, int64_t count,
+                              const std::string& name, void* dst) {
+  const ColumnSlice plan = plan_columns(w, first, count, name);
+  auto* values = static_cast<uint8_t*>(dst);
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  const int64_t src_row_bytes = dtype_row_bytes(w.dtype, w.cols);
+  const int64_t first_byte = dtype_row_bytes(w.dtype, first);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    std::memcpy(values + r * plan.value_bytes, src + r * src_row_bytes + first_byte,
+                static_cast<size_t>(plan.value_bytes));
+  }
+  WeightView out = w;
+  out.cols = count;
+  out.data = values;
+  if (is_quantized(w.dtype)) {
+    const int64_t g = w.group_size;
     const int64_t src_groups = w.cols / g;
-    const int64_t groups = whole_groups ? count / g : 1;
-    out.group_size = whole_groups ? g : count;
+    out.group_size = plan.group_size;
+    auto* next = reinterpret_cast<uint16_t*>(values + w.rows * plan.value_bytes);
     auto copy_plane = [&](const uint16_t* plane) -> const uint16_t* {
       if (plane == nullptr) return nullptr;
-      auto dst = std::shared_ptr<uint16_t[]>(new uint16_t[static_cast<size_t>(w.rows * groups)]);
+      uint16_t* dst_plane = next;
       for (int64_t r = 0; r < w.rows; ++r) {
-        std::memcpy(dst.get() + r * groups, plane + r * src_groups + first / g,
-                    static_cast<size_t>(groups) * sizeof(uint16_t));
+        std::memcpy(dst_plane + r * plan.groups, plane + r * src_groups + first / g,
+                    static_cast<size_t>(plan.groups) * sizeof(uint16_t));
       }
-      owned.push_back(dst);
-      return dst.get();
+      next += w.rows * plan.groups;
+      return dst_plane;
     };
     out.scales = copy_plane(w.scales);
     out.mins = copy_plane(w.mins);
   }
-  for (int64_t r = 0; r < w.rows; ++r) {
-    std::memcpy(values.get() + r * value_bytes, src + r * src_row_bytes + first_byte,
-                static_cast<size_t>(value_bytes));
-  }
-  owned.push_back(values);
   return out;
+}
+
+WeightView slice_columns(const WeightView& w, int64_t first, int64_t count, const std::string& name,
+                         std::vector<std::shared_ptr<const void>>& owned) {
+  const int64_t bytes = sliced_columns_bytes(w, first, count, name);
+  auto memory = std::shared_ptr<uint16_t[]>(new uint16_t[static_cast<size_t>(bytes + 1) / 2]);
+  owned.push_back(memory);
+  return slice_columns_into(w, first, count, name, memory.get());
 }
 
 DType parse_quantization(const std::string& name) {
@@ -84,8 +123,96 @@ int64_t default_group_size(DType quantize_to, int64_t cols) {
   return quantize_to == DType::kI8 ? cols : 32;
 }
 
-WeightLoader::WeightLoader(const TensorStore& store, const WeightOptions& options)
-    : store_(store), options_(options) {}
+namespace {
+
+// `w`, written on the host at `host`, as it lies at `device` (the same place on a
+// host-accessible device).
+WeightView rebased(const WeightView& w, const void* host, const void* device) {
+  auto move = [&](const void* p) -> const void* {
+    if (p == nullptr) return nullptr;
+    return static_cast<const uint8_t*>(device) +
+           (static_cast<const uint8_t*>(p) - static_cast<const uint8_t*>(host));
+  };
+  WeightView out = w;
+  out.data = move(w.data);
+  out.scales = static_cast<const uint16_t*>(move(w.scales));
+  out.mins = static_cast<const uint16_t*>(move(w.mins));
+  return out;
+}
+
+}  // namespace
+
+WeightLoader::WeightLoader(const TensorStore& store, const WeightOptions& options,
+                           const ExecutionContext& ctx)
+    : store_(store), options_(options), device_(&ctx.device()), kernels_(&ctx.kernels()) {}
+
+DeviceBuffer WeightLoader::allocate(const std::string& name, size_t size_bytes) {
+  AllocationOptions options;
+  options.purpose = MemoryPurpose::kWeights;
+  try {
+    return device_->allocate(size_bytes, options);
+  } catch (const Error& e) {
+    fail("{}: cannot allocate {} bytes of weights on device {}: {}", name, size_bytes,
+         device_->name(), e.what());
+  }
+}
+
+void* WeightLoader::derived(const std::string& name, size_t size_bytes,
+                            const std::function<void(void*)>& fill) {
+  DeviceBuffer buffer = allocate(name, size_bytes);
+  if (device_->host_accessible()) {
+    fill(buffer.data());
+  } else {
+    std::vector<uint8_t> host(size_bytes);
+    fill(host.data());
+    device_->copy(buffer.data(), host.data(), size_bytes, CopyKind::kHostToDevice);
+    device_->synchronize();
+  }
+  weight_bytes_ += static_cast<int64_t>(size_bytes);
+  void* data = buffer.data();
+  buffers_.push_back(std::move(buffer));
+  return data;
+}
+
+const void* WeightLoader::map_plane(const void* host, int64_t size_bytes, const std::string& name) {
+  AllocationOptions options;
+  options.purpose = MemoryPurpose::kWeights;
+  DeviceBuffer buffer;
+  try {
+    buffer = device_->map_host(host, static_cast<size_t>(size_bytes), options);
+  } catch (const Error& e) {
+    fail("{}: cannot map {} bytes of weights onto device {}: {}", name, size_bytes, device_->name(),
+         e.what());
+  }
+  const auto* data = static_cast<const uint8_t*>(buffer.data());
+  host_planes_[data] = {static_cast<const uint8_t*>(host), size_bytes};
+  weight_bytes_ += size_bytes;
+  buffers_.push_back(std::move(buffer));
+  return data;
+}
+
+WeightView WeightLoader::mapped(const WeightView& stored, const std::string& name) {
+  WeightView w = stored;
+  w.data = map_plane(stored.data, dtype_row_bytes(stored.dtype, stored.cols) * stored.rows, name);
+  if (is_quantized(stored.dtype)) {
+    const int64_t plane_bytes =
+        stored.rows * (stored.cols / stored.group_size) * static_cast<int64_t>(sizeof(uint16_t));
+    if (stored.scales)
+      w.scales = static_cast<const uint16_t*>(map_plane(stored.scales, plane_bytes, name));
+    if (stored.mins)
+      w.mins = static_cast<const uint16_t*>(map_plane(stored.mins, plane_bytes, name));
+  }
+  return w;
+}
+
+const void* WeightLoader::host_of(const void* device) const {
+  const auto* p = static_cast<const uint8_t*>(device);
+  auto it = host_planes_.upper_bound(p);
+  if (it == host_planes_.begin()) return nullptr;
+  --it;
+  if (p >= it->first + it->second.second) return nullptr;
+  return it->second.first + (p - it->first);
+}
 
 WeightView WeightLoader::view_of(const std::string& name, int64_t rows, int64_t cols) const {
   const Tensor& t = store_.get(name, {rows, cols});
@@ -103,21 +230,16 @@ WeightView WeightLoader::view_of(const std::string& name, int64_t rows, int64_t 
 }
 
 WeightView WeightLoader::matrix_as_stored(const std::string& name, int64_t rows, int64_t cols) {
-  const WeightView w = view_of(name, rows, cols);
   num_parameters_ += rows * cols;
-  weight_bytes_ += pagoda::weight_bytes(w);
-  return w;
+  return mapped(view_of(name, rows, cols), name);
 }
 
 WeightView WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols) {
   const WeightView w = view_of(name, rows, cols);
   num_parameters_ += rows * cols;
-  const WeightView out = prepare(w, name);
-  if (out.data == w.data) {
-    weight_bytes_ += pagoda::weight_bytes(w);
-  } else {
-    store_.drop_source_pages(store_.get(name));  // prepare counted the copy; the source is done
-  }
+  const WeightView out = converted(w, name);
+  if (out.data == nullptr) return mapped(w, name);
+  store_.drop_source_pages(store_.get(name));  // the source is done with
   return out;
 }
 
@@ -135,9 +257,24 @@ int64_t WeightLoader::load_group_size(const WeightView& stored) {
   return group;
 }
 
-WeightView WeightLoader::f16_for_kernels(const WeightView& stored, const std::string& name) {
-  const KernelTable& k = options_.kernels != nullptr ? *options_.kernels : kernels();
-  if (!k.f16_arithmetic) return stored;
+WeightView WeightLoader::converted(const WeightView& stored, const std::string& name) {
+  if (const int64_t group = load_group_size(stored); group > 0) {
+    const DType to = options_.quantize_to;
+    WeightView q;
+    const void* host = nullptr;
+    void* device = derived(name, static_cast<size_t>(quantized_matrix_bytes(stored, to, group)),
+                           [&](void* dst) {
+                             host = dst;
+                             q = quantize_matrix_into(stored, to, group, dst);
+                           });
+    q = rebased(q, host, device);
+    if (options_.progress != nullptr)
+      options_.progress->advance(static_cast<uint64_t>(pagoda::weight_bytes(stored)));
+    q.int8_activations = options_.int8_activations;
+    if (options_.on_quantized) options_.on_quantized(name, q);
+    return q;
+  }
+  if (stored.dtype != DType::kF16 || !kernels_->f16_arithmetic) return {};
   // One pass over the bits (NaN and inf count as large): the pages are read at the first
   // forward anyway, and a model whose weights all fit pays nothing else.
   const uint16_t max_bits = f32_to_f16(kF16ArithmeticMaxWeight);
@@ -145,56 +282,49 @@ WeightView WeightLoader::f16_for_kernels(const WeightView& stored, const std::st
   const int64_t n = stored.rows * stored.cols;
   int64_t large = 0;
   for (int64_t i = 0; i < n; ++i) large += (h[i] & 0x7fffu) > max_bits;
-  if (large == 0) return stored;
+  if (large == 0) return {};
   spdlog::warn(
       "{}: {} of its f16 weights exceed {} in magnitude, which the {} kernels' fp16 "
       "products could overflow; using an fp32 copy",
-      name, large, kF16ArithmeticMaxWeight, k.isa);
-  auto wide = std::shared_ptr<float[]>(new float[static_cast<size_t>(n)]);
-  k.to_f32(stored.data, DType::kF16, n, wide.get());
-  owned_.push_back(wide);
+      name, large, kF16ArithmeticMaxWeight, kernels_->isa);
   WeightView out = stored;
-  out.data = wide.get();
   out.dtype = DType::kF32;
-  weight_bytes_ += pagoda::weight_bytes(out);
+  out.data = derived(name, static_cast<size_t>(n) * sizeof(float), [&](void* dst) {
+    kernels_->to_f32(stored.data, DType::kF16, n, static_cast<float*>(dst));
+  });
   return out;
 }
 
-WeightView WeightLoader::prepare(const WeightView& stored, const std::string& name) {
-  const int64_t group = load_group_size(stored);
-  if (group == 0) return stored.dtype == DType::kF16 ? f16_for_kernels(stored, name) : stored;
-  const DType to = options_.quantize_to;
-  QuantizedMatrix q = quantize_matrix(stored, to, group);
-  if (options_.progress != nullptr)
-    options_.progress->advance(static_cast<uint64_t>(pagoda::weight_bytes(stored)));
-  q.view.int8_activations = options_.int8_activations;
-  owned_.push_back(q.values);
-  owned_.push_back(q.scales);
-  if (q.mins) owned_.push_back(q.mins);
-  weight_bytes_ += q.size_bytes;
-  if (options_.on_quantized) options_.on_quantized(name, q.view);
-  return q.view;
+WeightView WeightLoader::prepare(const WeightView& loaded, const std::string& name) {
+  WeightView stored = loaded;
+  stored.data = host_of(loaded.data);
+  if (stored.data == nullptr) return loaded;  // a converted copy already
+  if (loaded.scales) stored.scales = static_cast<const uint16_t*>(host_of(loaded.scales));
+  if (loaded.mins) stored.mins = static_cast<const uint16_t*>(host_of(loaded.mins));
+  const WeightView out = converted(stored, name);
+  return out.data == nullptr ? loaded : out;
 }
 
 WeightView WeightLoader::matrix_rows(const std::string& name, int64_t rows, int64_t cols,
                                      int64_t first, int64_t count) {
+  const WeightView w = stored_rows(name, rows, cols, first, count);
+  num_parameters_ += count * cols;
+  const WeightView out = converted(w, name);
+  return out.data == nullptr ? mapped(w, name) : out;
+}
+
+WeightView WeightLoader::stored_rows(const std::string& name, int64_t rows, int64_t cols,
+                                     int64_t first, int64_t count) const {
   if (first < 0 || count <= 0 || first + count > rows)
     fail("{}: rows [{}, {}) are outside its {} rows", name, first, first + count, rows);
-  const WeightView w = weight_rows(view_of(name, rows, cols), first, count);
-  num_parameters_ += count * cols;
-  const WeightView out = prepare(w, name);
-  if (out.data == w.data) weight_bytes_ += pagoda::weight_bytes(w);  // else prepare counted it
-  return out;
+  return weight_rows(view_of(name, rows, cols), first, count);
 }
 
 WeightView WeightLoader::matrix_rows_as_stored(const std::string& name, int64_t rows, int64_t cols,
                                                int64_t first, int64_t count) {
-  if (first < 0 || count <= 0 || first + count > rows)
-    fail("{}: rows [{}, {}) are outside its {} rows", name, first, first + count, rows);
-  const WeightView w = weight_rows(view_of(name, rows, cols), first, count);
+  const WeightView w = stored_rows(name, rows, cols, first, count);
   num_parameters_ += count * cols;
-  weight_bytes_ += pagoda::weight_bytes(w);
-  return w;
+  return mapped(w, name);
 }
 
 WeightView WeightLoader::matrix_columns(const std::string& name, int64_t rows, int64_t cols,
@@ -208,28 +338,33 @@ WeightView WeightLoader::matrix_columns(const std::string& name, int64_t rows, i
     whole.view.int8_activations = options_.int8_activations;
     source = whole.view;
   }
-  const WeightView out = slice_columns(source, first, count, name, owned_);
-  weight_bytes_ += pagoda::weight_bytes(out);
-  return out;
+  WeightView out;
+  const void* host = nullptr;
+  void* device = derived(
+      name, static_cast<size_t>(sliced_columns_bytes(source, first, count, name)), [&](void* dst) {
+        host = dst;
+        out = slice_columns_into(source, first, count, name, dst);
+      });
+  return rebased(out, host, device);
 }
 
-std::vector<float> WeightLoader::vector_range(const std::string& name, int64_t n, int64_t first,
-                                              int64_t count) {
-  std::vector<float> all = vector(name, n);
-  num_parameters_ -= n - count;
-  weight_bytes_ -= (n - count) * static_cast<int64_t>(sizeof(float));
-  return {all.begin() + first, all.begin() + first + count};
-}
-
-std::vector<float> WeightLoader::vector(const std::string& name, int64_t n) {
+std::span<const float> WeightLoader::vector_range(const std::string& name, int64_t n, int64_t first,
+                                                  int64_t count) {
   const Tensor& t = store_.get(name, {n});
   if (is_quantized(t.dtype))
     fail("{}: vector {} is quantized; expected a float type", t.path, name);
-  std::vector<float> out(static_cast<size_t>(n));
-  kernels().to_f32(t.data, t.dtype, n, out.data());
-  num_parameters_ += n;
-  weight_bytes_ += n * static_cast<int64_t>(sizeof(float));
-  return out;
+  if (first < 0 || count <= 0 || first + count > n)
+    fail("{}: elements [{}, {}) are outside its {}", name, first, first + count, n);
+  const uint8_t* src = t.data + first * dtype_size(t.dtype);
+  auto* out = static_cast<const float*>(
+      derived(name, static_cast<size_t>(count) * sizeof(float),
+              [&](void* dst) { kernels_->to_f32(src, t.dtype, count, static_cast<float*>(dst)); }));
+  num_parameters_ += count;
+  return {out, static_cast<size_t>(count)};
+}
+
+std::span<const float> WeightLoader::vector(const std::string& name, int64_t n) {
+  return vector_range(name, n, 0, n);
 }
 
 }  // namespace pagoda

@@ -1,16 +1,22 @@
-// Binding stored tensors to what the forward pass computes with. Float matrices stay in their
-// stored dtype and are used in place (memory-mapped) unless the model is quantized at load
-// (`--quantization int8|int4`), in which case the loader quantizes them into buffers it owns.
-// Already-quantized tensors (pagoda quantize checkpoints, AWQ/GPTQ, GGUF) are used as they
-// come. Small vectors (norms, biases) are widened to fp32 once.
+// Binding stored tensors to what the forward pass computes with, in the execution context's
+// device memory. Float matrices stay in their stored dtype and are mapped from the checkpoint
+// (Device::map_host: in place on the CPU device, copied in by a device with memory of its own)
+// unless the model is quantized at load (`--quantization int8|int4`), in which case they are
+// quantized into device memory the loader allocates. Already-quantized tensors (pagoda quantize
+// checkpoints, AWQ/GPTQ, GGUF) are mapped as they come. Small vectors (norms, biases) are
+// widened to fp32 once, into device memory. Every byte a model computes with is a buffer this
+// loader holds, so weight_bytes() is what the device holds for the model's weights.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "device/execution_context.h"
 #include "kernels/kernels.h"
 #include "util/progress.h"
 
@@ -32,10 +38,6 @@ struct WeightOptions {
   // Advanced by the stored bytes of each matrix quantized at load (the slow part of loading a
   // float checkpoint with --quantization); optional.
   Progress* progress = nullptr;
-  // The table the model computes with (nullptr: kernels()). With fp16 arithmetic
-  // (KernelTable::f16_arithmetic) an f16 matrix with a weight beyond kF16ArithmeticMaxWeight
-  // is widened to fp32 at load.
-  const KernelTable* kernels = nullptr;
 };
 
 // Rows [first, first + count) of `w` as a matrix of their own (a head's or an expert's slice of
@@ -50,6 +52,12 @@ WeightView weight_rows(const WeightView& w, int64_t first, int64_t count);
 // `name` otherwise.
 WeightView slice_columns(const WeightView& w, int64_t first, int64_t count, const std::string& name,
                          std::vector<std::shared_ptr<const void>>& owned);
+// The same into `dst`, sliced_columns_bytes() bytes (values, then scales, then mins; 2-byte
+// aligned). sliced_columns_bytes checks the range as slice_columns does.
+int64_t sliced_columns_bytes(const WeightView& w, int64_t first, int64_t count,
+                             const std::string& name);
+WeightView slice_columns_into(const WeightView& w, int64_t first, int64_t count,
+                              const std::string& name, void* dst);
 
 // "int8" / "int4" / "" (none) → WeightOptions::quantize_to; throws on anything else.
 DType parse_quantization(const std::string& name);
@@ -57,18 +65,22 @@ int64_t default_group_size(DType quantize_to, int64_t cols);
 
 class WeightLoader {
  public:
-  WeightLoader(const TensorStore& store, const WeightOptions& options);
+  // Weights go to `ctx`'s device, and are prepared for its kernel table: with fp16 arithmetic
+  // (KernelTable::f16_arithmetic) an f16 matrix with a weight beyond kF16ArithmeticMaxWeight
+  // is widened to fp32 at load. The loader keeps the device and table, not `ctx`.
+  WeightLoader(const TensorStore& store, const WeightOptions& options, const ExecutionContext& ctx);
 
   // A [rows, cols] matrix the forward pass multiplies by, quantized per the options.
   WeightView matrix(const std::string& name, int64_t rows, int64_t cols);
   // A matrix exactly as stored: tables read by rows (embeddings), routers, matrices the model
   // copies or splits itself.
   WeightView matrix_as_stored(const std::string& name, int64_t rows, int64_t cols);
-  // `stored` (e.g. a tied embedding reused as lm_head) quantized per the options; a quantized
-  // copy counts towards weight_bytes.
-  WeightView prepare(const WeightView& stored, const std::string& name);
-  // A [n] vector widened to fp32.
-  std::vector<float> vector(const std::string& name, int64_t n);
+  // `loaded`, a view this loader returned (e.g. a tied embedding reused as lm_head), quantized
+  // per the options; `loaded` itself when kept as stored. A quantized copy counts towards
+  // weight_bytes.
+  WeightView prepare(const WeightView& loaded, const std::string& name);
+  // A [n] vector widened to fp32, in device memory the loader holds.
+  std::span<const float> vector(const std::string& name, int64_t n);
 
   // Tensor-parallel shards (docs/parallel.md). Rows [first, first + count) of the [rows, cols]
   // matrix `name`, quantized per the options: the shard of a column-parallel linear (its heads,
@@ -88,14 +100,23 @@ class WeightLoader {
   WeightView matrix_columns(const std::string& name, int64_t rows, int64_t cols, int64_t first,
                             int64_t count);
   // Elements [first, first + count) of the [n] vector `name`, widened to fp32.
-  std::vector<float> vector_range(const std::string& name, int64_t n, int64_t first, int64_t count);
+  std::span<const float> vector_range(const std::string& name, int64_t n, int64_t first,
+                                      int64_t count);
+
+  // For a layer that computes a weight of its own from stored ones (MLA's transposed W_uk):
+  // rows [first, first + count) of `name` as stored, on the host, neither loaded nor counted...
+  WeightView stored_rows(const std::string& name, int64_t rows, int64_t cols, int64_t first,
+                         int64_t count) const;
+  // ... and `size_bytes` of device memory for the result, which `fill` writes on the host (in
+  // place on a host-accessible device, else into a host copy that is then copied in). Counts
+  // towards weight_bytes. Returns the device memory.
+  void* derived(const std::string& name, size_t size_bytes, const std::function<void(void*)>& fill);
 
   const TensorStore& store() const { return store_; }
   int64_t num_parameters() const { return num_parameters_; }
-  // Resident bytes of everything loaded (mapped, quantized copies and widened vectors).
+  // Bytes of every device buffer the loader holds: mapped tensors, quantized and widened copies,
+  // derived weights.
   int64_t weight_bytes() const { return weight_bytes_; }
-  // Counts memory the model holds outside the loader (e.g. a transposed copy).
-  void add_resident_bytes(int64_t bytes) { weight_bytes_ += bytes; }
   // Matrices left in their float type because their columns do not split into groups.
   int64_t num_kept_float() const { return num_kept_float_; }
 
@@ -103,12 +124,24 @@ class WeightLoader {
   WeightView view_of(const std::string& name, int64_t rows, int64_t cols) const;
   // The group a float matrix is quantized with at load, or 0 when it is kept as stored.
   int64_t load_group_size(const WeightView& stored);
-  // `stored` (f16), or an fp32 copy of it where fp16 arithmetic could overflow on its weights.
-  WeightView f16_for_kernels(const WeightView& stored, const std::string& name);
+  // `stored` (a host view) quantized or widened into device memory per the options and the
+  // kernel table; an empty view when it is used as stored.
+  WeightView converted(const WeightView& stored, const std::string& name);
+  // `stored` (a host view of the checkpoint) as device memory, through Device::map_host.
+  WeightView mapped(const WeightView& stored, const std::string& name);
+  const void* map_plane(const void* host, int64_t size_bytes, const std::string& name);
+  // The host bytes behind device memory that mapped() returned; nullptr for other memory.
+  const void* host_of(const void* device) const;
+  // Device memory for a weight, the allocation failure named after it.
+  DeviceBuffer allocate(const std::string& name, size_t size_bytes);
 
   const TensorStore& store_;
   WeightOptions options_;
-  std::vector<std::shared_ptr<const void>> owned_;  // quantized copies
+  Device* device_;
+  const KernelTable* kernels_;
+  std::vector<DeviceBuffer> buffers_;  // every weight byte the model computes with
+  // Mapped planes by their device address: the host address and size.
+  std::map<const uint8_t*, std::pair<const uint8_t*, int64_t>> host_planes_;
   int64_t num_parameters_ = 0;
   int64_t weight_bytes_ = 0;
   int64_t num_kept_float_ = 0;

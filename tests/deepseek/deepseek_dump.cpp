@@ -155,7 +155,8 @@ int main(int argc, char** argv) {
     const ModelConfig config = gguf ? gguf->config : ModelConfig::from_dir(path);
     const TensorStore store = gguf ? std::move(gguf->tensors) : TensorStore::open(path);
     options.load_mtp_layers = mode.rfind("mtp:", 0) == 0;
-    const std::unique_ptr<Model> model = create_model(config, store, options);
+    const std::unique_ptr<Model> model =
+        create_model(host_execution_context(), config, store, options);
 
     std::vector<Sequence> seqs;
     int32_t total_tokens = 0;

@@ -80,7 +80,7 @@ class Runner {
   Runner(const std::string& dir, const ModelOptions& options, DType cache_dtype)
       : config_(ModelConfig::from_dir(dir)),
         store_(TensorStore::open(dir)),
-        model_(create_model(config_, store_, options)),
+        model_(create_model(host_execution_context(), config_, store_, options)),
         spec_(cache_spec(*model_, cache_dtype)),
         memory_(static_cast<size_t>(KvCache::bytes_needed(spec_, kNumBlocks, kBlockSize) / 4)),
         cache_(spec_, kNumBlocks, kBlockSize, memory_.data()) {}

@@ -164,7 +164,7 @@ struct MoeCase {
   MoeRouterConfig c;
   std::vector<Mlp> experts;
   Mlp shared;
-  std::vector<float> router, x;
+  std::vector<float> router, x, score_bias;
   MoeWeights w;
 
   MoeCase() {
@@ -183,7 +183,8 @@ struct MoeCase {
     router.resize(static_cast<size_t>(c.num_experts * kHidden));
     for (float& v : router) v = n(rng);
     w.router = {router.data(), DType::kF32, c.num_experts, kHidden};
-    w.score_bias = {0.1f, 0.0f, 0.3f, 0.0f, 0.2f, 0.05f};
+    score_bias = {0.1f, 0.0f, 0.3f, 0.0f, 0.2f, 0.05f};
+    w.score_bias = score_bias;
     for (const Mlp& m : experts) w.experts.push_back(m.view(kHidden, kInter));
     w.has_shared = true;
     w.shared = shared.view(kHidden, 2 * kInter);

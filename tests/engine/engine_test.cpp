@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include "demo/model_generator.h"
 #include "kernels/host_context.h"
 #include "kernels/thread_placement.h"
 #include "loader/safetensors.h"
@@ -22,7 +23,6 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/model_config.h"
-#include "demo/model_generator.h"
 #include "model/model_registry.h"
 #include "pagoda/engine.h"
 #include "tiny_model.h"
@@ -594,7 +594,8 @@ std::vector<std::vector<double>> reference_prompt_logprobs(const std::vector<int
   const std::string dir = tiny_model_dir();
   const ModelConfig config = ModelConfig::from_dir(dir);
   const TensorStore store = TensorStore::open(dir);
-  std::unique_ptr<Model> model = create_model(config, store, ModelOptions{});
+  std::unique_ptr<Model> model =
+      create_model(host_execution_context(), config, store, ModelOptions{});
   constexpr int32_t kBlockSize = 4;
   const auto num_blocks = static_cast<int32_t>((prompt.size() + kBlockSize - 1) / kBlockSize);
   std::vector<float> memory(static_cast<size_t>(

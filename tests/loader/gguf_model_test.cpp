@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/test_paths.h"
+#include "demo/model_generator.h"
 #include "kernels/host_context.h"
 #include "loader/gguf_builder.h"
 #include "loader/safetensors.h"
@@ -23,7 +24,6 @@
 #include "model/gguf_model.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
-#include "demo/model_generator.h"
 #include "model/model_registry.h"
 #include "test_helpers.h"
 #include "util/half.h"
@@ -226,7 +226,7 @@ void convert_to_gguf(const std::string& hf_dir, const std::string& out, bool qua
 std::vector<float> all_logits(const ModelConfig& config, const TensorStore& store,
                               const std::vector<int32_t>& ids,
                               const ModelOptions& options = ModelOptions{}) {
-  std::unique_ptr<Model> model = create_model(config, store, options);
+  std::unique_ptr<Model> model = create_model(host_execution_context(), config, store, options);
   constexpr int32_t kBlockSize = 4;
   const int32_t num_blocks = static_cast<int32_t>((ids.size() + kBlockSize - 1) / kBlockSize);
   std::vector<int32_t> block_table;

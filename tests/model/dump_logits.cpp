@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
     const std::string mode = argv[3];
     ModelConfig config = ModelConfig::from_dir(dir);
     TensorStore store = TensorStore::open(dir);
-    std::unique_ptr<Model> model = create_model(config, store, ModelOptions{});
+    std::unique_ptr<Model> model =
+        create_model(host_execution_context(), config, store, ModelOptions{});
 
     constexpr int32_t kBlockSize = 4;  // small, so sequences span many blocks
     std::vector<Sequence> seqs;

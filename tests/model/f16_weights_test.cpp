@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "../loader/test_helpers.h"
+#include "device/cpu_device.h"
+#include "kernels/host_context.h"
 #include "kernels/kernels.h"
 #include "loader/safetensors.h"
 #include "loader/safetensors_writer.h"
@@ -46,9 +48,7 @@ struct F16Weights : ::testing::Test {
 };
 
 TEST_F(F16Weights, LargeWeightsAreWidenedExactlyForFp16Arithmetic) {
-  WeightOptions options;
-  options.kernels = &fp16_table;
-  WeightLoader loader(*store, options);
+  WeightLoader loader(*store, WeightOptions{}, ExecutionContext(cpu_device(), fp16_table));
   const WeightView fits = loader.matrix("fits.weight", 2, 64);
   EXPECT_EQ(fits.dtype, DType::kF16);
   EXPECT_EQ(fits.data, store->get("fits.weight").data);  // in place, not copied
@@ -69,9 +69,7 @@ TEST_F(F16Weights, LargeWeightsAreWidenedExactlyForFp16Arithmetic) {
 TEST_F(F16Weights, Fp32ArithmeticKeepsEveryF16MatrixAsStored) {
   KernelTable fp32_table = *kernels_for("scalar");
   ASSERT_FALSE(fp32_table.f16_arithmetic);
-  WeightOptions options;
-  options.kernels = &fp32_table;
-  WeightLoader loader(*store, options);
+  WeightLoader loader(*store, WeightOptions{}, ExecutionContext(cpu_device(), fp32_table));
   for (const char* name : {"fits.weight", "large.weight", "inf.weight"}) {
     const WeightView w = loader.matrix(name, 2, 64);
     EXPECT_EQ(w.dtype, DType::kF16) << name;
@@ -79,10 +77,10 @@ TEST_F(F16Weights, Fp32ArithmeticKeepsEveryF16MatrixAsStored) {
   }
 }
 
-// The loader's default is the table this CPU computes with: on AArch64 with +fp16 (run under
-// qemu by scripts/qemu-model-tests.sh) the large matrices come back in fp32.
-TEST_F(F16Weights, TheDefaultTableDecides) {
-  WeightLoader loader(*store, WeightOptions{});
+// The host's context computes with this CPU's table: on AArch64 with +fp16 (run under qemu by
+// scripts/qemu-model-tests.sh) the large matrices come back in fp32.
+TEST_F(F16Weights, TheHostTableDecides) {
+  WeightLoader loader(*store, WeightOptions{}, host_execution_context());
   const DType want = kernels().f16_arithmetic ? DType::kF32 : DType::kF16;
   EXPECT_EQ(loader.matrix("fits.weight", 2, 64).dtype, DType::kF16);
   EXPECT_EQ(loader.matrix("large.weight", 2, 64).dtype, want) << kernels().isa;

@@ -14,12 +14,13 @@
 
 #include "../loader/e4m3_reference.h"
 #include "../loader/test_helpers.h"
+#include "demo/model_generator.h"
+#include "kernels/host_context.h"
 #include "loader/safetensors.h"
 #include "loader/safetensors_writer.h"
 #include "model/fp8_model_writer.h"
 #include "model/logit_divergence.h"
 #include "model/model_config.h"
-#include "demo/model_generator.h"
 #include "model/model_registry.h"
 
 namespace pagoda {
@@ -115,12 +116,14 @@ void check_model(ModelSpec spec, int64_t expected_fp8_matrices) {
 
   const ModelConfig config = ModelConfig::from_dir(fp8_dir);
   const TensorStore ref_store = TensorStore::open(ref_dir);
-  const auto reference = create_model(ModelConfig::from_dir(ref_dir), ref_store, ModelOptions{});
+  const auto reference = create_model(host_execution_context(), ModelConfig::from_dir(ref_dir),
+                                      ref_store, ModelOptions{});
   const auto tokens = some_tokens(64, config.vocab_size);
 
   const TensorStore dequant_store =
       TensorStore::open(fp8_dir, FileMemory::kMap, nullptr, nullptr, Fp8Weights::kDequant);
-  const auto dequant = create_model(config, dequant_store, ModelOptions{});
+  const auto dequant =
+      create_model(host_execution_context(), config, dequant_store, ModelOptions{});
   const LogitDivergence same = compare_next_token_distributions(*reference, *dequant, tokens);
   EXPECT_EQ(same.mean_abs_logit_diff, 0.0) << "dequant must be the f32 model exactly";
   EXPECT_EQ(same.max_kl, 0.0);
@@ -136,7 +139,7 @@ void check_model(ModelSpec spec, int64_t expected_fp8_matrices) {
   for (const auto& c : cases) {
     const TensorStore store =
         TensorStore::open(fp8_dir, FileMemory::kMap, nullptr, nullptr, c.mode);
-    const auto candidate = create_model(config, store, ModelOptions{});
+    const auto candidate = create_model(host_execution_context(), config, store, ModelOptions{});
     const LogitDivergence d = compare_next_token_distributions(*reference, *candidate, tokens);
     EXPECT_LT(d.mean_kl, c.max_mean_kl) << fp8_weights_name(c.mode);
     EXPECT_GT(d.mean_kl, 0.0) << "a conversion that changes nothing is suspicious";

@@ -4,6 +4,7 @@
 // model.logits_match_pytorch and deepseek.logits_match_pytorch.)
 #include <cmath>
 #include <random>
+#include <span>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -37,7 +38,7 @@ WeightView f32_view(const std::vector<float>& w, int64_t rows, int64_t cols) {
 
 // y[t, r] = sum_c x[t, c] * w[r, c] + b[r], in double.
 std::vector<double> linear_reference(const std::vector<float>& x, int64_t tokens,
-                                     const std::vector<float>& w, const std::vector<float>& b,
+                                     const std::vector<float>& w, std::span<const float> b,
                                      int64_t rows, int64_t cols) {
   std::vector<double> y(static_cast<size_t>(tokens * rows));
   for (int64_t t = 0; t < tokens; ++t) {
@@ -76,7 +77,8 @@ TEST(Linear, BatchGivesWhatEachProjectionGivesAlone) {
   constexpr int64_t kTokens = 3, kCols = 32;
   const std::vector<float> x = random_values(kTokens * kCols, 4);
   const std::vector<float> wq = random_values(48 * kCols, 5), wk = random_values(16 * kCols, 6);
-  const Linear q{f32_view(wq, 48, kCols), random_values(48, 7)};
+  const std::vector<float> bq = random_values(48, 7);  // the layer's bias is a view of it
+  const Linear q{f32_view(wq, 48, kCols), bq};
   const Linear k{f32_view(wk, 16, kCols), {}};
   std::vector<float> q_alone(kTokens * 48), k_alone(kTokens * 16);
   q.forward(ctx, x.data(), kTokens, q_alone.data());
@@ -92,7 +94,8 @@ TEST(Linear, BatchGivesWhatEachProjectionGivesAlone) {
 TEST(RmsNorm, RowsFusedAddAndSingleRowAgreeWithTheDefinition) {
   const ExecutionContext ctx = host_execution_context();
   constexpr int64_t kRows = 3, kN = 24;
-  const RmsNorm norm{random_values(kN, 8), 1e-5f};
+  const std::vector<float> weight = random_values(kN, 8);  // the layer's weight is a view of it
+  const RmsNorm norm{weight, 1e-5f};
   const std::vector<float> x = random_values(kRows * kN, 9);
   std::vector<float> out(kRows * kN);
   norm.forward(ctx, x.data(), kRows, out.data());
@@ -124,9 +127,10 @@ TEST(GatedMlp, IsDownOfSiluGateTimesUp) {
   const std::vector<float> wg = random_values(kInter * kHidden, 12);
   const std::vector<float> wu = random_values(kInter * kHidden, 13);
   const std::vector<float> wd = random_values(kHidden * kInter, 14);
+  const std::vector<float> bd = random_values(kHidden, 15);  // the down bias is a view of it
   const GatedMlp mlp{Linear{f32_view(wg, kInter, kHidden), {}},
                      Linear{f32_view(wu, kInter, kHidden), {}},
-                     Linear{f32_view(wd, kHidden, kInter), random_values(kHidden, 15)}};
+                     Linear{f32_view(wd, kHidden, kInter), bd}};
   const std::vector<float> x = random_values(kTokens * kHidden, 16);
   std::vector<float> gate(kTokens * kInter), up(kTokens * kInter), out(kTokens * kHidden);
   mlp.forward(ctx, x.data(), kTokens, gate.data(), up.data(), out.data());

@@ -14,12 +14,13 @@
 
 #include "../loader/test_helpers.h"
 #include "common/test_paths.h"
+#include "demo/model_generator.h"
+#include "kernels/host_context.h"
 #include "kernels/quantize.h"
 #include "loader/safetensors.h"
 #include "loader/safetensors_writer.h"
 #include "model/logit_divergence.h"
 #include "model/model_config.h"
-#include "demo/model_generator.h"
 #include "model/model_registry.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -159,9 +160,9 @@ TEST(Quantize, LoadTimeQuantizationQuantizesEveryProjection) {
       EXPECT_EQ(w.dtype, to);
       EXPECT_EQ(w.group_size, to == DType::kI8 ? w.cols : 32);
     };
-    const auto model = create_model(config, store, options);
+    const auto model = create_model(host_execution_context(), config, store, options);
     EXPECT_EQ(names.size(), 2u * 7 + 1) << "7 projections per layer plus lm_head";
-    const auto float_model = create_model(config, store, ModelOptions{});
+    const auto float_model = create_model(host_execution_context(), config, store, ModelOptions{});
     EXPECT_LT(model->weight_bytes(), float_model->weight_bytes());
     EXPECT_EQ(model->num_parameters(), float_model->num_parameters());
   }
@@ -185,7 +186,7 @@ TEST(Quantize, LoadTimeQuantizationAdvancesProgress) {
   options.weights.on_quantized = [&](const std::string& name, const WeightView&) {
     quantized_bytes += store.get(name).size_bytes;
   };
-  const auto model = create_model(config, store, options);
+  const auto model = create_model(host_execution_context(), config, store, options);
   EXPECT_GT(quantized_bytes, 0);
   EXPECT_EQ(progress.done_bytes(), static_cast<uint64_t>(quantized_bytes));
 }
@@ -238,7 +239,7 @@ TEST(Quantize, CheckpointPlanesFoldIntoOneTensor) {
   EXPECT_EQ(b.dtype, DType::kI4);
   EXPECT_EQ(a.group_size, 32);
   EXPECT_EQ(b.group_size, 32);
-  WeightLoader loader(store, WeightOptions{});
+  WeightLoader loader(store, WeightOptions{}, host_execution_context());
   const WeightView wb = loader.matrix("b.weight", 4, 64);
   // The loader marks int4 whose mins are all -8 * the scales (Q4_0-like) for the kernels.
   EXPECT_FALSE(wb.symmetric_int4);
@@ -258,7 +259,7 @@ TEST(Quantize, KlDivergenceOnGeneratedModel) {
   const std::string path = generated_model(dir);
   const ModelConfig config = ModelConfig::from_dir(path);
   const TensorStore store = TensorStore::open(path);
-  const auto reference = create_model(config, store, ModelOptions{});
+  const auto reference = create_model(host_execution_context(), config, store, ModelOptions{});
   const auto tokens = some_tokens(96, config.vocab_size);
   struct Case {
     DType to;
@@ -272,7 +273,7 @@ TEST(Quantize, KlDivergenceOnGeneratedModel) {
     ModelOptions options;
     options.weights.quantize_to = c.to;
     options.weights.int8_activations = c.int8_activations;
-    const auto candidate = create_model(config, store, options);
+    const auto candidate = create_model(host_execution_context(), config, store, options);
     const LogitDivergence d = compare_next_token_distributions(*reference, *candidate, tokens);
     EXPECT_LT(d.mean_kl, c.max_mean_kl) << dtype_name(c.to) << " a8=" << c.int8_activations;
     EXPECT_GT(d.mean_kl, 0.0) << "quantization that changes nothing is suspicious";
@@ -309,11 +310,13 @@ TEST(Quantize, KlDivergenceOnStories260K) {
                     "check";
   }
   const Stories260K stories;
-  const auto reference = create_model(stories.config, stories.store, ModelOptions{});
+  const auto reference =
+      create_model(host_execution_context(), stories.config, stories.store, ModelOptions{});
   for (DType to : {DType::kI8, DType::kI4}) {
     ModelOptions options;
     options.weights.quantize_to = to;
-    const auto candidate = create_model(stories.config, stories.store, options);
+    const auto candidate =
+        create_model(host_execution_context(), stories.config, stories.store, options);
     const LogitDivergence d =
         compare_next_token_distributions(*reference, *candidate, stories.tokens);
     std::printf("[ stories260K %s ] mean KL %.3g, max %.3g, top-1 agreement %.3f\n", dtype_name(to),
@@ -336,7 +339,7 @@ TEST(KvCacheDtype, KlDivergenceOnGeneratedModel) {
   const std::string path = generated_model(dir, DType::kF32);
   const ModelConfig config = ModelConfig::from_dir(path);
   const TensorStore store = TensorStore::open(path);
-  const auto model = create_model(config, store, ModelOptions{});
+  const auto model = create_model(host_execution_context(), config, store, ModelOptions{});
   const auto tokens = some_tokens(96, config.vocab_size);
   const LogitDivergence f16 = compare_next_token_distributions(*model, *model, tokens, DType::kF16);
   const LogitDivergence bf16 =
@@ -359,7 +362,8 @@ TEST(KvCacheDtype, KlDivergenceOnStories260K) {
                     "check";
   }
   const Stories260K stories;
-  const auto model = create_model(stories.config, stories.store, ModelOptions{});
+  const auto model =
+      create_model(host_execution_context(), stories.config, stories.store, ModelOptions{});
   for (DType dtype : {DType::kF16, DType::kBF16}) {
     const LogitDivergence d =
         compare_next_token_distributions(*model, *model, stories.tokens, dtype);

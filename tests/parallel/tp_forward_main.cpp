@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     // DeepSeek: the 11-token prompt takes MLA's expanded form (this rank's heads of kv_b_proj),
     // the 7-token one and the decodes the absorbed form.
     options.mla_expanded_min_tokens = 8;
-    std::unique_ptr<Model> model = create_model(source.config, source.tensors, options);
+    std::unique_ptr<Model> model = create_model(host_execution_context(), source.config, source.tensors, options);
     const int64_t vocab = model->vocab_size();
 
     std::vector<Sequence> seqs(2);

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/host_context.h"
 #include "loader/safetensors.h"
 #include "model/kv_cache.h"
 #include "model/logit_divergence.h"
@@ -86,7 +87,7 @@ int run_quality(const QualityFlags& f) {
 
   ModelOptions ref_options;
   ref_options.max_num_batched_tokens = static_cast<int64_t>(tokens.size());
-  const auto reference = create_model(config, store, ref_options);
+  const auto reference = create_model(host_execution_context(), config, store, ref_options);
 
   ModelOptions cand_options = ref_options;
   std::unique_ptr<TensorStore> cand_store;
@@ -94,20 +95,21 @@ int run_quality(const QualityFlags& f) {
   std::string label;
   if (!f.candidate.empty()) {
     cand_store = std::make_unique<TensorStore>(TensorStore::open(f.candidate));
-    candidate = create_model(ModelConfig::from_dir(f.candidate), *cand_store, cand_options);
+    candidate = create_model(host_execution_context(), ModelConfig::from_dir(f.candidate),
+                             *cand_store, cand_options);
     label = f.candidate;
   } else if (!f.fp8_weights.empty()) {
     cand_store = std::make_unique<TensorStore>(TensorStore::open(
         f.model, FileMemory::kMap, nullptr, nullptr, parse_fp8_weights(f.fp8_weights)));
     cand_options.weights.int8_activations = !f.weight_only;
-    candidate = create_model(config, *cand_store, cand_options);
+    candidate = create_model(host_execution_context(), config, *cand_store, cand_options);
     label = fmt::format("fp8 as {}{}", f.fp8_weights,
                         f.weight_only ? " weight-only" : " (int8 activations)");
   } else if (!f.quantization.empty()) {
     cand_options.weights.quantize_to = parse_quantization(f.quantization);
     cand_options.weights.group_size = f.group_size;
     cand_options.weights.int8_activations = !f.weight_only;
-    candidate = create_model(config, store, cand_options);
+    candidate = create_model(host_execution_context(), config, store, cand_options);
     label = fmt::format("{}{}{}", f.quantization,
                         f.group_size > 0 ? fmt::format(" g{}", f.group_size) : "",
                         f.weight_only ? " weight-only" : " (int8 activations)");

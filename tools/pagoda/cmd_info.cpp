@@ -11,6 +11,7 @@
 
 #include "demo/model_generator.h"
 #include "hub/resolve_model.h"
+#include "kernels/host_context.h"
 #include "kernels/kernels.h"
 #include "loader/safetensors.h"
 #include "loader/weight_format.h"
@@ -54,7 +55,7 @@ int run_info(const InfoFlags& f) {
   const ModelConfig& config = source.config;
   ModelOptions options;
   options.max_num_batched_tokens = 1;
-  const auto model = create_model(config, source.tensors, options);
+  const auto model = create_model(host_execution_context(), config, source.tensors, options);
   KvCacheSpec kv = model->kv_cache_spec();
   kv.dtype = parse_kv_cache_dtype(f.kv_cache_dtype);  // as the engine sets it
   const int64_t kv_per_token = kv.bytes_per_token();

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/host_context.h"
 #include "kernels/quantize.h"
 #include "loader/safetensors.h"
 #include "loader/safetensors_writer.h"
@@ -65,8 +66,9 @@ int run_quantize(const QuantizeOptions& o) {
   options.weights.on_quantized = [&](const std::string& name, const WeightView& w) {
     quantized[name] = w;
   };
-  const auto model = create_model(config, store, options);  // quantizes; keeps the copies
-  std::set<std::string> fp8_scales;  // consumed by the conversion, not written
+  const auto model = create_model(host_execution_context(), config, store,
+                                  options);  // quantizes; keeps the copies
+  std::set<std::string> fp8_scales;          // consumed by the conversion, not written
   for (const auto& [name, t] : store.tensors()) {
     if (t.stored_dtype != "FP8") continue;
     fp8_scales.insert(name + "_scale_inv");

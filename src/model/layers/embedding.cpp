@@ -20,9 +20,9 @@ Embedding Embedding::load_sharded(WeightLoader& loader, const std::string& name,
   if (!tp.enabled()) return load(loader, name, vocab, hidden);
   Embedding e;
   e.vocab_range = tp.padded_split(vocab);
-  // Rows are read one at a time and never multiplied: a view of the stored rows.
-  e.table = weight_rows(loader.matrix_as_stored(name, vocab, hidden), e.vocab_range.first,
-                        e.vocab_range.count);
+  // Rows are read one at a time and never multiplied: the stored rows of this rank's range.
+  e.table =
+      loader.matrix_rows_as_stored(name, vocab, hidden, e.vocab_range.first, e.vocab_range.count);
   e.reduce = tp.reducer();
   return e;
 }

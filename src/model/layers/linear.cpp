@@ -10,7 +10,7 @@ namespace {
 
 // y[t, :out] += bias for every token. One pass on the calling thread: the bias adds are a
 // rounding error beside the matmul they follow.
-void add_bias(const std::vector<float>& bias, int64_t num_tokens, float* y, int64_t ldy) {
+void add_bias(std::span<const float> bias, int64_t num_tokens, float* y, int64_t ldy) {
   if (bias.empty()) return;
   const auto n = static_cast<int64_t>(bias.size());
   for (int64_t t = 0; t < num_tokens; ++t) {

@@ -18,8 +18,8 @@ namespace pagoda {
 class WeightLoader;
 
 struct Linear {
-  WeightView weight;        // [out_features, in_features]
-  std::vector<float> bias;  // [out_features], or empty
+  WeightView weight;            // [out_features, in_features]
+  std::span<const float> bias;  // [out_features] (the loader holds it), or empty
 
   // `<prefix>.weight` [rows, cols] (quantized per the loader's options), and `<prefix>.bias`
   // [rows] when `with_bias`.

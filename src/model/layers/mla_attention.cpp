@@ -94,31 +94,39 @@ MlaAttention::MlaAttention(WeightLoader& loader, const std::string& p, const Dee
   // in place; W_uk is transposed once so the absorbed query is an ordinary y = x W^T matmul:
   // element by element in its stored float type (no rounding), or as fp32 from a quantized
   // kv_b_proj (older GGUF files), whose groups run along the wrong axis for a transpose.
-  const WeightView kv_b = loader.matrix_rows_as_stored(
-      p + "kv_b_proj.weight", all_heads * (nope + vd), rank, first * (nope + vd), H * (nope + vd));
+  const int64_t kv_rows = all_heads * (nope + vd), my_first = first * (nope + vd);
+  const WeightView kv_b = loader.matrix_rows_as_stored(p + "kv_b_proj.weight", kv_rows, rank,
+                                                       my_first, H * (nope + vd));
+  const WeightView kv_b_host =
+      loader.stored_rows(p + "kv_b_proj.weight", kv_rows, rank, my_first, H * (nope + vd));
   kv_b_ = kv_b;  // the expanded form multiplies by it as stored
   const bool dequantize = is_quantized(kv_b.dtype);
   const DType uk_dtype = dequantize ? DType::kF32 : kv_b.dtype;
   const int64_t elem = dtype_size(uk_dtype);
-  w_uk_t_data_.resize(static_cast<size_t>(H * rank * nope * elem));
-  loader.add_resident_bytes(static_cast<int64_t>(w_uk_t_data_.size()));  // the copy is resident
-  std::vector<float> row(dequantize ? static_cast<size_t>(rank) : 0);
-  for (int64_t h = 0; h < H; ++h) {
-    uint8_t* dst = w_uk_t_data_.data() + h * rank * nope * elem;  // [rank, nope]
-    for (int64_t i = 0; i < nope; ++i) {
-      const int64_t src_row = h * (nope + vd) + i;  // W_uk row i: [rank]
-      if (dequantize) {
-        dequantize_row_reference(kv_b, src_row, row.data());
-        for (int64_t r = 0; r < rank; ++r)
-          std::memcpy(dst + (r * nope + i) * elem, &row[static_cast<size_t>(r)], sizeof(float));
-        continue;
-      }
-      const auto* src = static_cast<const uint8_t*>(kv_b.data) + src_row * rank * elem;
-      for (int64_t r = 0; r < rank; ++r) {
-        std::memcpy(dst + (r * nope + i) * elem, src + r * elem, static_cast<size_t>(elem));
+  const int64_t head_bytes = rank * nope * elem;  // one head's W_uk^T [rank, nope]
+  auto transpose = [&](void* out) {
+    std::vector<float> row(dequantize ? static_cast<size_t>(rank) : 0);
+    for (int64_t h = 0; h < H; ++h) {
+      uint8_t* dst = static_cast<uint8_t*>(out) + h * head_bytes;
+      for (int64_t i = 0; i < nope; ++i) {
+        const int64_t src_row = h * (nope + vd) + i;  // W_uk row i: [rank]
+        if (dequantize) {
+          dequantize_row_reference(kv_b_host, src_row, row.data());
+          for (int64_t r = 0; r < rank; ++r)
+            std::memcpy(dst + (r * nope + i) * elem, &row[static_cast<size_t>(r)], sizeof(float));
+          continue;
+        }
+        const auto* src = static_cast<const uint8_t*>(kv_b_host.data) + src_row * rank * elem;
+        for (int64_t r = 0; r < rank; ++r) {
+          std::memcpy(dst + (r * nope + i) * elem, src + r * elem, static_cast<size_t>(elem));
+        }
       }
     }
-    w_uk_t_.push_back(Linear{WeightView{dst, uk_dtype, rank, nope}, {}});
+  };
+  const auto* w_uk_t = static_cast<const uint8_t*>(
+      loader.derived(p + "kv_b_proj.weight", static_cast<size_t>(H * head_bytes), transpose));
+  for (int64_t h = 0; h < H; ++h) {
+    w_uk_t_.push_back(Linear{WeightView{w_uk_t + h * head_bytes, uk_dtype, rank, nope}, {}});
     w_uv_.push_back(Linear{weight_rows(kv_b, h * (nope + vd) + nope, vd), {}});
   }
 }

@@ -129,16 +129,16 @@ class MlaAttention {
   float softmax_scale_ = 1.0f;
   bool q_lora_ = false;  // queries through q_a / q_b (V2, V3) rather than q_proj (V2-Lite)
 
-  Linear q_proj_;                     // [H*qhd, hidden]   (q_lora_rank == 0)
-  Linear q_a_;                        // [q_lora, hidden]  (q_lora_rank > 0)
-  RmsNorm q_a_norm_;                  // [q_lora]
-  Linear q_b_;                        // [H*qhd, q_lora]
-  Linear kv_a_;                       // [kv_lora + rope, hidden]
-  RmsNorm kv_a_norm_;                 // [kv_lora] (the latent only; k_pe is not normalised)
-  std::vector<uint8_t> w_uk_t_data_;  // W_uk^T per head, [H, kv_lora, nope] (none with k_b_proj)
-  std::vector<Linear> w_uk_t_;        // [H] [kv_lora, nope] into w_uk_t_data_ or k_b_proj
-  std::vector<Linear> w_uv_;          // [H] [v, kv_lora] into kv_b_proj or v_b_proj
-  RowParallelLinear o_;               // [hidden, H*v]
+  Linear q_proj_;      // [H*qhd, hidden]   (q_lora_rank == 0)
+  Linear q_a_;         // [q_lora, hidden]  (q_lora_rank > 0)
+  RmsNorm q_a_norm_;   // [q_lora]
+  Linear q_b_;         // [H*qhd, q_lora]
+  Linear kv_a_;        // [kv_lora + rope, hidden]
+  RmsNorm kv_a_norm_;  // [kv_lora] (the latent only; k_pe is not normalised)
+  // [H] [kv_lora, nope]: W_uk^T, transposed at load into memory the loader holds, or k_b_proj
+  std::vector<Linear> w_uk_t_;
+  std::vector<Linear> w_uv_;  // [H] [v, kv_lora] into kv_b_proj or v_b_proj
+  RowParallelLinear o_;       // [hidden, H*v]
   WeightView kv_b_;  // [H * (nope + v), kv_lora] as stored, or none (k_b_proj / v_b_proj)
   ExpandedForm expanded_;
 };

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "device/execution_context.h"
@@ -39,8 +40,8 @@ struct ExpertMlp {
 };
 
 struct MoeWeights {
-  WeightView router;              // [num_experts, hidden] (mlp.gate.weight)
-  std::vector<float> score_bias;  // [num_experts] e_score_correction_bias; empty if unused
+  WeightView router;                  // [num_experts, hidden] (mlp.gate.weight)
+  std::span<const float> score_bias;  // [num_experts] e_score_correction_bias; empty if unused
   // This rank's routed experts, ids [first_expert, first_expert + experts.size()): all of them
   // on one rank.
   int32_t first_expert = 0;

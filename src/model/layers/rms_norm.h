@@ -3,8 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
-#include <vector>
 
 #include "device/execution_context.h"
 
@@ -13,7 +13,7 @@ namespace pagoda {
 class WeightLoader;
 
 struct RmsNorm {
-  std::vector<float> weight;  // [n], widened to fp32 at load
+  std::span<const float> weight;  // [n], widened to fp32 at load (the loader holds it)
   float eps = 1e-6f;
 
   static RmsNorm load(WeightLoader& loader, const std::string& name, int64_t n, float eps);
