@@ -5,18 +5,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/units.h"
 
 namespace pagoda {
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 EngineCore::EngineCore(const EngineCoreConfig& config, std::unique_ptr<Executor> executor)
     : config_(config), executor_(std::move(executor)) {
   if (!config_.kv_cache_by_need) reserve_kv_pool(config_.scheduler.num_kv_blocks);
@@ -94,12 +87,12 @@ void EngineCore::admit_pending() {
 }
 
 EngineCoreOutputs EngineCore::step() {
-  const double t_start = now_s();
+  const double t_start = steady_seconds();
   EngineCoreOutputs result;
   admit_pending();
   if (!scheduler_) return result;
   const SchedulerOutput scheduled = scheduler_->schedule();
-  result.scheduled_time_s = now_s();
+  result.scheduled_time_s = steady_seconds();
   const bool log_step = spdlog::should_log(spdlog::level::debug) &&
                         (!scheduled.empty() || !scheduled.preempted_request_ids.empty());
   if (!scheduled.empty()) {
@@ -117,7 +110,7 @@ EngineCoreOutputs EngineCore::step() {
   // The runner is told of finished requests even in a step with nothing to compute.
   if (!scheduled.empty() || !scheduled.finished_request_ids.empty()) {
     const ModelRunnerOutput runner_output = executor_->execute_model(scheduled);
-    result.computed_time_s = now_s();
+    result.computed_time_s = steady_seconds();
     count_spec_decoding(scheduled, runner_output);
     result.outputs = scheduler_->update_from_output(scheduled, runner_output);
   }
@@ -126,7 +119,7 @@ EngineCoreOutputs EngineCore::step() {
     spdlog::debug("{}",
                   format_step(summarize_step(scheduled, num_steps_), scheduler_->num_waiting(),
                               kv.num_blocks() - kv.num_free_blocks(), kv.num_blocks(),
-                              (now_s() - t_start) * 1e3));
+                              (steady_seconds() - t_start) * 1e3));
   }
   return result;
 }
