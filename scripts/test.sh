@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: a Release build running every test through CTest, then a lean
-# ASan+UBSan build (the rooms and their unit tests only, -O1) running the unit tests. CI calls
-# exactly this script. It prints the time of each phase; JUnit reports land in
+# ASan+UBSan build (the rooms, compiled in batches of 8 files, and their unit tests only, -O1)
+# running the unit tests. CI calls exactly this script. It prints the time of each phase; JUnit reports land in
 # build/ctest-junit.xml and build-asan/ctest-junit.xml.
 #
 # Compiles go through ccache (installed by install_deps.sh --tests), whose cache lives outside the
@@ -62,7 +62,7 @@ end_phase
 begin_phase "ASan+UBSan build (unit tests)"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
-  -DPAGODA_SANITIZE=ON -DPAGODA_UNIT_TESTS_ONLY=ON
+  -DPAGODA_SANITIZE=ON -DPAGODA_UNIT_TESTS_ONLY=ON -DPAGODA_UNITY_BATCH=8
 cmake --build build-asan -j "$jobs"
 end_phase
 

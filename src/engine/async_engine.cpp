@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/stats_logger.h"
+#include "util/clock.h"
 
 namespace pagoda {
 
@@ -39,14 +40,6 @@ bool OutputQueue::pop_all(std::vector<EngineEvent>& out, std::chrono::millisecon
   }
   return true;
 }
-
-namespace {
-
-double steady_now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 // Everything the engine thread owns, and the command queue other threads feed it.
 class AsyncEngine::Impl {
@@ -242,7 +235,7 @@ void AsyncEngine::Impl::record_step() {
 void AsyncEngine::Impl::log_stats() {
   if (!options_.log_stats) return;
   // stats_ is written by this thread only, so reading it needs no lock.
-  if (std::optional<std::string> line = stats_logger_.update(stats_, steady_now_s()))
+  if (std::optional<std::string> line = stats_logger_.update(stats_, steady_seconds()))
     spdlog::info("{}", *line);
 }
 
@@ -439,7 +432,7 @@ void AsyncEngine::Impl::finish(const std::string& request_id, Live& live,
     f.num_generation_tokens += num_tokens;
     f.max_num_generation_tokens = std::max(f.max_num_generation_tokens, num_tokens);
   }
-  const double end_s = m.finished_time_s > 0 ? m.finished_time_s : steady_now_s();
+  const double end_s = m.finished_time_s > 0 ? m.finished_time_s : steady_seconds();
   f.queue_time_s = m.first_scheduled_time_s > 0 ? m.first_scheduled_time_s - m.arrival_time_s
                                                 : end_s - m.arrival_time_s;
   f.ttft_s = m.first_token_time_s > 0 ? m.first_token_time_s - m.arrival_time_s : -1;

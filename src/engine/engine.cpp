@@ -41,20 +41,13 @@
 #include "template/chat_template.h"
 #include "template/chat_template_options.h"
 #include "tokenizer/tokenizer.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/numa.h"
 #include "util/progress.h"
 #include "util/units.h"
 
 namespace pagoda {
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 class Engine::Impl {
  public:
   explicit Impl(const EngineArgs& args);
@@ -453,7 +446,7 @@ void Engine::Impl::add(const std::string& request_id, std::vector<int32_t> promp
   if (outputs_->has_request(request_id)) fail("request id '{}' is already in use", request_id);
   const auto num_prompt = static_cast<int64_t>(prompt_ids.size());
   std::vector<Request> samples = inputs_->process(request_id, std::move(prompt_ids), params);
-  outputs_->add_request(request_id, samples, params, now_s());
+  outputs_->add_request(request_id, samples, params, steady_seconds());
   try {
     core_->add_requests(std::move(samples));
   } catch (...) {

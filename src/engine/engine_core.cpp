@@ -5,18 +5,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/units.h"
 
 namespace pagoda {
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 EngineCore::EngineCore(const EngineCoreConfig& config, std::unique_ptr<Executor> executor)
     : config_(config), executor_(std::move(executor)) {
   if (!config_.kv_cache_by_need) reserve_kv_pool(config_.scheduler.num_kv_blocks);
@@ -111,7 +104,7 @@ void EngineCore::admit_pending() {
 
 SchedulerOutput EngineCore::schedule(EngineCoreOutputs& result) {
   SchedulerOutput scheduled = scheduler_->schedule();
-  result.scheduled_time_s = now_s();
+  result.scheduled_time_s = steady_seconds();
   if (!scheduled.empty()) {
     ++num_steps_;
     last_step_num_tokens_ = scheduled.total_num_scheduled_tokens;
@@ -129,7 +122,7 @@ SchedulerOutput EngineCore::schedule(EngineCoreOutputs& result) {
 
 void EngineCore::update(const SchedulerOutput& scheduled, const ModelRunnerOutput& output,
                         EngineCoreOutputs& result) {
-  result.computed_time_s = now_s();
+  result.computed_time_s = steady_seconds();
   count_spec_decoding(scheduled, output);
   count_experts(scheduled, output);
   result.outputs = scheduler_->update_from_output(scheduled, output);
@@ -142,12 +135,12 @@ void EngineCore::log_step(const SchedulerOutput& scheduled, double t_start) cons
   const KvCacheManager& kv = scheduler_->kv_cache_manager();
   spdlog::debug("{}", format_step(summarize_step(scheduled, num_steps_), scheduler_->num_waiting(),
                                   kv.num_blocks() - kv.num_free_blocks(), kv.num_blocks(),
-                                  (now_s() - t_start) * 1e3));
+                                  (steady_seconds() - t_start) * 1e3));
 }
 
 EngineCoreOutputs EngineCore::step() {
   if (executor_->max_concurrent_batches() > 1) return step_with_batch_queue();
-  const double t_start = now_s();
+  const double t_start = steady_seconds();
   EngineCoreOutputs result;
   admit_pending();
   if (!scheduler_) return result;
@@ -164,7 +157,7 @@ EngineCoreOutputs EngineCore::step() {
 // the oldest batch's output when the queue is full or nothing new could start. So a pipeline of
 // P stages runs P batches of different requests, one per stage.
 EngineCoreOutputs EngineCore::step_with_batch_queue() {
-  const double t_start = now_s();
+  const double t_start = steady_seconds();
   EngineCoreOutputs result;
   admit_pending();
   if (!scheduler_) return result;

@@ -1,15 +1,8 @@
 #include "engine/output_processor.h"
 
-#include <chrono>
+#include "util/clock.h"
 
 namespace pagoda {
-namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 OutputProcessor::OutputProcessor(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
 
@@ -169,7 +162,7 @@ OutputProcessor::Result OutputProcessor::process_outputs(const EngineCoreOutputs
     parent.touched = false;
     bool all_done = true;
     for (const std::string& sample_id : parent.sample_ids) all_done &= samples_.at(sample_id).done;
-    if (all_done) parent.output.metrics.finished_time_s = now_seconds();
+    if (all_done) parent.output.metrics.finished_time_s = steady_seconds();
     if (parent.kind != RequestOutputKind::kFinalOnly || all_done) {
       result.outputs.push_back(emit(parent, all_done));
     }

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "util/ascii.h"
+
 namespace pagoda::hub {
 namespace {
 
@@ -16,16 +18,10 @@ std::string to_hex(const uint8_t* bytes, size_t n) {
   return out;
 }
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
 }  // namespace
 
 ContentChecksum::ContentChecksum(const RepoFile& file)
-    : sha256_(!file.sha256.empty()), size_(file.size), expected_(lower(file.etag())) {
+    : sha256_(!file.sha256.empty()), size_(file.size), expected_(ascii_lower(file.etag())) {
   reset();
 }
 

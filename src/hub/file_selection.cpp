@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "util/ascii.h"
 #include "util/error.h"
 
 namespace pagoda::hub {
@@ -40,12 +41,6 @@ bool ends_with(const std::string& text, const std::string& suffix) {
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
 std::string basename(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -60,7 +55,7 @@ bool is_split_gguf(const std::string& path) {
 std::vector<std::string> gguf_files(const std::vector<std::string>& files) {
   std::vector<std::string> out;
   for (const std::string& f : files) {
-    if (ends_with(lower(f), ".gguf") && lower(basename(f)).rfind("mmproj", 0) != 0)
+    if (ends_with(ascii_lower(f), ".gguf") && ascii_lower(basename(f)).rfind("mmproj", 0) != 0)
       out.push_back(f);
   }
   return out;
@@ -68,8 +63,8 @@ std::vector<std::string> gguf_files(const std::vector<std::string>& files) {
 
 // `tag` in the file's path as a whole word: "Q4_K" is not "Q4_K_M" ('_' continues a tag).
 bool has_tag(const std::string& path, const std::string& tag) {
-  const std::string p = lower(path);
-  const std::string t = lower(tag);
+  const std::string p = ascii_lower(path);
+  const std::string t = ascii_lower(tag);
   for (size_t at = p.find(t); at != std::string::npos; at = p.find(t, at + 1)) {
     const char before = at == 0 ? '/' : p[at - 1];
     const char after = at + t.size() < p.size() ? p[at + t.size()] : '.';

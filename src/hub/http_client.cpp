@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "util/ascii.h"
 #include "util/error.h"
 
 namespace pagoda::hub {
@@ -44,12 +45,6 @@ TransportError classify(CURLcode code) {
   }
 }
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
 }  // namespace
 
 std::string HttpResult::header(const std::string& lower_case_name) const {
@@ -74,7 +69,7 @@ struct HttpClient::Transfer {
       const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
       value.erase(value.begin(), std::find_if_not(value.begin(), value.end(), space));
       value.erase(std::find_if_not(value.rbegin(), value.rend(), space).base(), value.end());
-      t->result->headers[lower(line.substr(0, colon))] = value;
+      t->result->headers[ascii_lower(line.substr(0, colon))] = value;
     }
     return size * count;
   }

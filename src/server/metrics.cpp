@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "util/clock.h"
+
 namespace pagoda::server {
 namespace {
 
@@ -31,10 +33,6 @@ const std::vector<double> kRequestLatencyBuckets = {
 const std::vector<double> kIterationTokenBuckets = {1,   8,    16,   32,   64,   128,  256,
                                                     512, 1024, 2048, 4096, 8192, 16384};
 const std::vector<double> kParamsNBuckets = {1, 2, 5, 10, 20};
-
-double wall_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Label values escape backslash, double quote and newline (exposition format spec).
 std::string escape_label(const std::string& value) {
@@ -273,7 +271,7 @@ void Metrics::record_inter_token_latency(double seconds, int64_t num_tokens) {
 
 std::string Metrics::render(const EngineStats& stats, const ProcessStats& process) {
   std::lock_guard lock(mutex_);
-  const double now = wall_seconds();
+  const double now = steady_seconds();
   if (last_cpu_seconds_ >= 0 && now > last_wall_seconds_) {
     const long num_cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
     cpu_utilization_ = std::clamp((process.cpu_seconds - last_cpu_seconds_) /

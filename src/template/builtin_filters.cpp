@@ -14,10 +14,6 @@
 namespace pagoda::jinja {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) {
-  throw TemplateError(message);
-}
-
 std::string soft_str(const Value& v) {
   return v.str();
 }

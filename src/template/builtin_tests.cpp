@@ -7,10 +7,6 @@
 namespace pagoda::jinja {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) {
-  throw TemplateError(message);
-}
-
 bool t_defined(const Value& v, CallArgs&) {
   return !v.is_undefined();
 }

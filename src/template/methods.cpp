@@ -9,10 +9,6 @@
 namespace pagoda::jinja {
 namespace {
 
-[[noreturn]] void type_error(const std::string& message) {
-  throw TemplateError(message);
-}
-
 bool in_chars(char32_t c, const std::u32string* chars) {
   return chars ? chars->find(c) != std::u32string::npos : text::is_space(c);
 }
@@ -23,7 +19,7 @@ Value strip(const std::string& s, const CallArgs& a, bool left, bool right) {
   const Value* arg = a.get(0, "");
   bool have_chars = arg && !arg->is_none();
   if (have_chars) {
-    if (!arg->is_string()) type_error("strip arg must be None or str");
+    if (!arg->is_string()) fail("strip arg must be None or str");
     chars = text::decode(arg->as_string());
   }
   std::u32string cps = text::decode(s);
@@ -78,9 +74,9 @@ Value split(const std::string& s, const CallArgs& a, bool from_right) {
     }
     return Value::list(std::move(parts));
   }
-  if (!sep.is_string()) type_error("must be str or None, not " + sep.type_name());
+  if (!sep.is_string()) fail("must be str or None, not " + sep.type_name());
   const std::string& d = sep.as_string();
-  if (d.empty()) type_error("empty separator");
+  if (d.empty()) fail("empty separator");
   std::vector<std::string> pieces;
   if (!from_right) {
     size_t start = 0;
@@ -110,7 +106,7 @@ Value split(const std::string& s, const CallArgs& a, bool from_right) {
 
 bool affix_match(const std::string& s, const Value& affix, bool prefix) {
   auto one = [&](const Value& x) {
-    if (!x.is_string()) type_error("startswith/endswith first arg must be str or a tuple of str");
+    if (!x.is_string()) fail("startswith/endswith first arg must be str or a tuple of str");
     const std::string& p = x.as_string();
     if (p.size() > s.size()) return false;
     return prefix ? s.compare(0, p.size(), p) == 0
@@ -138,10 +134,10 @@ Value string_format(const std::string& s, const CallArgs& a) {
       ++i;
     } else if (c == '{') {
       size_t close = s.find('}', i);
-      if (close == std::string::npos) type_error("Single '{' encountered in format string");
+      if (close == std::string::npos) fail("Single '{' encountered in format string");
       std::string field = s.substr(i + 1, close - i - 1);
       if (field.find_first_of(":!.[") != std::string::npos) {
-        type_error("str.format with conversions or format specs is not supported");
+        fail("str.format with conversions or format specs is not supported");
       }
       const Value* v = nullptr;
       if (field.empty()) {
@@ -154,11 +150,11 @@ Value string_format(const std::string& s, const CallArgs& a) {
           if (k == field) v = &x;
         }
       }
-      if (!v) type_error(fmt::format("Replacement index {} out of range for format", field));
+      if (!v) fail(fmt::format("Replacement index {} out of range for format", field));
       out += v->str();
       i = close;
     } else if (c == '}') {
-      type_error("Single '}' encountered in format string");
+      fail("Single '}' encountered in format string");
     } else {
       out += c;
     }
@@ -173,7 +169,7 @@ int64_t code_point_index(const std::string& s, size_t byte_offset) {
 Value unsafe_method(const Value& obj, const std::string& name) {
   std::string type = obj.type_name();
   return Value::callable(name, [type, name](CallArgs&) -> Value {
-    type_error(fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, type));
+    fail(fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, type));
   });
 }
 
@@ -209,7 +205,7 @@ Value string_method(const Value& obj, const std::string& name) {
     bool prefix = name == "startswith";
     return method(name, [s, prefix](CallArgs& a) {
       a.check(prefix ? "startswith" : "endswith", 1, {});
-      if (a.args.empty()) type_error("startswith/endswith takes at least 1 argument");
+      if (a.args.empty()) fail("startswith/endswith takes at least 1 argument");
       return Value(affix_match(s, a.args[0], prefix));
     });
   }
@@ -217,7 +213,7 @@ Value string_method(const Value& obj, const std::string& name) {
     return method(name, [s](CallArgs& a) {
       a.check("replace", 3, {});
       if (a.args.size() < 2 || !a.args[0].is_string() || !a.args[1].is_string()) {
-        type_error("replace() takes two str arguments");
+        fail("replace() takes two str arguments");
       }
       const std::string& old = a.args[0].as_string();
       const std::string& repl = a.args[1].as_string();
@@ -252,7 +248,7 @@ Value string_method(const Value& obj, const std::string& name) {
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     return method(name, [s, name](CallArgs& a) {
       a.check(name, 1, {});
-      if (a.args.empty() || !a.args[0].is_string()) type_error(name + "() argument must be str");
+      if (a.args.empty() || !a.args[0].is_string()) fail(name + "() argument must be str");
       const std::string& sub = a.args[0].as_string();
       if (name == "count") {
         if (sub.empty()) return Value(static_cast<int64_t>(text::num_code_points(s)) + 1);
@@ -262,7 +258,7 @@ Value string_method(const Value& obj, const std::string& name) {
       }
       size_t found = name[0] == 'r' ? s.rfind(sub) : s.find(sub);
       if (found == std::string::npos) {
-        if (name == "index" || name == "rindex") type_error("substring not found");
+        if (name == "index" || name == "rindex") fail("substring not found");
         return Value(int64_t{-1});
       }
       return Value(code_point_index(s, found));
@@ -271,12 +267,12 @@ Value string_method(const Value& obj, const std::string& name) {
   if (name == "join") {
     return method(name, [s](CallArgs& a) {
       a.check("join", 1, {});
-      if (a.args.empty()) type_error("join() takes exactly one argument");
+      if (a.args.empty()) fail("join() takes exactly one argument");
       std::string out;
       bool first = true;
       for (const auto& x : iterate(a.args[0])) {
         if (!x.is_string()) {
-          type_error(fmt::format("sequence item: expected str instance, {} found", x.type_name()));
+          fail(fmt::format("sequence item: expected str instance, {} found", x.type_name()));
         }
         if (!first) out += s;
         first = false;
@@ -305,7 +301,7 @@ Value string_method(const Value& obj, const std::string& name) {
   if (name == "removeprefix" || name == "removesuffix") {
     bool prefix = name == "removeprefix";
     return method(name, [s, prefix](CallArgs& a) {
-      if (a.args.size() != 1 || !a.args[0].is_string()) type_error("expected one str argument");
+      if (a.args.size() != 1 || !a.args[0].is_string()) fail("expected one str argument");
       const std::string& p = a.args[0].as_string();
       if (affix_match(s, a.args[0], prefix)) {
         return Value(prefix ? s.substr(p.size()) : s.substr(0, s.size() - p.size()));
@@ -349,7 +345,7 @@ Value dict_method(const Value& obj, const std::string& name) {
   if (name == "get") {
     return method(name, [d](CallArgs& a) {
       a.check("get", 2, {});
-      if (a.args.empty()) type_error("get expected at least 1 argument, got 0");
+      if (a.args.empty()) fail("get expected at least 1 argument, got 0");
       const Value* v = d->find(a.args[0]);
       return v ? *v : (a.args.size() > 1 ? a.args[1] : Value());
     });
@@ -369,7 +365,7 @@ Value list_method(const Value& obj, const std::string& name) {
     ValueList items = obj.items();
     bool index = name == "index";
     return method(name, [items, index](CallArgs& a) {
-      if (a.args.size() != 1) type_error("expected one argument");
+      if (a.args.size() != 1) fail("expected one argument");
       int64_t n = 0;
       for (size_t i = 0; i < items.size(); ++i) {
         if (items[i].equals(a.args[0])) {
@@ -377,7 +373,7 @@ Value list_method(const Value& obj, const std::string& name) {
           ++n;
         }
       }
-      if (index) type_error(fmt::format("{} is not in list", a.args[0].repr()));
+      if (index) fail(fmt::format("{} is not in list", a.args[0].repr()));
       return Value(n);
     });
   }

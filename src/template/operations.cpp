@@ -11,10 +11,6 @@
 namespace pagoda::jinja {
 namespace {
 
-[[noreturn]] void type_error(const std::string& message) {
-  throw TemplateError(message);
-}
-
 std::string undefined_attr_hint(const Value& obj, const std::string& name) {
   if (obj.is_none()) return fmt::format("'None' has no attribute '{}'", name);
   return fmt::format("'{} object' has no attribute '{}'", obj.type_name(), name);
@@ -41,7 +37,7 @@ int64_t length(const Value& v) {
       if (v.iterator_ref().sized) return static_cast<int64_t>(v.items().size());
       [[fallthrough]];
     default:
-      type_error(fmt::format("object of type '{}' has no len()", v.type_name()));
+      fail(fmt::format("object of type '{}' has no len()", v.type_name()));
   }
 }
 
@@ -68,7 +64,7 @@ ValueList iterate(const Value& v) {
       return chars;
     }
     default:
-      type_error(fmt::format("'{}' object is not iterable", v.type_name()));
+      fail(fmt::format("'{}' object is not iterable", v.type_name()));
   }
 }
 
@@ -111,12 +107,12 @@ Value get_item(const Value& obj, const Value& key) {
     if (key.is_string()) return get_attr(obj, key.as_string());
   } else if (obj.is_iterator()) {
     if (!obj.iterator_ref().subscriptable) {
-      type_error(fmt::format("'{}' object is not subscriptable", obj.type_name()));
+      fail(fmt::format("'{}' object is not subscriptable", obj.type_name()));
     }
     if (key.is_int() || key.is_bool()) {
       int64_t size = length(obj);
       int64_t index = normalize_index(key.to_int(), size);
-      if (index < 0 || index >= size) type_error("range object index out of range");
+      if (index < 0 || index >= size) fail("range object index out of range");
       return obj.items()[static_cast<size_t>(index)];
     }
   }
@@ -135,10 +131,10 @@ Value slice(const Value& obj, const std::optional<int64_t>& start_arg,
             const std::optional<int64_t>& stop_arg, const std::optional<int64_t>& step_arg) {
   if (obj.is_undefined()) obj.fail_undefined();
   if (!obj.is_string() && !obj.is_sequence()) {
-    type_error(fmt::format("'{}' object is not subscriptable", obj.type_name()));
+    fail(fmt::format("'{}' object is not subscriptable", obj.type_name()));
   }
   int64_t step = step_arg.value_or(1);
-  if (step == 0) type_error("slice step cannot be zero");
+  if (step == 0) fail("slice step cannot be zero");
   int64_t size = length(obj);
   // CPython's PySlice_AdjustIndices.
   auto adjust = [&](const std::optional<int64_t>& arg, int64_t fallback) {
@@ -185,11 +181,11 @@ Value get_attribute_path(const Value& obj, const std::string& path) {
 namespace {
 
 void check_overflow(bool overflow) {
-  if (overflow) type_error("integer overflow: Pagoda's templates use 64-bit integers");
+  if (overflow) fail("integer overflow: Pagoda's templates use 64-bit integers");
 }
 
 int64_t floor_div(int64_t a, int64_t b) {
-  if (b == 0) type_error("integer division or modulo by zero");
+  if (b == 0) fail("integer division or modulo by zero");
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -212,13 +208,13 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   a.require_defined();
   b.require_defined();
   auto unsupported = [&]() -> Value {
-    type_error(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(),
-                           b.type_name()));
+    fail(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(),
+                     b.type_name()));
   };
   if (a.is_number() && b.is_number()) {
     bool floating = a.is_float() || b.is_float();
     if (op == "/") {
-      if (b.to_double() == 0.0) type_error("division by zero");
+      if (b.to_double() == 0.0) fail("division by zero");
       return Value(a.to_double() / b.to_double());
     }
     if (floating) {
@@ -227,7 +223,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       if (op == "-") return Value(x - y);
       if (op == "*") return Value(x * y);
       if (op == "**") return Value(std::pow(x, y));
-      if (y == 0.0) type_error("float division by zero");
+      if (y == 0.0) fail("float division by zero");
       if (op == "//") return Value(std::floor(x / y));
       if (op == "%") {
         double r = std::fmod(x, y);
@@ -269,8 +265,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       return a.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
     }
     if (a.is_string() || b.is_string()) {
-      type_error(fmt::format("can only concatenate str (not \"{}\") to str",
-                             a.is_string() ? b.type_name() : a.type_name()));
+      fail(fmt::format("can only concatenate str (not \"{}\") to str",
+                       a.is_string() ? b.type_name() : a.type_name()));
     }
   }
   if (op == "*") {
@@ -282,7 +278,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     }
   }
   if (op == "%" && a.is_string()) {
-    type_error("printf-style string formatting ('%' on a string) is not supported");
+    fail("printf-style string formatting ('%' on a string) is not supported");
   }
   return unsupported();
 }
@@ -295,7 +291,7 @@ Value negate(const Value& v) {
     check_overflow(__builtin_sub_overflow(int64_t{0}, v.to_int(), &r));
     return Value(r);
   }
-  type_error(fmt::format("bad operand type for unary -: '{}'", v.type_name()));
+  fail(fmt::format("bad operand type for unary -: '{}'", v.type_name()));
 }
 
 bool contains(const Value& container, const Value& item) {
@@ -305,7 +301,7 @@ bool contains(const Value& container, const Value& item) {
     case Kind::kString:
       if (!item.is_string()) {
         item.require_defined();
-        type_error(
+        fail(
             fmt::format("'in <string>' requires string as left operand, not {}", item.type_name()));
       }
       return container.as_string().find(item.as_string()) != std::string::npos;
@@ -319,7 +315,7 @@ bool contains(const Value& container, const Value& item) {
     case Kind::kDict:
       return container.dict_ref().find(item) != nullptr;
     default:
-      type_error(fmt::format("argument of type '{}' is not iterable", container.type_name()));
+      fail(fmt::format("argument of type '{}' is not iterable", container.type_name()));
   }
 }
 
@@ -385,7 +381,7 @@ std::string json_key(const Value& k) {
     case Kind::kFloat:
       return json_float(k.as_float());
     default:
-      type_error(fmt::format("keys must be str, int, float, bool or None, not {}", k.type_name()));
+      fail(fmt::format("keys must be str, int, float, bool or None, not {}", k.type_name()));
   }
 }
 
@@ -455,7 +451,7 @@ void json_dump(std::string& out, const Value& v, const JsonOptions& o, int depth
       return;
     }
     default:
-      type_error(fmt::format("Object of type {} is not JSON serializable", v.type_name()));
+      fail(fmt::format("Object of type {} is not JSON serializable", v.type_name()));
   }
 }
 

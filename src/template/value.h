@@ -29,6 +29,11 @@ class TemplateError : public std::runtime_error {
   int line_;
 };
 
+// The filters', tests' and methods' way out of a render.
+[[noreturn]] inline void fail(const std::string& message) {
+  throw TemplateError(message);
+}
+
 enum class Kind : uint8_t {
   kUndefined,
   kNone,

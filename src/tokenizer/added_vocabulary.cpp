@@ -12,12 +12,6 @@ namespace pagoda {
 
 namespace {
 
-bool is_white_space(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-         c == 0x3000;
-}
-
 // Rust's char::is_alphanumeric, approximated by the Unicode letter and number categories.
 bool is_alphanumeric(char32_t c) {
   const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));

@@ -56,13 +56,6 @@ class Lowercase final : public Normalizer {
   }
 };
 
-// Rust's char::is_whitespace (the White_Space property).
-bool is_white_space(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-         c == 0x3000;
-}
-
 class Strip final : public Normalizer {
  public:
   Strip(bool left, bool right) : left_(left), right_(right) {}

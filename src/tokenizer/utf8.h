@@ -37,6 +37,13 @@ inline char32_t next_code_point(std::string_view text, size_t& pos) {
   return cp;
 }
 
+// Rust's char::is_whitespace (the White_Space property).
+inline bool is_white_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
+}
+
 // Appends the UTF-8 encoding of `cp` to `out`.
 void append_utf8(std::string& out, char32_t cp);
 

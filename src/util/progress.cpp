@@ -10,14 +10,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "util/clock.h"
+
 namespace pagoda {
 namespace {
 
 constexpr int kBarWidth = 30;
-
-double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // "2.1/5.2 GiB": both numbers in the unit that suits the total.
 std::string format_fraction(uint64_t done, uint64_t total) {
