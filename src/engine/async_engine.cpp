@@ -88,6 +88,8 @@ class AsyncEngine::Impl {
   void dispatch(std::vector<RequestOutput>& outputs);
   void finish(const std::string& request_id, Live& live, const RequestOutput& output);
   void fail_all(const std::string& reason);
+  // Ends every live and queued request with `err` and marks the engine dead (once).
+  void end_everything(const EngineEventError& err, const std::string& reason);
   void publish_stats();
   void record_step();  // the step's token count to the observer
   void log_stats();    // the periodic stats line, when one is due
@@ -456,35 +458,21 @@ void AsyncEngine::Impl::finish(const std::string& request_id, Live& live,
 }
 
 void AsyncEngine::Impl::fail_all(const std::string& reason) {
-  const EngineEventError err{EngineEventError::Kind::kFailed, "The engine failed: " + reason};
-  std::lock_guard live_lock(live_mutex_);
-  std::lock_guard lock(mutex_);
-  if (state_.load() == State::kDead) return;  // fail_now() ended everything already
-  failure_ = reason;
-  // Dead before anyone hears of it: a client that gets its 500 and asks /health next must see 503.
-  state_ = State::kDead;
-  for (auto& [id, live] : live_) {
-    live.queue->push({EngineEvent::Kind::kError, live.tag, {}, err});
-    --num_in_flight_;
-  }
-  live_.clear();
-  for (Command& c : commands_) {
-    if (c.kind == Command::Kind::kAdd) {
-      c.submission.queue->push({EngineEvent::Kind::kError, c.submission.tag, {}, err});
-      --num_in_flight_;
-    }
-  }
-  commands_.clear();
-  cv_.notify_all();
+  end_everything({EngineEventError::Kind::kFailed, "The engine failed: " + reason}, reason);
 }
 
 void AsyncEngine::Impl::fail_now(const std::string& reason) {
-  const EngineEventError err{EngineEventError::Kind::kUnavailable, reason};
+  end_everything({EngineEventError::Kind::kUnavailable, reason}, reason);
+}
+
+void AsyncEngine::Impl::end_everything(const EngineEventError& err, const std::string& reason) {
   std::lock_guard live_lock(live_mutex_);
   std::lock_guard lock(mutex_);
-  if (state_.load() == State::kDead) return;
+  if (state_.load() == State::kDead) return;  // the other of fail_all/fail_now came first
   failure_ = reason;
-  state_ = State::kDead;  // before any client hears: /health and new requests get 503
+  // Dead before any client hears of it: a client that gets its error and asks /health next, or
+  // sends a new request, must see 503.
+  state_ = State::kDead;
   // live_ empty from now on: outputs of a step that does return find no request to go to.
   for (auto& [id, live] : live_) {
     live.queue->push({EngineEvent::Kind::kError, live.tag, {}, err});
