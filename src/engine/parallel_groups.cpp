@@ -30,21 +30,29 @@ std::unique_ptr<CountingCommunicator> join(
   return std::make_unique<CountingCommunicator>(std::make_unique<ShmCommunicator>(options));
 }
 
-// A two-rank link; the sending end queues its sends (the receiving end needs no sender
-// thread). Either end may wait as long as the other's whole stage of work, so it sleeps while
+// Either end of a link may wait as long as the other's whole stage of work, so it sleeps while
 // it waits rather than take turns on the core with its rank's compute threads; 50 us is
 // nothing beside a stage's milliseconds.
+constexpr std::chrono::microseconds kLinkIdleSleep{50};
+
+// A two-rank link; the sending end queues its sends (the receiving end needs no sender
+// thread).
 std::unique_ptr<PairLink> link(const std::string& job_id, int rank, bool sends) {
-  return std::make_unique<PairLink>(join(job_id, rank, 2, -1, std::chrono::microseconds(50)),
+  return std::make_unique<PairLink>(join(job_id, rank, 2, -1, kLinkIdleSleep),
                                     sends ? PairLink::Mode::kQueued : PairLink::Mode::kBlocking);
 }
 
 #if PAGODA_HAVE_MPI
-// A link over MPI sends on the caller's thread: MPI is initialised MPI_THREAD_SERIALIZED, and a
-// queued link's sender thread would need MPI_THREAD_MULTIPLE, so over MPI a pipeline keeps one
-// batch in flight (the executor asks the links, tensor_parallel_executor.h).
-std::unique_ptr<PairLink> mpi_link(std::unique_ptr<MpiCommunicator> pair) {
-  return std::make_unique<PairLink>(std::move(pair), PairLink::Mode::kBlocking);
+// The same over MPI. The sending end queues when MPI gave the process MPI_THREAD_MULTIPLE (its
+// sender thread calls MPI while the engine thread does); otherwise it sends on the caller's
+// thread, and the pipeline keeps one batch in flight (the executor asks the links,
+// tensor_parallel_executor.h). The sender thread waits in MPI_Test polls, which also move the
+// bytes: Open MPI has no progress thread, so non-blocking sends started on the engine thread
+// would stall while it computes.
+std::unique_ptr<PairLink> mpi_link(std::unique_ptr<MpiCommunicator> pair, bool sends) {
+  pair->set_idle_sleep(kLinkIdleSleep);
+  const PairLink::Mode mode = sends ? PairLink::sending_mode(*pair) : PairLink::Mode::kBlocking;
+  return std::make_unique<PairLink>(std::move(pair), mode);
 }
 #endif
 
@@ -55,7 +63,9 @@ std::unique_ptr<PairLink> mpi_link(std::unique_ptr<MpiCommunicator> pair) {
 // world): the stage groups, then the link after stage 0, 1, ..., then the logits link.
 void join_mpi_groups(const EngineArgs& args, ParallelGroups& g) {
 #if PAGODA_HAVE_MPI
-  auto mpi = std::make_unique<MpiCommunicator>();
+  auto mpi = std::make_unique<MpiCommunicator>(g.pipeline_size > 1
+                                                   ? MpiCommunicator::Threads::kMultiple
+                                                   : MpiCommunicator::Threads::kSerialized);
   if (mpi->world_size() != parallel_world_size(args) || mpi->rank() != args.tensor_parallel_rank) {
     fail("parallel: MPI says rank {} of {}, the arguments rank {} of {} ({} x {} stages)",
          mpi->rank(), mpi->world_size(), args.tensor_parallel_rank, parallel_world_size(args),
@@ -70,13 +80,18 @@ void join_mpi_groups(const EngineArgs& args, ParallelGroups& g) {
     for (int s = 0; s + 1 < g.pipeline_size; ++s) {
       const bool member = stage == s || stage == s + 1;
       std::unique_ptr<MpiCommunicator> pair = mpi->split(member ? t : -1, stage);
-      if (stage == s) g.to_next = mpi_link(std::move(pair));
-      if (stage == s + 1) g.from_previous = mpi_link(std::move(pair));
+      if (stage == s) g.to_next = mpi_link(std::move(pair), true);
+      if (stage == s + 1) g.from_previous = mpi_link(std::move(pair), false);
     }
     const bool last = stage + 1 == g.pipeline_size;
     const bool logits_end = g.rank == 0 || (last && t == 0);
     std::unique_ptr<MpiCommunicator> pair = mpi->split(logits_end ? 0 : -1, g.rank == 0 ? 0 : 1);
-    if (logits_end) g.logits = mpi_link(std::move(pair));
+    if (logits_end) g.logits = mpi_link(std::move(pair), g.rank != 0);
+    if (!mpi->allows_concurrent_groups() && g.rank == 0) {
+      spdlog::warn(
+          "parallel: MPI gave this process less than MPI_THREAD_MULTIPLE, so the pipeline's "
+          "links send on the engine thread and one batch is in flight at a time");
+    }
   }
   spdlog::info("parallel: rank {} of {} over MPI (pipeline stage {} of {}, tensor rank {} of {})",
                g.rank, mpi->world_size(), stage, g.pipeline_size, t, g.tensor_size);

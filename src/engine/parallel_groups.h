@@ -7,7 +7,8 @@
 //   links       rank t of stage s to rank t of stage s + 1: the hidden states, one way
 //   logits      the last stage's rank 0 to rank 0: the logits rows to sample
 // Links queue their sends, so a stage never waits for the next one to take its output and
-// several micro-batches can be in flight (tensor_parallel_executor.h).
+// several micro-batches can be in flight (tensor_parallel_executor.h); over MPI only when MPI
+// gives MPI_THREAD_MULTIPLE (a pipeline asks for it), else one batch is in flight.
 // On one machine every group is a shared-memory segment named after the job id; every rank
 // joins its groups in the same order (world, tensor, link from the previous stage, link to the
 // next, logits), so no two ranks wait on each other's second group before their first. Under

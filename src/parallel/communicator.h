@@ -40,6 +40,11 @@ class Communicator {
   // Returns once every rank has called it.
   virtual void barrier() = 0;
 
+  // Whether a second thread of this process may call this group while another thread calls
+  // another group: what a queued PairLink's sender thread does (parallel/pair_link.h). Separate
+  // shared-memory segments share nothing; MPI allows it only at MPI_THREAD_MULTIPLE.
+  virtual bool allows_concurrent_groups() const { return true; }
+
   // Typed forms of all_reduce_sum (named apart, so that overriding it hides none of them).
   void all_reduce_sum_f32(std::span<float> data) {
     all_reduce_sum(data.data(), data.size(), DType::kF32);

@@ -31,6 +31,7 @@ class CountingCommunicator final : public Communicator {
   void all_gather(const void* send, void* recv, size_t bytes_per_rank) override;
   void broadcast(void* data, size_t bytes, int root) override;
   void barrier() override;
+  bool allows_concurrent_groups() const override { return inner_->allows_concurrent_groups(); }
 
   // Totals since construction.
   const CommunicationStats& stats() const { return stats_; }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <thread>
 
 #include "util/error.h"
 #include "util/half.h"
@@ -23,6 +24,28 @@ void check(int result, const char* call) {
   fail("{}: {}", call, std::string(text, static_cast<size_t>(length)));
 }
 
+// How long a polled wait looks without sleeping: a message already on its way arrives in
+// microseconds, and a sleep costs at least ~50 us of timer slack.
+constexpr std::chrono::microseconds kBusyPoll{20};
+
+// Completes a non-blocking call by polling it (MpiCommunicator::set_idle_sleep).
+void wait_polling(MPI_Request& request, std::chrono::microseconds idle_sleep, const char* call) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point busy_until = Clock::now() + kBusyPoll;
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call);
+    if (done != 0) return;
+    if (Clock::now() >= busy_until) std::this_thread::sleep_for(idle_sleep);
+  }
+}
+
+bool mpi_thread_multiple() {
+  int level = MPI_THREAD_SINGLE;
+  check(MPI_Query_thread(&level), "MPI_Query_thread");
+  return level == MPI_THREAD_MULTIPLE;
+}
+
 }  // namespace
 
 struct MpiCommunicator::Handle {
@@ -30,25 +53,26 @@ struct MpiCommunicator::Handle {
   bool owned = false;  // made by split: freed with the communicator
 };
 
-MpiCommunicator::MpiCommunicator() : comm_(std::make_unique<Handle>()) {
+MpiCommunicator::MpiCommunicator(Threads threads) : comm_(std::make_unique<Handle>()) {
   int initialized = 0;
   check(MPI_Initialized(&initialized), "MPI_Initialized");
   if (!initialized) {
-    // One thread at a time calls MPI, but not always the one that initialised it: a server
-    // builds its engine on the main thread and steps it on the engine thread.
+    const int wanted = threads == Threads::kMultiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
     int provided = 0;
-    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    check(MPI_Init_thread(nullptr, nullptr, wanted, &provided), "MPI_Init_thread");
     if (provided < MPI_THREAD_SERIALIZED)
       fail("MPI_Init_thread: this MPI cannot be called from more than one thread");
     finalize_ = true;
   }
+  thread_multiple_ = mpi_thread_multiple();
   // Errors come back as codes (turned into Error), not as an abort of the whole job.
   check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(MPI_COMM_WORLD, &world_size_), "MPI_Comm_size");
 }
 
-MpiCommunicator::MpiCommunicator(std::unique_ptr<Handle> handle) : comm_(std::move(handle)) {
+MpiCommunicator::MpiCommunicator(std::unique_ptr<Handle> handle)
+    : comm_(std::move(handle)), thread_multiple_(mpi_thread_multiple()) {
   check(MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   check(MPI_Comm_rank(comm_->comm, &rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(comm_->comm, &world_size_), "MPI_Comm_size");
@@ -78,8 +102,16 @@ void MpiCommunicator::all_reduce_sum(void* data, size_t count, DType dtype) {
     float* values = static_cast<float*>(data);
     for (size_t offset = 0; offset < count; offset += kMaxCount) {
       const int n = static_cast<int>(std::min(kMaxCount, count - offset));
-      check(MPI_Allreduce(MPI_IN_PLACE, values + offset, n, MPI_FLOAT, MPI_SUM, comm_->comm),
-            "MPI_Allreduce");
+      if (idle_sleep_.count() == 0) {
+        check(MPI_Allreduce(MPI_IN_PLACE, values + offset, n, MPI_FLOAT, MPI_SUM, comm_->comm),
+              "MPI_Allreduce");
+      } else {
+        MPI_Request request = MPI_REQUEST_NULL;
+        check(MPI_Iallreduce(MPI_IN_PLACE, values + offset, n, MPI_FLOAT, MPI_SUM, comm_->comm,
+                             &request),
+              "MPI_Iallreduce");
+        wait_polling(request, idle_sleep_, "MPI_Iallreduce");
+      }
     }
     return;
   }
@@ -100,9 +132,15 @@ void MpiCommunicator::all_gather(const void* send, void* recv, size_t bytes_per_
   if (bytes_per_rank > static_cast<size_t>(INT_MAX)) {
     fail("all_gather: {} bytes per rank is over MPI's int count", bytes_per_rank);
   }
-  check(MPI_Allgather(send, static_cast<int>(bytes_per_rank), MPI_BYTE, recv,
-                      static_cast<int>(bytes_per_rank), MPI_BYTE, comm_->comm),
-        "MPI_Allgather");
+  const int n = static_cast<int>(bytes_per_rank);
+  if (idle_sleep_.count() == 0) {
+    check(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm_->comm), "MPI_Allgather");
+    return;
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm_->comm, &request),
+        "MPI_Iallgather");
+  wait_polling(request, idle_sleep_, "MPI_Iallgather");
 }
 
 void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
@@ -110,12 +148,24 @@ void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
   char* buffer = static_cast<char*>(data);
   for (size_t offset = 0; offset < bytes; offset += kMaxCount) {
     const int n = static_cast<int>(std::min(kMaxCount, bytes - offset));
-    check(MPI_Bcast(buffer + offset, n, MPI_BYTE, root, comm_->comm), "MPI_Bcast");
+    if (idle_sleep_.count() == 0) {
+      check(MPI_Bcast(buffer + offset, n, MPI_BYTE, root, comm_->comm), "MPI_Bcast");
+    } else {
+      MPI_Request request = MPI_REQUEST_NULL;
+      check(MPI_Ibcast(buffer + offset, n, MPI_BYTE, root, comm_->comm, &request), "MPI_Ibcast");
+      wait_polling(request, idle_sleep_, "MPI_Ibcast");
+    }
   }
 }
 
 void MpiCommunicator::barrier() {
-  check(MPI_Barrier(comm_->comm), "MPI_Barrier");
+  if (idle_sleep_.count() == 0) {
+    check(MPI_Barrier(comm_->comm), "MPI_Barrier");
+    return;
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(comm_->comm, &request), "MPI_Ibarrier");
+  wait_polling(request, idle_sleep_, "MPI_Ibarrier");
 }
 
 }  // namespace pagoda

@@ -14,10 +14,19 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+PairLink::Mode PairLink::sending_mode(const Communicator& group) {
+  return group.allows_concurrent_groups() ? Mode::kQueued : Mode::kBlocking;
+}
+
 PairLink::PairLink(std::unique_ptr<Communicator> group, Mode mode)
     : group_(std::move(group)), mode_(mode) {
   if (group_ == nullptr || group_->world_size() != 2)
     fail("a point-to-point link needs a group of exactly 2 ranks");
+  if (mode_ == Mode::kQueued && !group_->allows_concurrent_groups()) {
+    fail(
+        "a queued point-to-point link sends from a thread of its own, which this transport "
+        "does not allow (MPI without MPI_THREAD_MULTIPLE)");
+  }
   if (mode_ == Mode::kQueued) sender_ = std::thread([this] { sender_loop(); });
 }
 

@@ -10,8 +10,9 @@
 // hands its output on and starts its next micro-batch while the next stage is still busy with
 // the one before (the GPipe overlap).
 // The sender thread is the only user of the group at the sending end, so the transport must
-// allow a second thread (MPI needs MPI_THREAD_MULTIPLE); Mode::kBlocking sends on the caller's
-// thread instead, and a pipeline over such links keeps one batch in flight.
+// allow a second thread (Communicator::allows_concurrent_groups: MPI needs
+// MPI_THREAD_MULTIPLE); Mode::kBlocking sends on the caller's thread instead, and a pipeline
+// over such links keeps one batch in flight. sending_mode picks the one the transport allows.
 #pragma once
 
 #include <condition_variable>
@@ -32,7 +33,12 @@ class PairLink {
  public:
   enum class Mode { kQueued, kBlocking };
 
-  // `group` has world size 2; this end is its rank().
+  // The sending end's mode over `group`: kQueued where its transport lets a second thread
+  // send, else kBlocking.
+  static Mode sending_mode(const Communicator& group);
+
+  // `group` has world size 2; this end is its rank(). Throws Error for kQueued over a group
+  // that does not allow concurrent groups.
   explicit PairLink(std::unique_ptr<Communicator> group, Mode mode = Mode::kQueued);
   // Sends what is still queued (the receiver is alive and reading, or dead and noticed: either
   // ends the wait), then stops the sender thread.

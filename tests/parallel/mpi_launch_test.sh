@@ -6,12 +6,15 @@
 #                    that every byte between the ranks crosses TCP as between two machines
 #   veth-netem       the same with 2 ms of netem delay each way
 #   killed-follower  rank 1 killed mid-generation: the job ends non-zero, soon, naming rank 1
+#   killed-stage     the same at -pp 2 (rank 1 is the last stage, links queued on both sides)
 #   serve            serve answers as one process; rank 1 killed during two long requests (one
 #                    streamed): both answered with an OpenAI-style 503 error, a new request
 #                    503 or refused, and the server exits non-zero
+#   serve-pipeline   the same at -pp 2, with two batches in flight when rank 1 dies
 #   size-mismatch    -np 2 with --tensor-parallel-size 3 (or -tp 2 -pp 2) is refused with the reason
-#   pipeline         -np 2 -pp 2 and -np 4 -tp 2 -pp 2: stages linked by splits of the MPI world
-#   pipeline-veth    -np 2 -pp 2 with the second stage across the veth pair
+#   pipeline         -np 2 -pp 2 and -np 4 -tp 2 -pp 2: stages linked by splits of the MPI world,
+#                    P batches in flight (MPI_THREAD_MULTIPLE: the links queue their sends)
+#   pipeline-veth    -np 2 -pp 2 with the second stage across the veth pair, 2 batches in flight
 #   deepseek         a tiny DeepSeek-V3 (MLA, MoE, an MTP layer in the files) at -np 2 -tp 2
 #                    (experts split over MPI ranks) and -np 2 -pp 2
 # Exit 77 (skipped, with the reason) where mpirun cannot start ranks, or, for the veth
@@ -64,9 +67,10 @@ reference() {
 }
 
 # $1: what ran; the tokens in $scratch/two.txt against one process's. $2: the communication
-# summary's title (TP 2 by default); $3: the world size.
+# summary's title (TP 2 by default); $3: the world size; $4: the stages, whose number of
+# batches must have been in flight at once (a pipeline).
 expect_same_tokens() {
-  local summary=${2:-tensor parallel (2 ranks)} size=${3:-2}
+  local summary=${2:-tensor parallel (2 ranks)} size=${3:-2} stages=${4:-}
   [ "$(wc -l <"$scratch/two.txt")" = 2 ] || die "$1: not two outputs: $(cat "$scratch/two.txt")"
   cmp -s "$scratch/one.txt" "$scratch/two.txt" ||
     die "$1: tokens differ from one process: $(cat "$scratch/one.txt") vs $(cat "$scratch/two.txt")"
@@ -76,6 +80,10 @@ expect_same_tokens() {
     grep -q "rank $rank of $size over MPI" "$scratch/two.err" ||
       die "$1: rank $rank did not join over MPI: $(cat "$scratch/two.err")"
   done
+  if [ -n "$stages" ]; then
+    grep -qF "at most $stages of $stages batches in flight" "$scratch/two.err" ||
+      die "$1: not $stages batches in flight: $(grep communication "$scratch/two.err")"
+  fi
   echo "$1: tokens identical to one process"
   grep "communication" "$scratch/two.err"
 }
@@ -142,6 +150,91 @@ EOF
     die "mpirun across namespaces failed: $(cat "$scratch/two.err")"
 }
 
+# Rank 1 killed with SIGKILL mid-generation; $@: the parallel flags. mpirun must exit non-zero
+# within 30 s, naming rank 1.
+kill_rank_1_mid_generation() {
+  timeout 120 "${mpi[@]}" -np 2 "$pagoda" generate --model "$model" --prompt "Once upon" \
+    --max-tokens 4000 --ignore-eos --temperature 0 "$@" --log-level info \
+    >"$scratch/two.txt" 2>"$scratch/two.err" &
+  job=$!
+  wait_for "$scratch/two.err" 60 "KV cache sized" || die "the engine did not start: $(cat "$scratch/two.err")"
+  sleep 0.3
+  pid=$(rank_pid 1) || die "no rank 1 process"
+  kill -9 "$pid"
+  start=$(date +%s)
+  wait "$job"
+  code=$?
+  took=$(($(date +%s) - start))
+  echo "mpirun exited $code, $took s after rank 1 was killed"
+  [ "$code" != 0 ] || die "mpirun exited 0 after rank 1 was killed"
+  [ "$code" != 124 ] || die "the job hung after rank 1 was killed: $(cat "$scratch/two.err")"
+  [ "$took" -lt 30 ] || die "the job took $took s to stop"
+  grep -q "rank 1" "$scratch/two.err" || die "the error does not name rank 1: $(cat "$scratch/two.err")"
+}
+
+# serve under mpirun with the parallel flags $@: a completion answers as one process, then rank
+# 1 is killed during two long requests (one streamed).
+serve_and_kill_rank_1() {
+  reference
+  timeout 120 "${mpi[@]}" -np 2 "$pagoda" serve "$model" --host 127.0.0.1 --port 0 "$@" \
+    --log-level info >"$scratch/serve.out" 2>"$scratch/serve.err" &
+  job=$!
+  wait_for "$scratch/serve.err" 60 "listening on http://127.0.0.1:" ||
+    die "the server did not start: $(cat "$scratch/serve.err")"
+  port=$(grep -o "listening on http://127.0.0.1:[0-9]*" "$scratch/serve.err" | head -1 | grep -o "[0-9]*$")
+  for _ in $(seq 1 600); do
+    [ "$(curl -s -o /dev/null -w "%{http_code}" "http://127.0.0.1:$port/health")" = 200 ] && break
+    sleep 0.1
+  done
+  body='{"model":"'"$model"'","prompt":"Once upon","max_tokens":16,"temperature":0,"ignore_eos":true}'
+  answer=$(curl -sS -m 60 -H "Content-Type: application/json" -d "$body" \
+    "http://127.0.0.1:$port/v1/completions") || die "the completion failed: $answer"
+  want=$(head -1 "$scratch/one.txt" | python3 -c "import json,sys; print(json.load(sys.stdin)['text'])")
+  got=$(echo "$answer" | python3 -c "import json,sys; print(json.load(sys.stdin)['choices'][0]['text'])") ||
+    die "not a completion: $answer"
+  [ "$got" = "$want" ] || die "served '$got', one process generates '$want'"
+  echo "served the text one process generates"
+  # Two requests in flight (one streamed) when rank 1 dies: each gets a 503 with an OpenAI
+  # error object (the stream: an error event), not a dropped connection.
+  long='{"model":"'"$model"'","prompt":"Once upon","max_tokens":4000,"temperature":0,"ignore_eos":true'
+  curl -sS -m 60 -o "$scratch/plain.body" -w "%{http_code}" -H "Content-Type: application/json" \
+    -d "$long}" "http://127.0.0.1:$port/v1/completions" >"$scratch/plain.code" 2>"$scratch/plain.err" &
+  plain=$!
+  curl -sS -N -m 60 -o "$scratch/stream.body" -H "Content-Type: application/json" \
+    -d "$long"',"stream":true}' "http://127.0.0.1:$port/v1/completions" 2>"$scratch/stream.err" &
+  stream=$!
+  wait_for "$scratch/stream.body" 30 '"text"' || die "the stream did not start: $(cat "$scratch/stream.err")"
+  kill -0 "$plain" 2>/dev/null || die "the long request ended before rank 1 was killed"
+  pid=$(rank_pid 1) || die "no rank 1 process"
+  kill -9 "$pid"
+  start=$(date +%s)
+  wait "$plain" || die "the request in flight got no answer: $(cat "$scratch/plain.err")"
+  code=$(cat "$scratch/plain.code")
+  echo "the request in flight when rank 1 died: HTTP $code $(cat "$scratch/plain.body")"
+  [ "$code" = 503 ] || die "the request in flight answered $code: $(cat "$scratch/plain.body")"
+  python3 -c "import json,sys; e=json.load(open(sys.argv[1]))['error']; assert e['type']=='ServiceUnavailableError' and 'mpirun' in e['message'], e" \
+    "$scratch/plain.body" || die "not an OpenAI error object: $(cat "$scratch/plain.body")"
+  # A new request: 503 while the server is still up, or refused once it has exited; never a
+  # reset connection or a hang.
+  curl -sS -o "$scratch/new.body" -w "%{http_code}" -m 30 -H "Content-Type: application/json" \
+    -d "$body" "http://127.0.0.1:$port/v1/completions" >"$scratch/new.code" 2>"$scratch/new.err"
+  curl_exit=$?
+  code=$(cat "$scratch/new.code")
+  echo "a new completion after rank 1 died: HTTP $code (curl exit $curl_exit)"
+  [ "$code" = 503 ] || [ "$curl_exit" = 7 ] ||
+    die "a new completion after rank 1 died: HTTP $code, curl exit $curl_exit: $(cat "$scratch/new.err")"
+  wait "$stream"
+  echo "the stream in flight ended with: $(tail -c 300 "$scratch/stream.body")"
+  grep -q '"error".*ServiceUnavailableError' "$scratch/stream.body" ||
+    die "the stream in flight did not end with an error event: $(tail -c 300 "$scratch/stream.body") $(cat "$scratch/stream.err")"
+  wait "$job"
+  code=$?
+  took=$(($(date +%s) - start))
+  echo "mpirun exited $code, $took s after rank 1 was killed"
+  [ "$code" != 0 ] && [ "$code" != 124 ] || die "serve exited $code after rank 1 was killed"
+  [ "$took" -lt 30 ] || die "the server took $took s to stop"
+}
+
 case "$scenario" in
   generate)
     reference
@@ -160,83 +253,16 @@ case "$scenario" in
     expect_same_tokens "mpirun -np 2 across a veth pair with netem delay"
     ;;
   killed-follower)
-    timeout 120 "${mpi[@]}" -np 2 "$pagoda" generate --model "$model" --prompt "Once upon" \
-      --max-tokens 4000 --ignore-eos --temperature 0 -tp 2 --log-level info \
-      >"$scratch/two.txt" 2>"$scratch/two.err" &
-    job=$!
-    wait_for "$scratch/two.err" 60 "KV cache sized" || die "the engine did not start: $(cat "$scratch/two.err")"
-    sleep 0.3
-    pid=$(rank_pid 1) || die "no rank 1 process"
-    kill -9 "$pid"
-    start=$(date +%s)
-    wait "$job"
-    code=$?
-    took=$(($(date +%s) - start))
-    echo "mpirun exited $code, $took s after rank 1 was killed"
-    [ "$code" != 0 ] || die "mpirun exited 0 after rank 1 was killed"
-    [ "$code" != 124 ] || die "the job hung after rank 1 was killed: $(cat "$scratch/two.err")"
-    [ "$took" -lt 30 ] || die "the job took $took s to stop"
-    grep -q "rank 1" "$scratch/two.err" || die "the error does not name rank 1: $(cat "$scratch/two.err")"
+    kill_rank_1_mid_generation -tp 2
+    ;;
+  killed-stage)
+    kill_rank_1_mid_generation -pp 2
     ;;
   serve)
-    reference
-    timeout 120 "${mpi[@]}" -np 2 "$pagoda" serve "$model" --host 127.0.0.1 --port 0 -tp 2 \
-      --log-level info >"$scratch/serve.out" 2>"$scratch/serve.err" &
-    job=$!
-    wait_for "$scratch/serve.err" 60 "listening on http://127.0.0.1:" ||
-      die "the server did not start: $(cat "$scratch/serve.err")"
-    port=$(grep -o "listening on http://127.0.0.1:[0-9]*" "$scratch/serve.err" | head -1 | grep -o "[0-9]*$")
-    for _ in $(seq 1 600); do
-      [ "$(curl -s -o /dev/null -w "%{http_code}" "http://127.0.0.1:$port/health")" = 200 ] && break
-      sleep 0.1
-    done
-    body='{"model":"'"$model"'","prompt":"Once upon","max_tokens":16,"temperature":0,"ignore_eos":true}'
-    answer=$(curl -sS -m 60 -H "Content-Type: application/json" -d "$body" \
-      "http://127.0.0.1:$port/v1/completions") || die "the completion failed: $answer"
-    want=$(head -1 "$scratch/one.txt" | python3 -c "import json,sys; print(json.load(sys.stdin)['text'])")
-    got=$(echo "$answer" | python3 -c "import json,sys; print(json.load(sys.stdin)['choices'][0]['text'])") ||
-      die "not a completion: $answer"
-    [ "$got" = "$want" ] || die "served '$got', one process generates '$want'"
-    echo "served the text one process generates"
-    # Two requests in flight (one streamed) when rank 1 dies: each gets a 503 with an OpenAI
-    # error object (the stream: an error event), not a dropped connection.
-    long='{"model":"'"$model"'","prompt":"Once upon","max_tokens":4000,"temperature":0,"ignore_eos":true'
-    curl -sS -m 60 -o "$scratch/plain.body" -w "%{http_code}" -H "Content-Type: application/json" \
-      -d "$long}" "http://127.0.0.1:$port/v1/completions" >"$scratch/plain.code" 2>"$scratch/plain.err" &
-    plain=$!
-    curl -sS -N -m 60 -o "$scratch/stream.body" -H "Content-Type: application/json" \
-      -d "$long"',"stream":true}' "http://127.0.0.1:$port/v1/completions" 2>"$scratch/stream.err" &
-    stream=$!
-    wait_for "$scratch/stream.body" 30 '"text"' || die "the stream did not start: $(cat "$scratch/stream.err")"
-    kill -0 "$plain" 2>/dev/null || die "the long request ended before rank 1 was killed"
-    pid=$(rank_pid 1) || die "no rank 1 process"
-    kill -9 "$pid"
-    start=$(date +%s)
-    wait "$plain" || die "the request in flight got no answer: $(cat "$scratch/plain.err")"
-    code=$(cat "$scratch/plain.code")
-    echo "the request in flight when rank 1 died: HTTP $code $(cat "$scratch/plain.body")"
-    [ "$code" = 503 ] || die "the request in flight answered $code: $(cat "$scratch/plain.body")"
-    python3 -c "import json,sys; e=json.load(open(sys.argv[1]))['error']; assert e['type']=='ServiceUnavailableError' and 'mpirun' in e['message'], e" \
-      "$scratch/plain.body" || die "not an OpenAI error object: $(cat "$scratch/plain.body")"
-    # A new request: 503 while the server is still up, or refused once it has exited; never a
-    # reset connection or a hang.
-    curl -sS -o "$scratch/new.body" -w "%{http_code}" -m 30 -H "Content-Type: application/json" \
-      -d "$body" "http://127.0.0.1:$port/v1/completions" >"$scratch/new.code" 2>"$scratch/new.err"
-    curl_exit=$?
-    code=$(cat "$scratch/new.code")
-    echo "a new completion after rank 1 died: HTTP $code (curl exit $curl_exit)"
-    [ "$code" = 503 ] || [ "$curl_exit" = 7 ] ||
-      die "a new completion after rank 1 died: HTTP $code, curl exit $curl_exit: $(cat "$scratch/new.err")"
-    wait "$stream"
-    echo "the stream in flight ended with: $(tail -c 300 "$scratch/stream.body")"
-    grep -q '"error".*ServiceUnavailableError' "$scratch/stream.body" ||
-      die "the stream in flight did not end with an error event: $(tail -c 300 "$scratch/stream.body") $(cat "$scratch/stream.err")"
-    wait "$job"
-    code=$?
-    took=$(($(date +%s) - start))
-    echo "mpirun exited $code, $took s after rank 1 was killed"
-    [ "$code" != 0 ] && [ "$code" != 124 ] || die "serve exited $code after rank 1 was killed"
-    [ "$took" -lt 30 ] || die "the server took $took s to stop"
+    serve_and_kill_rank_1 -tp 2
+    ;;
+  serve-pipeline)
+    serve_and_kill_rank_1 -pp 2
     ;;
   size-mismatch)
     timeout 120 "${mpi[@]}" -np 2 "$pagoda" "${generate[@]}" -tp 3 >"$scratch/two.txt" \
@@ -254,12 +280,12 @@ case "$scenario" in
     reference
     timeout 120 "${mpi[@]}" -np 2 "$pagoda" "${generate[@]}" -pp 2 --log-level info \
       >"$scratch/two.txt" 2>"$scratch/two.err" || die "mpirun -pp 2 failed: $(cat "$scratch/two.err")"
-    expect_same_tokens "mpirun -np 2 -pp 2" "pipeline parallel (2 stages x 1 tensor-parallel ranks)"
+    expect_same_tokens "mpirun -np 2 -pp 2" "pipeline parallel (2 stages x 1 tensor-parallel ranks)" 2 2
     timeout 240 "${mpi[@]}" -np 4 "$pagoda" "${generate[@]}" -tp 2 -pp 2 --log-level info \
       >"$scratch/two.txt" 2>"$scratch/two.err" ||
       die "mpirun -tp 2 -pp 2 failed: $(cat "$scratch/two.err")"
     expect_same_tokens "mpirun -np 4 -tp 2 -pp 2" \
-      "pipeline parallel (2 stages x 2 tensor-parallel ranks)" 4
+      "pipeline parallel (2 stages x 2 tensor-parallel ranks)" 4 2
     ;;
   deepseek)
     model=$scratch/deepseek
@@ -274,13 +300,13 @@ case "$scenario" in
     timeout 120 "${mpi[@]}" -np 2 "$pagoda" "${generate[@]}" -pp 2 --log-level info \
       >"$scratch/two.txt" 2>"$scratch/two.err" || die "mpirun -pp 2 failed: $(cat "$scratch/two.err")"
     expect_same_tokens "DeepSeek-V3, mpirun -np 2 -pp 2" \
-      "pipeline parallel (2 stages x 1 tensor-parallel ranks)"
+      "pipeline parallel (2 stages x 1 tensor-parallel ranks)" 2 2
     ;;
   pipeline-veth)
     reference
     run_over_veth "" --pipeline-parallel-size 2
     expect_same_tokens "mpirun -np 2 -pp 2 across a veth pair" \
-      "pipeline parallel (2 stages x 1 tensor-parallel ranks)"
+      "pipeline parallel (2 stages x 1 tensor-parallel ranks)" 2 2
     ;;
   *)
     die "unknown scenario $scenario"
