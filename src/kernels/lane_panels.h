@@ -35,7 +35,17 @@ struct LanePanels {
   int64_t size_bytes = 0;
 };
 
-// Packs row-major kI8 weights (any group size, cols a multiple of 32); threads over panels.
+// Bytes of the panels of `w` ([rows, cols] in groups of w.group_size), the last panel padded
+// to 16 rows.
+inline int64_t lane_panels_bytes(const WeightView& w) {
+  return num_lane_panels(w.rows) * lane_panel_bytes(w.cols, w.group_size);
+}
+
+// Packs row-major kI8 weights (any group size, cols a multiple of 32) into `dst`,
+// lane_panels_bytes(w) bytes (the padding rows are written as zeros), and returns w as the
+// panels say (with_lane_panels). Threads over panels. Throws Error for other weights.
+WeightView pack_int8_lane_panels_into(const WeightView& w, void* dst);
+// The same into bytes of its own.
 LanePanels pack_int8_lane_panels(const WeightView& w);
 
 // w as the panels say: lane_panels set, data and scales null (nothing else reads them).
