@@ -18,6 +18,9 @@
 //                    per weight type, at TOKENS tokens (default 128 and 32): the experts' token
 //                    groups run through the same tiles as a dense prefill, so the same shares
 //                    of peak are the aim. Ops count the router, the routed and shared MLPs.
+// The "panels" rows (avx2, and avx512 without VNNI) are the int8 W8A8 rows above with the
+// weights packed into lane panels as the loader packs them: decode streams the panels, and no
+// call repacks; set beside their row-major rows they give what packing at load changes.
 // Every figure is also given per CPU-second of this process (see bench_kernels.cpp: on a
 // machine shared with other work that is the ratio to trust; run with OMP_WAIT_POLICY=passive).
 #include <omp.h>
@@ -35,6 +38,7 @@
 #include "kernels/bandwidth.h"
 #include "kernels/host_context.h"
 #include "kernels/kernels.h"
+#include "kernels/lane_panels.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
 #include "model/layers/moe.h"
@@ -64,6 +68,9 @@ struct Variant {
   int64_t group_size;
   bool int8_activations;
   bool symmetric_int4 = false;
+  // int8 W8A8 packed into lane panels as the loader packs it (kernels/lane_panels.h), run only
+  // where the table reads them (KernelTable::int8_lane_panels: avx2, avx512 without VNNI).
+  bool lane_panels = false;
 };
 
 const Variant kVariants[] = {
@@ -71,6 +78,8 @@ const Variant kVariants[] = {
     {"int8 weight-only", DType::kI8, 0, false},
     {"int8 W8A8", DType::kI8, 0, true},
     {"int8 g32 W8A8 (Q8_0)", DType::kI8, 32, true},
+    {"int8 W8A8 panels", DType::kI8, 0, true, false, true},
+    {"int8 g32 W8A8 panels", DType::kI8, 32, true, false, true},
     {"int4 g32 weight-only", DType::kI4, 32, false},
     {"int4 g32 W4A8", DType::kI4, 32, true},
     {"int4 g32 W4A8 (Q4_0)", DType::kI4, 32, true, true},
@@ -85,9 +94,14 @@ constexpr int64_t kMinStreamBytes = int64_t{512} << 20;
 struct OwnedWeight {
   std::vector<uint64_t> values;  // 8-byte words, so the fill is fast and the data aligned
   std::vector<uint16_t> scales, mins;
+  pagoda::LanePanels panels;  // Variant::lane_panels: in place of values and scales
   WeightView view;
   int64_t bytes = 0;
 };
+
+bool skipped(const Variant& v) {
+  return v.lane_panels && !pagoda::kernels().int8_lane_panels;
+}
 
 uint64_t next_random(uint64_t& state) {  // xorshift64*
   state ^= state >> 12;
@@ -126,6 +140,12 @@ OwnedWeight make_weight(const Variant& v, const Shape& s, uint64_t seed) {
     w.view.group_size = group;
     w.view.int8_activations = v.int8_activations;
     if (v.symmetric_int4 && !pagoda::symmetric_int4_mins(w.view)) std::abort();
+  }
+  if (v.lane_panels) {
+    w.panels = pagoda::pack_int8_lane_panels(w.view);
+    w.view = pagoda::with_lane_panels(w.view, w.panels.bytes.get());
+    w.values = {};
+    w.scales = {};
   }
   return w;
 }
@@ -179,6 +199,7 @@ void prefill_only(int repeats, int64_t tokens, const pagoda::bench::ComputePeak&
       const std::vector<float> x = random_f32(n * s.cols, 5);
       std::vector<float> y(static_cast<size_t>(n * s.rows));
       for (const Variant& v : kVariants) {
+        if (skipped(v)) continue;
         const OwnedWeight w = make_weight(v, s, 3);
         const Timing t = best_of(n == 1 ? 4 * repeats : repeats,
                                  [&] { pagoda::ops::matmul(x.data(), n, w.view, y.data()); });
@@ -213,7 +234,7 @@ void moe_layer(int repeats, const std::vector<int64_t>& token_counts,
   std::printf("  %-22s %6s %13s %9s %7s %12s %9s\n", "weights", "tokens", "tokens/expert", "GOP/s",
               "%peak", "GOP/s/CPU-s", "%peak/CPU");
   for (const Variant& v : kVariants) {
-    if (v.group_size == 128) continue;  // 1408 is not a multiple of 128
+    if (v.group_size == 128 || skipped(v)) continue;  // 1408 is not a multiple of 128
     std::vector<OwnedWeight> owned;
     owned.reserve(3 * (kExperts + 1));
     const auto mlp = [&](int64_t inter, uint64_t seed) {
@@ -306,6 +327,7 @@ int main(int argc, char** argv) {
   std::printf("  %-22s %-11s %9s %8s %7s %12s %9s\n", "weights", "shape", "ms/matrix", "GB/s",
               "%probe", "GB/s/CPU-s", "%probe/CPU");
   for (const Variant& v : kVariants) {
+    if (skipped(v)) continue;
     double all_bytes = 0.0, all_wall = 0.0, all_cpu = 0.0;
     for (const Shape& s : kShapes) {
       std::vector<OwnedWeight> copies;
@@ -343,6 +365,7 @@ int main(int argc, char** argv) {
       const std::vector<float> x = random_f32(tokens * s.cols, 5);
       std::vector<float> y(static_cast<size_t>(tokens * s.rows));
       for (const Variant& v : kVariants) {
+        if (skipped(v)) continue;
         const OwnedWeight w = make_weight(v, s, 3);
         const int reps = std::max(1, tokens >= 512 ? repeats / 2 : repeats);
         const Timing t =

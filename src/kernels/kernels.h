@@ -37,6 +37,12 @@ struct WeightView {
   // stream at group 32 (weight-only paths still read it).
   // Set where symmetric_int4_mins() (kernels/quantize.h) holds.
   bool symmetric_int4 = false;
+  // kI8 with int8_activations only: the weights repacked at load into 16-row lane panels,
+  // values and scales (kernels/lane_panels.h), for the tables with
+  // KernelTable::int8_lane_panels; data and scales are then null. Other tables' matmul never
+  // sees such a view (the loader packs for the table it computes with); dequantize_row reads
+  // it on every table.
+  const int8_t* lane_panels = nullptr;
 };
 
 // The largest |w| of an f16 weight that fp16 arithmetic (KernelTable::f16_arithmetic) multiplies
@@ -56,6 +62,9 @@ struct KernelTable {
   // Products of weights up to kF16ArithmeticMaxWeight in magnitude stay finite; the loader
   // widens f16 matrices with larger weights to fp32.
   bool f16_arithmetic = false;
+  // True when matmul on kI8 W8A8 weights reads WeightView::lane_panels, and reads them for
+  // every token count: the loader then packs int8 matrices once (x86 without AVX512_VNNI).
+  bool int8_lane_panels = false;
 
   // y[t, r] = sum_c x[t, c] * W[r, c] for t in [0, num_tokens), r in [row_begin, row_end).
   // x is [num_tokens, W.cols] (row stride W.cols); y has row stride ldy. Every dtype,

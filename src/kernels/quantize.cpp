@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/lane_panels.h"
 #include "util/error.h"
 #include "util/half.h"
 #include "util/huge_buffer.h"
@@ -147,6 +148,10 @@ void quantize_rows_i4(const float* src, int64_t rows, int64_t cols, int64_t grou
 }
 
 void dequantize_row_reference(const WeightView& w, int64_t row, float* dst) {
+  if (w.lane_panels != nullptr) {
+    dequantize_row_reference(unpacked_lane_panel_row(w, row), 0, dst);
+    return;
+  }
   const int64_t cols = w.cols;
   switch (w.dtype) {
     case DType::kF32:

@@ -374,6 +374,13 @@ size_t TensorStore::drop_source_pages(const Tensor& t) const {
   return dropped;
 }
 
+bool TensorStore::maps_from_file(const Tensor& t) const {
+  for (const auto& file : files_) {
+    if (file->maps(t.data, t.data + t.size_bytes)) return true;
+  }
+  return false;
+}
+
 TensorStore TensorStore::empty(std::string path) {
   TensorStore store;
   store.path_ = std::move(path);

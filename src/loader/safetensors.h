@@ -97,6 +97,9 @@ class TensorStore {
   // MappedFile::drop_pages): for a converter's source, once converted, so that a model loads
   // in about its final size rather than source plus result. Returns the bytes dropped.
   size_t drop_source_pages(const Tensor& t) const;
+  // True when `t`'s bytes come straight from a mapped file (drop_source_pages releases them);
+  // false for bytes a converter made in memory or a file read into memory.
+  bool maps_from_file(const Tensor& t) const;
   // Keeps more bytes alive (a second plane of a tensor added with `add`).
   void add_keep_alive(std::shared_ptr<const void> keep_alive) {
     keep_alive_.push_back(std::move(keep_alive));

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "kernels/lane_panels.h"
 #include "kernels/quantize.h"
 #include "loader/safetensors.h"
 #include "util/error.h"
@@ -137,6 +138,7 @@ WeightView rebased(const WeightView& w, const void* host, const void* device) {
   out.data = move(w.data);
   out.scales = static_cast<const uint16_t*>(move(w.scales));
   out.mins = static_cast<const uint16_t*>(move(w.mins));
+  out.lane_panels = static_cast<const int8_t*>(move(w.lane_panels));
   return out;
 }
 
@@ -237,10 +239,10 @@ WeightView WeightLoader::matrix_as_stored(const std::string& name, int64_t rows,
 WeightView WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols) {
   const WeightView w = view_of(name, rows, cols);
   num_parameters_ += rows * cols;
-  const WeightView out = converted(w, name);
-  if (out.data == nullptr) return mapped(w, name);
+  const std::optional<WeightView> out = converted(w, name);
+  if (!out) return mapped(w, name);
   store_.drop_source_pages(store_.get(name));  // the source is done with
-  return out;
+  return *out;
 }
 
 int64_t WeightLoader::load_group_size(const WeightView& stored) {
@@ -257,9 +259,42 @@ int64_t WeightLoader::load_group_size(const WeightView& stored) {
   return group;
 }
 
-WeightView WeightLoader::converted(const WeightView& stored, const std::string& name) {
+bool WeightLoader::packs_lane_panels(const WeightView& w) const {
+  return kernels_->int8_lane_panels && w.dtype == DType::kI8 && w.int8_activations &&
+         w.lane_panels == nullptr && w.cols % 32 == 0 && w.group_size % 2 == 0;
+}
+
+bool WeightLoader::from_file_map(const WeightView& stored, const std::string& name) const {
+  Tensor values = store_.get(name);
+  values.data = static_cast<const uint8_t*>(stored.data);
+  values.size_bytes = dtype_row_bytes(stored.dtype, stored.cols) * stored.rows;
+  return store_.maps_from_file(values);
+}
+
+WeightView WeightLoader::lane_panels(const WeightView& host, const std::string& name) {
+  WeightView packed;
+  const void* at = nullptr;
+  void* device = derived(name, static_cast<size_t>(lane_panels_bytes(host)), [&](void* dst) {
+    at = dst;
+    packed = pack_int8_lane_panels_into(host, dst);
+  });
+  return rebased(packed, at, device);
+}
+
+std::optional<WeightView> WeightLoader::converted(const WeightView& stored,
+                                                  const std::string& name) {
   if (const int64_t group = load_group_size(stored); group > 0) {
     const DType to = options_.quantize_to;
+    if (kernels_->int8_lane_panels && to == DType::kI8 && options_.int8_activations) {
+      // Quantized on the host, then packed: the row-major copy is freed on return, so the
+      // device holds the panels alone.
+      QuantizedMatrix whole = quantize_matrix(stored, to, group);
+      whole.view.int8_activations = true;
+      if (options_.progress != nullptr)
+        options_.progress->advance(static_cast<uint64_t>(pagoda::weight_bytes(stored)));
+      if (options_.on_quantized) options_.on_quantized(name, whole.view);
+      return lane_panels(whole.view, name);
+    }
     WeightView q;
     const void* host = nullptr;
     void* device = derived(name, static_cast<size_t>(quantized_matrix_bytes(stored, to, group)),
@@ -274,7 +309,14 @@ WeightView WeightLoader::converted(const WeightView& stored, const std::string& 
     if (options_.on_quantized) options_.on_quantized(name, q);
     return q;
   }
-  if (stored.dtype != DType::kF16 || !kernels_->f16_arithmetic) return {};
+  // Stored int8 (a pagoda quantize checkpoint, GGUF's Q8_0): the panels take the place of the
+  // rows where nothing else holds them. Bytes a converter holds in host memory (GGUF's repacked
+  // blocks, a decrypted file) stay in the store for as long as the model runs: the CPU device
+  // uses them in place rather than hold them twice, and a device with memory of its own copies
+  // them in anyway, so it takes panels for the same bytes.
+  if (packs_lane_panels(stored) && (!device_->host_accessible() || from_file_map(stored, name)))
+    return lane_panels(stored, name);
+  if (stored.dtype != DType::kF16 || !kernels_->f16_arithmetic) return std::nullopt;
   // One pass over the bits (NaN and inf count as large): the pages are read at the first
   // forward anyway, and a model whose weights all fit pays nothing else.
   const uint16_t max_bits = f32_to_f16(kF16ArithmeticMaxWeight);
@@ -282,7 +324,7 @@ WeightView WeightLoader::converted(const WeightView& stored, const std::string& 
   const int64_t n = stored.rows * stored.cols;
   int64_t large = 0;
   for (int64_t i = 0; i < n; ++i) large += (h[i] & 0x7fffu) > max_bits;
-  if (large == 0) return {};
+  if (large == 0) return std::nullopt;
   spdlog::warn(
       "{}: {} of its f16 weights exceed {} in magnitude, which the {} kernels' fp16 "
       "products could overflow; using an fp32 copy",
@@ -301,16 +343,24 @@ WeightView WeightLoader::prepare(const WeightView& loaded, const std::string& na
   if (stored.data == nullptr) return loaded;  // a converted copy already
   if (loaded.scales) stored.scales = static_cast<const uint16_t*>(host_of(loaded.scales));
   if (loaded.mins) stored.mins = static_cast<const uint16_t*>(host_of(loaded.mins));
-  const WeightView out = converted(stored, name);
-  return out.data == nullptr ? loaded : out;
+  // A stored int8 table that is also read by rows (a tied embedding) stays as it is rather
+  // than be held twice, row-major and in panels.
+  if (packs_lane_panels(stored)) return loaded;
+  const std::optional<WeightView> out = converted(stored, name);
+  return out ? *out : loaded;
 }
 
 WeightView WeightLoader::matrix_rows(const std::string& name, int64_t rows, int64_t cols,
                                      int64_t first, int64_t count) {
   const WeightView w = stored_rows(name, rows, cols, first, count);
   num_parameters_ += count * cols;
-  const WeightView out = converted(w, name);
-  return out.data == nullptr ? mapped(w, name) : out;
+  const std::optional<WeightView> out = converted(w, name);
+  if (!out) return mapped(w, name);
+  Tensor shard = store_.get(name);  // this rank's rows of the source are done with
+  shard.data = static_cast<const uint8_t*>(w.data);
+  shard.size_bytes = dtype_row_bytes(w.dtype, cols) * count;
+  store_.drop_source_pages(shard);
+  return *out;
 }
 
 WeightView WeightLoader::stored_rows(const std::string& name, int64_t rows, int64_t cols,
@@ -337,6 +387,11 @@ WeightView WeightLoader::matrix_columns(const std::string& name, int64_t rows, i
     whole = quantize_matrix(stored, options_.quantize_to, group);
     whole.view.int8_activations = options_.int8_activations;
     source = whole.view;
+  }
+  if (packs_lane_panels(source)) {
+    // The columns are cut on the host and packed; the cut copy is freed on return.
+    std::vector<std::shared_ptr<const void>> cut;
+    return lane_panels(slice_columns(source, first, count, name, cut), name);
   }
   WeightView out;
   const void* host = nullptr;

@@ -4,14 +4,18 @@
 // unless the model is quantized at load (`--quantization int8|int4`), in which case they are
 // quantized into device memory the loader allocates. Already-quantized tensors (pagoda quantize
 // checkpoints, AWQ/GPTQ, GGUF) are mapped as they come. Small vectors (norms, biases) are
-// widened to fp32 once, into device memory. Every byte a model computes with is a buffer this
-// loader holds, so weight_bytes() is what the device holds for the model's weights.
+// widened to fp32 once, into device memory. Where the kernel table reads int8 W8A8 matrices as
+// lane panels (KernelTable::int8_lane_panels, kernels/lane_panels.h) the loader packs them on
+// the host, in place of their row-major bytes, and the panels go to the device like any other
+// converted weight. Every byte a model computes with is a buffer this loader holds, so
+// weight_bytes() is what the device holds for the model's weights.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -124,9 +128,16 @@ class WeightLoader {
   WeightView view_of(const std::string& name, int64_t rows, int64_t cols) const;
   // The group a float matrix is quantized with at load, or 0 when it is kept as stored.
   int64_t load_group_size(const WeightView& stored);
-  // `stored` (a host view) quantized or widened into device memory per the options and the
-  // kernel table; an empty view when it is used as stored.
-  WeightView converted(const WeightView& stored, const std::string& name);
+  // `stored` (a host view) quantized, widened or packed into device memory per the options and
+  // the kernel table; nothing when it is used as stored.
+  std::optional<WeightView> converted(const WeightView& stored, const std::string& name);
+  // The table reads `w` (row-major int8 W8A8) as lane panels: it is packed at load.
+  bool packs_lane_panels(const WeightView& w) const;
+  // `host` (row-major int8 on the host) packed into lane panels in device memory, counted.
+  WeightView lane_panels(const WeightView& host, const std::string& name);
+  // The values of `stored` (rows of tensor `name`) come straight from a mapped file, whose
+  // pages can be dropped once they are packed.
+  bool from_file_map(const WeightView& stored, const std::string& name) const;
   // `stored` (a host view of the checkpoint) as device memory, through Device::map_host.
   WeightView mapped(const WeightView& stored, const std::string& name);
   const void* map_plane(const void* host, int64_t size_bytes, const std::string& name);

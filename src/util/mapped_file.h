@@ -47,6 +47,10 @@ class MappedFile {
   // it: its pages come back from the file if touched again, where a copy would lose its bytes.
   // Returns the bytes dropped; bytes outside this file are ignored.
   size_t drop_pages(const uint8_t* begin, const uint8_t* end) const;
+  // True when [begin, end) lies in this file's map (so drop_pages can drop it).
+  bool maps(const uint8_t* begin, const uint8_t* end) const {
+    return mapped_ && begin >= data_ && end <= data_ + size_;
+  }
 
  private:
   std::string path_;

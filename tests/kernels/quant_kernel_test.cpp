@@ -15,11 +15,13 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "kernels/kernels.h"
+#include "kernels/lane_panels.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
 #include "kernels/tables.h"
@@ -387,6 +389,57 @@ TEST_P(QuantKernelTest, DequantizeRowMatchesReferenceExactly) {
   dequantize_row_reference(bf16, 2, expected.data());
   table_->dequantize_row(bf16, 2, actual.data());
   EXPECT_EQ(actual, expected);
+}
+
+// int8 panels packed at load (kernels/lane_panels.h) on the tables that read them: the bits of
+// the row-major weights on the same table, for every token count (decode included, which
+// otherwise runs other tiles), every group size, ranges that start and end inside a panel and
+// a last panel of 5 rows, with the row-major values and scales gone from the view.
+TEST_P(QuantKernelTest, LanePanelsPackedAtLoadGiveTheRowMajorBits) {
+  if (!table_->int8_lane_panels) GTEST_SKIP() << GetParam().name << " reads no lane panels";
+  const int64_t kRows = 37, kLdy = kRows + 2;
+  for (const Layout& layout : kLayouts) {
+    QuantWeights w = random_quant_weights(rng_, DType::kI8, kRows, layout.cols, layout.group_size);
+    w.view.int8_activations = true;
+    const LanePanels panels = pack_int8_lane_panels(w.view);
+    ASSERT_EQ(panels.size_bytes, 3 * lane_panel_bytes(layout.cols, layout.group_size));
+    const WeightView packed = with_lane_panels(w.view, panels.bytes.get());
+    ASSERT_EQ(packed.data, nullptr);
+    ASSERT_EQ(packed.scales, nullptr);
+    for (int64_t num_tokens : kTokenCounts) {
+      if (layout.cols == 2048 && num_tokens > 5 && num_tokens != 33) continue;  // time
+      const std::vector<float> x = activations(rng_, num_tokens, layout.cols);
+      for (auto [row_begin, row_end] : {std::pair<int64_t, int64_t>{0, kRows}, {3, 36}, {16, 21}}) {
+        std::vector<float> expected(num_tokens * kLdy, -7.0f), actual(num_tokens * kLdy, -7.0f);
+        table_->matmul(x.data(), num_tokens, w.view, row_begin, row_end, expected.data(), kLdy);
+        table_->matmul(x.data(), num_tokens, packed, row_begin, row_end, actual.data(), kLdy);
+        for (int64_t i = 0; i < num_tokens * kLdy; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(actual[i]), std::bit_cast<uint32_t>(expected[i]))
+              << GetParam().name << " cols=" << layout.cols << " group=" << layout.group_size
+              << " tokens=" << num_tokens << " rows [" << row_begin << ", " << row_end
+              << ") t=" << i / kLdy << " r=" << i % kLdy;
+        }
+      }
+    }
+  }
+}
+
+// Every table's dequantize_row reads packed panels (an int8 matrix's row outside matmul).
+TEST_P(QuantKernelTest, DequantizeRowReadsLanePanels) {
+  for (const Layout& layout : kLayouts) {
+    const QuantWeights w =
+        random_quant_weights(rng_, DType::kI8, 21, layout.cols, layout.group_size);
+    const LanePanels panels = pack_int8_lane_panels(w.view);
+    const WeightView packed = with_lane_panels(w.view, panels.bytes.get());
+    std::vector<float> expected(layout.cols), actual(layout.cols), reference(layout.cols);
+    for (int64_t r = 0; r < 21; ++r) {
+      dequantize_row_reference(w.view, r, expected.data());
+      table_->dequantize_row(packed, r, actual.data());
+      dequantize_row_reference(packed, r, reference.data());
+      ASSERT_EQ(actual, expected) << "group=" << layout.group_size << " r=" << r;
+      ASSERT_EQ(reference, expected) << "group=" << layout.group_size << " r=" << r;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTables, QuantKernelTest, ::testing::ValuesIn(table_cases()),

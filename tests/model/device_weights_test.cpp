@@ -14,6 +14,7 @@
 #include "demo/model_generator.h"
 #include "device/cpu_device.h"
 #include "kernels/host_context.h"
+#include "kernels/kernels.h"
 #include "loader/safetensors.h"
 #include "model/model_config.h"
 #include "model/model_registry.h"
@@ -69,9 +70,11 @@ std::vector<int32_t> greedy_tokens(Model& model, const ExecutionContext& ctx, Kv
   return tokens;
 }
 
-// The same model on the CPU device and on a device that copies the checkpoint in.
+// The same model on the CPU device and on a device that copies the checkpoint in, both with
+// `kernels` (nullptr: this CPU's table).
 void expect_same_tokens_on_a_device_of_its_own(const std::string& preset,
-                                               const ModelOptions& options, bool host_accessible) {
+                                               const ModelOptions& options, bool host_accessible,
+                                               const KernelTable* kernels = nullptr) {
   test::TempDir dir;
   generate_model(model_preset(preset), dir.str());
   const ModelConfig config = ModelConfig::from_dir(dir.str());
@@ -79,7 +82,7 @@ void expect_same_tokens_on_a_device_of_its_own(const std::string& preset,
   constexpr int kSteps = 12;
 
   const TensorStore host_store = TensorStore::open(dir.str());
-  const ExecutionContext host = host_execution_context();
+  const ExecutionContext host(cpu_device(), kernels != nullptr ? *kernels : pagoda::kernels());
   const auto host_model = create_model(host, config, host_store, options);
   DeviceKvCache host_cache(host.device(), *host_model);
   const std::vector<int32_t> want =
@@ -116,6 +119,20 @@ TEST(DeviceWeights, TinyLlamaQuantizedAtLoadIsCopiedIntoADiscreteDevice) {
   ModelOptions options;
   options.weights.quantize_to = DType::kI8;
   expect_same_tokens_on_a_device_of_its_own("tiny", options, /*host_accessible=*/false);
+}
+
+// On the tables that read int8 as lane panels (avx2; avx512 without VNNI) the panels are packed
+// on the host and copied in like every other converted weight; the tiny DeepSeek-V3 adds MLA
+// and the MoE experts.
+TEST(DeviceWeights, LanePanelsPackedAtLoadAreCopiedIntoADiscreteDevice) {
+  const KernelTable* avx2 = kernels_for("avx2");
+  if (avx2 == nullptr) GTEST_SKIP() << "no avx2 table on this CPU";
+  ASSERT_TRUE(avx2->int8_lane_panels);
+  ModelOptions options;
+  options.weights.quantize_to = DType::kI8;
+  expect_same_tokens_on_a_device_of_its_own("tiny", options, /*host_accessible=*/false, avx2);
+  expect_same_tokens_on_a_device_of_its_own("tiny-deepseek-v3", options,
+                                            /*host_accessible=*/false, avx2);
 }
 
 TEST(DeviceWeights, TinyDeepseekV3RunsFromDeviceMemoryAlone) {

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "kernels/lane_panels.h"
 #include "kernels/simd/simd_kernels.h"
 
 namespace pagoda::simd {
@@ -163,6 +164,10 @@ void matmul_quantized(const float* x, int64_t num_tokens, const WeightView& w, i
 
 template <class V>
 void dequantize_row(const WeightView& w, int64_t row, float* dst) {
+  if (w.lane_panels != nullptr) {
+    dequantize_rows<V, DType::kI8>(unpacked_lane_panel_row(w, row), 0, 1, dst);
+    return;
+  }
   switch (w.dtype) {
     case DType::kI8:
       dequantize_rows<V, DType::kI8>(w, row, 1, dst);

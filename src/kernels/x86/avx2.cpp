@@ -203,7 +203,11 @@ struct Avx2 {
 }  // namespace
 
 const KernelTable& avx2_table() {
-  static const KernelTable table = simd::make_table<Avx2>("avx2");
+  static const KernelTable table = [] {
+    KernelTable t = simd::make_table<Avx2>("avx2");
+    t.int8_lane_panels = true;  // int8_lane_panels.h
+    return t;
+  }();
   return table;
 }
 

@@ -638,7 +638,8 @@ template <class V>
 void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightView& w,
                              int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
   if constexpr (!V::kZmmBlockTiles) {
-    if (w.dtype == DType::kI8 && num_tokens >= x86::kLanePanelTokens) {
+    if (w.lane_panels != nullptr ||
+        (w.dtype == DType::kI8 && num_tokens >= x86::kLanePanelTokens)) {
       x86::matmul_lane_panels<V>(x, num_tokens, w, row_begin, row_end, y, ldy);
       return;
     }

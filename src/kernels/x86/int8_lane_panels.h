@@ -20,6 +20,12 @@
 // The arithmetic is the decode tiles' (batch invariance): per group fma(float(Σ q_x q_w),
 // d * scale, acc) in group order, as int8_wide_tile and int8_dot_tile finish a group.
 //
+// Weights the loader packed (WeightView::lane_panels, kernels/lane_panels.h: the same order in
+// int8, widened by one vpmovsxbw per 8 rows and pair as the tile loads them) take these tiles
+// for every token count, decode included: no repack per call, and decode streams the panels
+// instead of the rows, so the panels replace the row-major weights rather than doubling them.
+// MoE experts with a handful of tokens and batched decode then run the panel tiles too.
+//
 // int4 stays on the 4-row tiles: the same panels with nibbles widened to int16 measured ~10%
 // slower there (vpmaddubsw on unsigned nibbles keeps int16 sums over 8 products, twice the
 // products per instruction of vpmaddwd, which pays for the folds; and a block's float finish
@@ -30,6 +36,8 @@
 
 #include <cstdint>
 
+#include "kernels/lane_panels.h"
+
 namespace pagoda::x86 {
 
 // int8 takes the lane panels from this many tokens on when V has no zmm tiles: the repack
@@ -38,7 +46,6 @@ namespace pagoda::x86 {
 // 12 tokens 76-93 / 84-104, 32 tokens 89-101 / 115-146.
 constexpr int64_t kLanePanelTokens = 10;
 constexpr int kLanePanelTileTokens = 6;
-constexpr int64_t kLanePanelRows = 16;
 
 // acc + vpmaddwd(w, x) in assembly: written with intrinsics, GCC gave each product its own
 // register and, short of registers with 12 accumulators, kept half of them on the stack (a
@@ -107,21 +114,55 @@ void repack_lane_panel(const WeightView& w, int64_t row, int64_t num_rows, int32
   }
 }
 
+// Where a tile reads its panel from. WidePanel: repacked by this call (values widened to int16
+// pairs, scales to fp32). PackedPanel: packed at load (kernels/lane_panels.h: int8 pairs, fp16
+// scales), widened as loaded, one vpmovsxbw per 8 rows and pair. Both give the tile the same
+// int16 pairs and fp32 scales, so the same bits.
+struct WidePanel {
+  const int32_t* pairs;  // [cols / 2][16]
+  const float* scales;   // [num_groups][16]
+};
+struct PackedPanel {
+  const int8_t* pairs;     // [cols / 2][16][2]
+  const uint16_t* scales;  // [num_groups][16] fp16, not necessarily 2-byte aligned
+};
+
+template <class V>
+inline void load_pair_rows(const WidePanel& panel, int64_t p, __m256i& w0, __m256i& w1) {
+  w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel.pairs + p * kLanePanelRows));
+  w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel.pairs + p * kLanePanelRows + 8));
+}
+template <class V>
+inline void load_pair_rows(const PackedPanel& panel, int64_t p, __m256i& w0, __m256i& w1) {
+  const int8_t* pair = panel.pairs + p * kLanePanelRows * 2;
+  w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pair)));
+  w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pair + 16)));
+}
+template <class V>
+inline void load_scales(const WidePanel& panel, int64_t g, __m256& s0, __m256& s1) {
+  s0 = _mm256_loadu_ps(panel.scales + g * kLanePanelRows);
+  s1 = _mm256_loadu_ps(panel.scales + g * kLanePanelRows + 8);
+}
+template <class V>
+inline void load_scales(const PackedPanel& panel, int64_t g, __m256& s0, __m256& s1) {
+  const uint16_t* sc = panel.scales + g * kLanePanelRows;
+  s0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+  s1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8)));
+}
+
 // 16 rows x kTokens tokens over every group of the panel, into acc [kTokens][16] fp32
 // (zeroed by the caller; parked in L1 between groups, the registers hold the int32 sums).
-template <class V, int kTokens>
-void lane_panel_tile(const int32_t* panel, const float* scales, const WideActivations& qa,
-                     int64_t token, int64_t group_pairs, float* acc) {
+template <class V, int kTokens, class Panel>
+void lane_panel_tile(const Panel& panel, const WideActivations& qa, int64_t token,
+                     int64_t group_pairs, float* acc) {
   const int64_t cols = qa.cols, num_groups = qa.num_groups;
   const int16_t* xq = qa.q + token * cols;
   for (int64_t g = 0; g < num_groups; ++g) {
     __m256i sums[2][kTokens];
     for (int t = 0; t < kTokens; ++t) sums[0][t] = sums[1][t] = _mm256_setzero_si256();
     for (int64_t p = g * group_pairs; p < (g + 1) * group_pairs; ++p) {
-      const __m256i w0 =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + p * kLanePanelRows));
-      const __m256i w1 =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + p * kLanePanelRows + 8));
+      __m256i w0, w1;
+      load_pair_rows<V>(panel, p, w0, w1);
       for (int t = 0; t < kTokens; ++t) {
         int32_t pair;
         __builtin_memcpy(&pair, xq + t * cols + 2 * p, 4);
@@ -130,8 +171,8 @@ void lane_panel_tile(const int32_t* panel, const float* scales, const WideActiva
         sums[1][t] = madd_add(sums[1][t], w1, x);
       }
     }
-    const float* sc = scales + g * kLanePanelRows;
-    const __m256 sc0 = _mm256_loadu_ps(sc), sc1 = _mm256_loadu_ps(sc + 8);
+    __m256 sc0, sc1;
+    load_scales<V>(panel, g, sc0, sc1);
     for (int t = 0; t < kTokens; ++t) {
       const __m256 d = _mm256_set1_ps(qa.d[(token + t) * num_groups + g]);
       float* at = acc + t * kLanePanelRows;
@@ -143,39 +184,65 @@ void lane_panel_tile(const int32_t* panel, const float* scales, const WideActiva
   }
 }
 
-// Every token of the call against int8 rows [row_begin, row_end), a panel of 16 rows at a time.
+// Every token of the call against one panel; rows [first, first + count) of it are stored,
+// row r of the panel at y[t * ldy + r - first].
+template <class V, class Panel>
+void lane_panel_tokens(const Panel& panel, const WideActivations& qa, int64_t num_tokens,
+                       int64_t group_pairs, int64_t first, int64_t count, float* acc, float* y,
+                       int64_t ldy) {
+  constexpr int kT = kLanePanelTileTokens;
+  // Tiles of near-equal size (8 tokens: 4 + 4, not 6 + 2): a narrow tile loads the weights
+  // for few products.
+  const int64_t num_tiles = (num_tokens + kT - 1) / kT;
+  for (int64_t tile = 0, t0 = 0, tokens = 0; tile < num_tiles; ++tile, t0 += tokens) {
+    tokens = (num_tokens - t0) / (num_tiles - tile);  // <= kT: the rest fit in the tiles left
+    for (int64_t i = 0; i < kT * kLanePanelRows; ++i) acc[i] = 0.0f;
+    with_tile_shape<V, 1, kT>(
+        1, tokens, [&]<int R, int T>() { lane_panel_tile<V, T>(panel, qa, t0, group_pairs, acc); });
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < count; ++r) {
+        y[(t0 + t) * ldy + r] = acc[t * kLanePanelRows + first + r];
+      }
+    }
+  }
+}
+
+// Every token of the call against int8 rows [row_begin, row_end), a panel of 16 rows at a time:
+// the panels packed at load where the view has them, else each repacked here.
 template <class V>
 void matmul_lane_panels(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
                         int64_t row_end, float* y, int64_t ldy) {
-  constexpr int kT = kLanePanelTileTokens;
-  const int64_t cols = w.cols, num_groups = cols / w.group_size;
+  const int64_t cols = w.cols, num_groups = cols / w.group_size, group_pairs = w.group_size / 2;
   const WideActivations qa = quantize_activations_wide<V>(x, num_tokens, cols, w.group_size);
   static thread_local Scratch<V> scratch;
+  const int64_t acc_floats = kLanePanelTileTokens * kLanePanelRows;
+  if (w.lane_panels != nullptr) {
+    float* acc = static_cast<float*>(scratch.get(static_cast<size_t>(acc_floats) * 4));
+    const int64_t panel_bytes = lane_panel_bytes(cols, w.group_size);
+    // A range that does not start on a panel (tests; ops splits rows at multiples of 16)
+    // computes the whole panel and stores its part: every row takes the same operations.
+    for (int64_t r0 = row_begin; r0 < row_end;) {
+      const int64_t index = r0 / kLanePanelRows, first = r0 % kLanePanelRows;
+      const int64_t count = min_i64<V>(kLanePanelRows - first, row_end - r0);
+      const int8_t* bytes = w.lane_panels + index * panel_bytes;
+      const PackedPanel panel{bytes,
+                              reinterpret_cast<const uint16_t*>(bytes + kLanePanelRows * cols)};
+      lane_panel_tokens<V>(panel, qa, num_tokens, group_pairs, first, count, acc, y + r0, ldy);
+      r0 += count;
+    }
+    return;
+  }
   const int64_t panel_ints = cols / 2 * kLanePanelRows;
   const int64_t scale_floats = num_groups * kLanePanelRows;
-  const int64_t acc_floats = kT * kLanePanelRows;
-  auto* panel = static_cast<int32_t*>(
+  auto* pairs = static_cast<int32_t*>(
       scratch.get(static_cast<size_t>(panel_ints + scale_floats + acc_floats) * 4));
-  auto* scales = reinterpret_cast<float*>(panel + panel_ints);
+  auto* scales = reinterpret_cast<float*>(pairs + panel_ints);
   float* acc = scales + scale_floats;
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kLanePanelRows) {
     const int64_t panel_rows = min_i64<V>(kLanePanelRows, row_end - r0);
-    repack_lane_panel<V>(w, r0, panel_rows, panel, scales);
-    // Tiles of near-equal size (8 tokens: 4 + 4, not 6 + 2): a narrow tile loads the weights
-    // for few products.
-    const int64_t num_tiles = (num_tokens + kT - 1) / kT;
-    for (int64_t tile = 0, t0 = 0, tokens = 0; tile < num_tiles; ++tile, t0 += tokens) {
-      tokens = (num_tokens - t0) / (num_tiles - tile);  // <= kT: the rest fit in the tiles left
-      for (int64_t i = 0; i < acc_floats; ++i) acc[i] = 0.0f;
-      with_tile_shape<V, 1, kT>(1, tokens, [&]<int R, int T>() {
-        lane_panel_tile<V, T>(panel, scales, qa, t0, w.group_size / 2, acc);
-      });
-      for (int64_t t = 0; t < tokens; ++t) {
-        for (int64_t r = 0; r < panel_rows; ++r) {
-          y[(t0 + t) * ldy + r0 + r] = acc[t * kLanePanelRows + r];
-        }
-      }
-    }
+    repack_lane_panel<V>(w, r0, panel_rows, pairs, scales);
+    lane_panel_tokens<V>(WidePanel{pairs, scales}, qa, num_tokens, group_pairs, 0, panel_rows, acc,
+                         y + r0, ldy);
   }
 }
 

@@ -1,0 +1,85 @@
+#include "kernels/lane_panels.h"
+
+#include <cstring>
+#include <vector>
+
+#include "util/error.h"
+
+namespace pagoda {
+
+WeightView pack_int8_lane_panels_into(const WeightView& w, void* dst) {
+  if (w.dtype != DType::kI8 || w.lane_panels != nullptr || w.data == nullptr || w.rows <= 0 ||
+      w.scales == nullptr || w.group_size <= 0 || w.group_size % 2 != 0 || w.cols % 32 != 0 ||
+      w.cols % w.group_size != 0) {
+    fail(
+        "lane panels: expected row-major int8 weights in even groups over a multiple of 32 "
+        "columns, got dtype {} [{}, {}] in groups of {}",
+        dtype_name(w.dtype), w.rows, w.cols, w.group_size);
+  }
+  const int64_t cols = w.cols, num_groups = cols / w.group_size;
+  const int64_t panel_bytes = lane_panel_bytes(cols, w.group_size);
+  const int64_t num_panels = num_lane_panels(w.rows);
+  auto* bytes = static_cast<int8_t*>(dst);
+  // Rows past the matrix: the tiles compute them (and nobody stores them), so they must be
+  // finite, and zeros are.
+  std::memset(bytes + (num_panels - 1) * panel_bytes, 0, static_cast<size_t>(panel_bytes));
+  const auto* values = static_cast<const int8_t*>(w.data);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < num_panels; ++i) {
+    int8_t* panel = bytes + i * panel_bytes;
+    int8_t* scales = panel + kLanePanelRows * cols;
+    const int64_t first = i * kLanePanelRows;
+    for (int64_t r = 0; r < kLanePanelRows && first + r < w.rows; ++r) {
+      const int8_t* src = values + (first + r) * cols;
+      for (int64_t p = 0; p < cols / 2; ++p) {
+        panel[(p * kLanePanelRows + r) * 2] = src[2 * p];
+        panel[(p * kLanePanelRows + r) * 2 + 1] = src[2 * p + 1];
+      }
+      for (int64_t g = 0; g < num_groups; ++g) {
+        // memcpy: the panel's scales need not be 2-byte aligned in a buffer of int8.
+        std::memcpy(scales + (g * kLanePanelRows + r) * 2, &w.scales[(first + r) * num_groups + g],
+                    2);
+      }
+    }
+  }
+  return with_lane_panels(w, bytes);
+}
+
+LanePanels pack_int8_lane_panels(const WeightView& w) {
+  LanePanels out;
+  out.size_bytes = lane_panels_bytes(w);
+  out.bytes = std::shared_ptr<int8_t[]>(new int8_t[static_cast<size_t>(out.size_bytes)]);
+  pack_int8_lane_panels_into(w, out.bytes.get());
+  return out;
+}
+
+WeightView with_lane_panels(const WeightView& w, const int8_t* panels) {
+  WeightView out = w;
+  out.lane_panels = panels;
+  out.data = nullptr;
+  out.scales = nullptr;
+  return out;
+}
+
+WeightView unpacked_lane_panel_row(const WeightView& w, int64_t row) {
+  static thread_local std::vector<int8_t> values;
+  static thread_local std::vector<uint16_t> scales;
+  const int64_t cols = w.cols, num_groups = cols / w.group_size;
+  values.resize(static_cast<size_t>(cols));
+  scales.resize(static_cast<size_t>(num_groups));
+  const int8_t* panel = w.lane_panels + row / kLanePanelRows * lane_panel_bytes(cols, w.group_size);
+  const int64_t r = row % kLanePanelRows;
+  for (int64_t c = 0; c < cols; ++c) values[c] = panel[(c / 2 * kLanePanelRows + r) * 2 + c % 2];
+  const int8_t* panel_scales = panel + kLanePanelRows * cols;
+  for (int64_t g = 0; g < num_groups; ++g) {
+    std::memcpy(&scales[g], panel_scales + (g * kLanePanelRows + r) * 2, 2);
+  }
+  WeightView one = w;
+  one.lane_panels = nullptr;
+  one.data = values.data();
+  one.scales = scales.data();
+  one.rows = 1;
+  return one;
+}
+
+}  // namespace pagoda

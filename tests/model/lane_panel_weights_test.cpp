@@ -1,0 +1,235 @@
+// int8 W8A8 matrices packed into lane panels at load (kernels/lane_panels.h) for the tables that
+// read them (KernelTable::int8_lane_panels): quantized at load, stored int8, and the rows and
+// columns of tensor-parallel shards are packed on the host, in place of their row-major bytes,
+// and go to the device like any other converted weight (in place on the CPU device, copied
+// into a device the host cannot write), counted once. They must multiply to the bits the
+// row-major matrix gives on the same table for 1..40 tokens; tables without the flag, a stored
+// table also read by rows (a tied embedding) and bytes a converter holds in memory for the CPU
+// device stay row-major.
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../loader/test_helpers.h"
+#include "device/cpu_device.h"
+#include "device/execution_context.h"
+#include "kernels/kernels.h"
+#include "kernels/lane_panels.h"
+#include "kernels/quantize.h"
+#include "loader/safetensors.h"
+#include "loader/safetensors_writer.h"
+#include "model/weights.h"
+#include "recording_device.h"
+
+namespace pagoda {
+namespace {
+
+constexpr int64_t kRows = 37, kCols = 64;  // 3 panels, the last with 5 rows
+constexpr int64_t kMaxTokens = 40;
+
+template <class T>
+std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// The x86 tables that read lane panels on this CPU (avx2; avx512 without VNNI).
+std::vector<const KernelTable*> panel_tables() {
+  std::vector<const KernelTable*> tables;
+  for (const char* isa : {"avx2", "avx512"}) {
+    const KernelTable* t = kernels_for(isa);
+    if (t != nullptr && t->int8_lane_panels) tables.push_back(t);
+  }
+  return tables;
+}
+
+struct LanePanelWeights : ::testing::Test {
+  LanePanelWeights() {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    std::vector<float> f(kRows * kCols);
+    for (float& v : f) v = unit(rng);
+    std::vector<int8_t> q(kRows * kCols);
+    std::vector<uint16_t> scales(kRows * 2);
+    quantize_rows_i8(f.data(), kRows, kCols, 32, q.data(), scales.data());
+    write_safetensors(dir.file("model.safetensors"),
+                      {{{"float.weight", "F32", {kRows, kCols}}, bytes_of(f)},
+                       {{"int8.weight", "I8", {kRows, kCols}}, bytes_of(q)},
+                       {{"int8.weight_scale", "F16", {kRows, 2}}, bytes_of(scales)}});
+    store = std::make_unique<TensorStore>(TensorStore::open(dir.str()));
+    for (float& v : x) v = unit(rng);
+  }
+
+  static WeightOptions quantized_at_load(int64_t group_size) {
+    WeightOptions o;
+    o.quantize_to = DType::kI8;
+    o.group_size = group_size;
+    return o;
+  }
+
+  // `packed` and `row_major` ([rows, cols]) give the same bits on `table` for 1..40 tokens.
+  void expect_same_bits(const KernelTable& table, const WeightView& packed,
+                        const WeightView& row_major) const {
+    ASSERT_NE(packed.lane_panels, nullptr) << table.isa;
+    ASSERT_EQ(row_major.lane_panels, nullptr);
+    const int64_t rows = row_major.rows, cols = row_major.cols;
+    for (int64_t tokens = 1; tokens <= kMaxTokens; ++tokens) {
+      std::vector<float> a(tokens * rows), b(tokens * rows);
+      table.matmul(x.data(), tokens, packed, 0, rows, a.data(), rows);
+      table.matmul(x.data(), tokens, row_major, 0, rows, b.data(), rows);
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i]))
+            << table.isa << " cols=" << cols << " tokens=" << tokens << " at " << i;
+      }
+    }
+  }
+
+  test::TempDir dir;
+  std::unique_ptr<TensorStore> store;
+  std::vector<float> x = std::vector<float>(kMaxTokens * kCols);
+};
+
+TEST_F(LanePanelWeights, QuantizedAtLoadIsPackedInPlaceOfItsRows) {
+  const std::vector<const KernelTable*> tables = panel_tables();
+  if (tables.empty()) GTEST_SKIP() << "no table here reads lane panels";
+  for (const KernelTable* table : tables) {
+    KernelTable row_major_table = *table;
+    row_major_table.int8_lane_panels = false;
+    const ExecutionContext ctx(cpu_device(), *table), plain_ctx(cpu_device(), row_major_table);
+    for (int64_t group : {int64_t{32}, int64_t{0}}) {  // 0: per channel
+      WeightLoader loader(*store, quantized_at_load(group), ctx);
+      WeightLoader plain_loader(*store, quantized_at_load(group), plain_ctx);
+      const WeightView packed = loader.matrix("float.weight", kRows, kCols);
+      const WeightView row_major = plain_loader.matrix("float.weight", kRows, kCols);
+      EXPECT_EQ(packed.data, nullptr);
+      EXPECT_EQ(packed.scales, nullptr);
+      const int64_t group_size = group == 0 ? kCols : group;
+      EXPECT_EQ(loader.weight_bytes(), 3 * lane_panel_bytes(kCols, group_size));
+      EXPECT_EQ(plain_loader.weight_bytes(), kRows * kCols + kRows * (kCols / group_size) * 2);
+      expect_same_bits(*table, packed, row_major);
+    }
+  }
+}
+
+TEST_F(LanePanelWeights, StoredInt8AndItsShardsArePacked) {
+  const std::vector<const KernelTable*> tables = panel_tables();
+  if (tables.empty()) GTEST_SKIP() << "no table here reads lane panels";
+  const Tensor& stored = store->get("int8.weight");
+  for (const KernelTable* table : tables) {
+    KernelTable row_major_table = *table;
+    row_major_table.int8_lane_panels = false;
+    const ExecutionContext ctx(cpu_device(), *table), plain_ctx(cpu_device(), row_major_table);
+    WeightLoader loader(*store, WeightOptions{}, ctx);  // used as stored: no quantization
+    WeightLoader plain_loader(*store, WeightOptions{}, plain_ctx);
+    const WeightView packed = loader.matrix("int8.weight", kRows, kCols);
+    EXPECT_EQ(loader.weight_bytes(), 3 * lane_panel_bytes(kCols, 32));
+    const WeightView row_major = plain_loader.matrix("int8.weight", kRows, kCols);
+    EXPECT_EQ(row_major.data, stored.data);  // in place
+    expect_same_bits(*table, packed, row_major);
+
+    // A column-parallel shard's rows, packed on their own: row r of the shard is row 16 + r.
+    const WeightView rows = loader.matrix_rows("int8.weight", kRows, kCols, 16, 21);
+    ASSERT_NE(rows.lane_panels, nullptr);
+    std::vector<float> expected(kCols), actual(kCols);
+    for (int64_t r = 0; r < 21; ++r) {
+      dequantize_row_reference(row_major, 16 + r, expected.data());
+      table->dequantize_row(rows, r, actual.data());
+      ASSERT_EQ(actual, expected) << table->isa << " shard row " << r;
+    }
+    expect_same_bits(*table, rows, plain_loader.matrix_rows("int8.weight", kRows, kCols, 16, 21));
+
+    // A row-parallel shard's columns (one group of 32), cut and packed.
+    expect_same_bits(*table, loader.matrix_columns("int8.weight", kRows, kCols, 32, 32),
+                     plain_loader.matrix_columns("int8.weight", kRows, kCols, 32, 32));
+  }
+}
+
+// A device the host cannot write gets the panels packed on the host and copied in: its weight
+// bytes are the panels alone, and they multiply as the CPU device's do.
+TEST_F(LanePanelWeights, ADeviceTheHostCannotWriteGetsACopyOfThePanels) {
+  const std::vector<const KernelTable*> tables = panel_tables();
+  if (tables.empty()) GTEST_SKIP() << "no table here reads lane panels";
+  for (const KernelTable* table : tables) {
+    test::RecordingDevice device(/*host_accessible=*/false);
+    const ExecutionContext ctx(device, *table), host_ctx(cpu_device(), *table);
+    WeightLoader loader(*store, quantized_at_load(32), ctx);
+    WeightLoader host_loader(*store, quantized_at_load(32), host_ctx);
+    const WeightView on_device = loader.matrix("float.weight", kRows, kCols);
+    const WeightView stored_on_device = loader.matrix("int8.weight", kRows, kCols);
+    EXPECT_EQ(loader.weight_bytes(), 2 * 3 * lane_panel_bytes(kCols, 32));
+    EXPECT_EQ(device.bytes(MemoryPurpose::kWeights), static_cast<size_t>(loader.weight_bytes()));
+    const WeightView on_host = host_loader.matrix("float.weight", kRows, kCols);
+    ASSERT_NE(on_device.lane_panels, nullptr);
+    ASSERT_NE(stored_on_device.lane_panels, nullptr);
+    for (int64_t tokens : {int64_t{1}, int64_t{7}, kMaxTokens}) {
+      std::vector<float> a(tokens * kRows), b(tokens * kRows);
+      table->matmul(x.data(), tokens, on_device, 0, kRows, a.data(), kRows);
+      table->matmul(x.data(), tokens, on_host, 0, kRows, b.data(), kRows);
+      EXPECT_EQ(a, b) << table->isa << " tokens=" << tokens;
+    }
+  }
+}
+
+TEST_F(LanePanelWeights, OtherTablesAndTablesReadByRowsStayRowMajor) {
+  const KernelTable& scalar = *kernels_for("scalar");
+  ASSERT_FALSE(scalar.int8_lane_panels);
+  {
+    WeightLoader loader(*store, quantized_at_load(32), ExecutionContext(cpu_device(), scalar));
+    EXPECT_EQ(loader.matrix("int8.weight", kRows, kCols).lane_panels, nullptr);
+    EXPECT_EQ(loader.matrix("float.weight", kRows, kCols).lane_panels, nullptr);
+  }
+  for (const KernelTable* table : panel_tables()) {
+    // A stored int8 embedding reused as lm_head (prepare) is not held twice.
+    WeightLoader loader(*store, WeightOptions{}, ExecutionContext(cpu_device(), *table));
+    const WeightView embedding = loader.matrix_as_stored("int8.weight", kRows, kCols);
+    EXPECT_EQ(embedding.lane_panels, nullptr);
+    const WeightView head = loader.prepare(embedding, "lm_head.weight");
+    EXPECT_EQ(head.lane_panels, nullptr) << table->isa;
+    EXPECT_EQ(head.data, embedding.data);
+    // With fp32 activations (weight-only int8) the table reads rows.
+    WeightOptions weight_only = quantized_at_load(32);
+    weight_only.int8_activations = false;
+    WeightLoader weight_only_loader(*store, weight_only, ExecutionContext(cpu_device(), *table));
+    EXPECT_EQ(weight_only_loader.matrix("float.weight", kRows, kCols).lane_panels, nullptr);
+  }
+}
+
+// Bytes a converter holds in host memory for as long as the store lives (GGUF's repacked Q8_0
+// blocks) are used in place by the CPU device, not held a second time as panels; a device that
+// copies them in anyway takes the panels instead.
+TEST_F(LanePanelWeights, BytesAConverterHoldsArePackedOnlyForADeviceThatCopies) {
+  const std::vector<const KernelTable*> tables = panel_tables();
+  if (tables.empty()) GTEST_SKIP() << "no table here reads lane panels";
+  const Tensor& stored = store->get("int8.weight");
+  auto values = std::make_shared<std::vector<uint8_t>>(stored.data, stored.data + kRows * kCols);
+  auto scales = std::make_shared<std::vector<uint16_t>>(stored.scales, stored.scales + kRows * 2);
+  Tensor in_memory = stored;
+  in_memory.data = values->data();
+  in_memory.scales = scales->data();
+  TensorStore converter = TensorStore::empty("converted.gguf");
+  converter.add(in_memory, values);
+  converter.add_keep_alive(scales);
+  ASSERT_FALSE(converter.maps_from_file(converter.get("int8.weight")));
+  for (const KernelTable* table : tables) {
+    WeightLoader on_cpu(converter, WeightOptions{}, ExecutionContext(cpu_device(), *table));
+    const WeightView in_place = on_cpu.matrix("int8.weight", kRows, kCols);
+    EXPECT_EQ(in_place.lane_panels, nullptr) << table->isa;
+    EXPECT_EQ(in_place.data, values->data());
+
+    test::RecordingDevice device(/*host_accessible=*/false);
+    WeightLoader copied(converter, WeightOptions{}, ExecutionContext(device, *table));
+    const WeightView packed = copied.matrix("int8.weight", kRows, kCols);
+    EXPECT_EQ(copied.weight_bytes(), 3 * lane_panel_bytes(kCols, 32));
+    expect_same_bits(*table, packed, in_place);
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
