@@ -13,9 +13,16 @@
 // fewer rows or columns. So a query row's bits depend neither on which rows share its tile nor
 // on whether its token is decoded alone: a verify forward of speculative decoding gives the
 // logits plain decoding would.
+//
+// The horizontal sum that ends each score is the costly part of a row-layout product (on
+// AVX-512 as many shuffles and adds as the 8 FMAs of a 128-wide head). Where the traits offer
+// reduce_add_each (x86), a whole vector of cache rows is summed at once with the same pairings
+// as reduce_add, so the bits stay dot_rows' while a third of the work remains.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/kernels.h"
 
@@ -27,9 +34,9 @@ namespace pagoda::simd {
 // depend on whether its token is decoded alone (dot_rows) or verified or prefilled with others
 // (this tile): the vector steps go in pairs, the first of each pair into acc0 and the second
 // into acc1, the steps after the last pair into acc0, then reduce_add(acc0 + acc1).
-template <class V, DType kType, int R, int C>
-inline void score_tile(const float* q, int64_t ldq, const void* rows, int64_t index,
-                       int64_t row_stride, int64_t n, float* s, int64_t lds) {
+template <class V, DType kType, int R, int C, class Finish>
+inline void score_tile_sums(const float* q, int64_t ldq, const void* rows, int64_t index,
+                            int64_t row_stride, int64_t n, Finish&& finish) {
   using F = typename V::F;
   constexpr int kL = V::kLanes;
   F acc0[R][C], acc1[R][C];
@@ -64,9 +71,23 @@ inline void score_tile(const float* q, int64_t ldq, const void* rows, int64_t in
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) s[r * lds + c] = V::reduce_add(V::add(acc0[r][c], acc1[r][c]));
+    for (int c = 0; c < C; ++c) finish(r, c, V::add(acc0[r][c], acc1[r][c]));
   }
 }
+
+// The tile with each score reduced on its own: s[r * lds + c].
+template <class V, DType kType, int R, int C>
+inline void score_tile(const float* q, int64_t ldq, const void* rows, int64_t index,
+                       int64_t row_stride, int64_t n, float* s, int64_t lds) {
+  score_tile_sums<V, kType, R, C>(
+      q, ldq, rows, index, row_stride, n,
+      [&](int r, int c, typename V::F sum) { s[r * lds + c] = V::reduce_add(sum); });
+}
+
+template <class V>
+concept ReducesEach = requires(const typename V::F* v) {
+  { V::reduce_add_each(v) } -> std::same_as<typename V::F>;
+};
 
 // 3 x 4 tiles are 24 accumulators: within 32 vector registers (AVX-512, NEON) with room for
 // the 4 cache vectors; with AVX2's 16, 3 x 2 (12 + 2 + a query vector).
@@ -80,6 +101,21 @@ inline void score_rows(const float* q, int64_t ldq, const void* rows, int64_t ro
                        int64_t num_rows, int64_t n, float* s, int64_t lds) {
   int64_t j = 0;
   constexpr int kCols = kScoreCols<V>;
+  if constexpr (ReducesEach<V>) {
+    // A lane's worth of cache rows: the tiles' unreduced sums kept per query row, then one
+    // reduce_add_each per query row stores kLanes scores.
+    using F = typename V::F;
+    constexpr int kL = V::kLanes;
+    static_assert(kL % kCols == 0);
+    for (; j + kL <= num_rows; j += kL) {
+      F sums[R][kL];
+      for (int c0 = 0; c0 < kL; c0 += kCols) {
+        score_tile_sums<V, kType, R, kCols>(q, ldq, rows, (j + c0) * row_stride, row_stride, n,
+                                            [&](int r, int c, F sum) { sums[r][c0 + c] = sum; });
+      }
+      for (int r = 0; r < R; ++r) V::store(s + r * lds + j, V::reduce_add_each(sums[r]));
+    }
+  }
   for (; j + kCols <= num_rows; j += kCols) {
     score_tile<V, kType, R, kCols>(q, ldq, rows, j * row_stride, row_stride, n, s + j, lds);
   }
@@ -156,7 +192,13 @@ inline void value_tile(const float* p, int64_t ldp, const float* row_scale, cons
   }
 }
 
-constexpr int kValueRows = 3, kValueCols = 4;
+// AVX-512: 6 x 4 accumulators of its 32 registers, with room for a cache vector and the query
+// rows' weights, so each widened cache vector (vcvtph2ps competes with the FMAs for the two
+// 512-bit ports) serves 6 FMAs instead of 3. Elsewhere 3 x 4: AVX2 has 16 registers, and
+// NEON's tiles are left as they were measured.
+template <class V>
+constexpr int kValueRows = V::kVectorRegisters >= 32 && V::kLanes >= 16 ? 6 : 3;
+constexpr int kValueCols = 4;
 
 // R query rows over all n dims: kValueCols vectors at a time, then single vectors, then the
 // partial last one.
@@ -185,17 +227,20 @@ void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* r
                       int64_t n, float* acc, int64_t lda) {
   with_cache_dtype<V>(rows_dtype, [&]<DType kType>() {
     int64_t i = 0;
-    for (; i + kValueRows <= num_q; i += kValueRows) {
-      value_rows<V, kType, kValueRows>(p + i * ldp, ldp, row_scale + i, rows, row_stride, num_rows,
-                                       n, acc + i * lda, lda);
+    constexpr int kRows = kValueRows<V>;
+    for (; i + kRows <= num_q; i += kRows) {
+      value_rows<V, kType, kRows>(p + i * ldp, ldp, row_scale + i, rows, row_stride, num_rows, n,
+                                  acc + i * lda, lda);
     }
-    if (num_q - i == 2) {
-      value_rows<V, kType, 2>(p + i * ldp, ldp, row_scale + i, rows, row_stride, num_rows, n,
-                              acc + i * lda, lda);
-    } else if (num_q - i == 1) {
-      value_rows<V, kType, 1>(p + i * ldp, ldp, row_scale + i, rows, row_stride, num_rows, n,
-                              acc + i * lda, lda);
-    }
+    // The last 1 .. kRows - 1 rows: one tile of that height.
+    [&]<int... kTail>(std::integer_sequence<int, kTail...>) {
+      const auto tail = static_cast<int>(num_q - i);
+      (void)((tail == kTail + 1 &&
+              (value_rows<V, kType, kTail + 1>(p + i * ldp, ldp, row_scale + i, rows, row_stride,
+                                               num_rows, n, acc + i * lda, lda),
+               true)) ||
+             ...);
+    }(std::make_integer_sequence<int, kRows - 1>{});
   });
 }
 
