@@ -23,7 +23,6 @@ struct AttentionScratch {
                               // a prefill tile
   std::vector<float> q;       // prefill tile: its query rows, contiguous [rows, k_head_dim]
   std::vector<float> scale;   // prefill tile: each row's rescale for this key tile
-  std::vector<float> ones;    // prefill tile: [rows] of 1, the rescale of a key tile's later blocks
   std::vector<float> acc;     // [tokens * group, v_head_dim] running weighted sum of v
   std::vector<float> max;     // [tokens * group] running max score
   std::vector<float> sum;     // [tokens * group] running sum of exp(score - max)
@@ -70,8 +69,8 @@ int32_t key_tile_blocks(int32_t block_size) {
 struct KeyTile {
   static constexpr int32_t kMaxBlocks = kKeyTilePositions;  // blocks of 1 position
   int32_t start = 0, len = 0, num_blocks = 0;
-  const char* k[kMaxBlocks];
-  const char* v[kMaxBlocks];
+  const void* k[kMaxBlocks];
+  const void* v[kMaxBlocks];
   int32_t block_len[kMaxBlocks];
 };
 
@@ -195,11 +194,12 @@ int32_t prefill_tile_tokens(int32_t group) {
 // first_token + num_tokens) of one sequence, as rows r = token * group + head. For each key
 // tile the tile's scores are small matrix products (attention_scores, a block at a time), each
 // row's online softmax state is updated from its scores (Dao et al., FlashAttention, algorithm
-// 1), and the weighted v rows are a second product (attention_values) that applies each row's
-// rescale as it loads the accumulators (the first block of the key tile; the later ones scale
-// by 1, exactly). Causal: a block's products run only for the rows that see at least its first
-// position (rows are in token order, so these are the last ones), a row's weights past its
-// position are zeroed, and no block past the tile's last position is read.
+// 1), and the weighted v rows are a second product over the whole key tile (attention_values,
+// accumulators in registers across its blocks) that applies each row's rescale as it loads
+// the accumulators. Causal: the products run only for the rows that see at least the first
+// position of a block (scores) or of the key tile (values) — rows are in token order, so
+// these are the last ones —, a row's weights past its position are zeroed (they add exactly
+// 0), and no block past the tile's last position is read.
 void attend_prefill_tile(const KernelTable& kt, const float* q, int32_t num_heads,
                          const PagedKvLayer& cache, const AttentionSequence& seq,
                          int32_t first_token, int32_t num_tokens, int32_t kv_head, float scale,
@@ -219,7 +219,6 @@ void attend_prefill_tile(const KernelTable& kt, const float* q, int32_t num_head
   }
   s.scores.resize(size_t(num_rows) * lds);
   s.scale.resize(size_t(num_rows));
-  s.ones.assign(size_t(num_rows), 1.0f);
   s.acc.assign(size_t(num_rows) * dv, 0.0f);
   s.max.assign(num_rows, -std::numeric_limits<float>::infinity());
   s.sum.assign(num_rows, 0.0f);
@@ -252,13 +251,10 @@ void attend_prefill_tile(const KernelTable& kt, const float* q, int32_t num_head
       s.sum[r] += kt.exp_shifted(scores, new_max, visible);
       std::fill(scores + visible, scores + tile.len, 0.0f);
     }
-    for (int32_t b = 0; b < tile.num_blocks; ++b) {
-      const int32_t r0 = first_row_seeing(start + b * bs);
-      const float* row_scale = (b == 0 ? s.scale : s.ones).data() + r0;
-      kt.attention_values(s.scores.data() + size_t(r0) * lds + b * bs, lds, num_rows - r0,
-                          row_scale, tile.v[b], cache.dtype, dv, tile.block_len[b], dv,
-                          s.acc.data() + size_t(r0) * dv, dv);
-    }
+    const int32_t r0 = first_row_seeing(start);
+    kt.attention_values(s.scores.data() + size_t(r0) * lds, lds, num_rows - r0, s.scale.data() + r0,
+                        tile.v, bs, cache.dtype, dv, tile.len, dv, s.acc.data() + size_t(r0) * dv,
+                        dv);
   }
   for (int32_t r = 0; r < num_rows; ++r) {
     const int64_t row = seq.token_begin + first_token + r / group;

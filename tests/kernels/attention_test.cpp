@@ -365,16 +365,25 @@ TEST_P(AttentionIsaTest, TileKernelsMatchScalarAndEachRowAlone) {
                               s.data(), max_rows);
           scalar.attention_scores(q.data(), ld, num_q, rows.data(), dtype, stride, num_rows, n,
                                   s_ref.data(), max_rows);
-          std::vector<float> acc = acc0, acc_ref = acc0, acc_alone = acc0;
-          kt.attention_values(p.data(), max_rows, num_q, row_scale.data(), rows.data(), dtype,
+          // The values' rows as one block, and as blocks of 4 rows (a key tile of 4-row cache
+          // blocks, here 4 apart in one buffer).
+          const void* whole[] = {rows.data()};
+          std::vector<const void*> blocks_of_4;
+          for (int64_t j = 0; j < num_rows; j += 4) {
+            blocks_of_4.push_back(rows.data() + j * stride * dtype_size(dtype));
+          }
+          std::vector<float> acc = acc0, acc_ref = acc0, acc_alone = acc0, acc_blocks = acc0;
+          kt.attention_values(p.data(), max_rows, num_q, row_scale.data(), whole, num_rows, dtype,
                               stride, num_rows, n, acc.data(), ld);
-          scalar.attention_values(p.data(), max_rows, num_q, row_scale.data(), rows.data(), dtype,
-                                  stride, num_rows, n, acc_ref.data(), ld);
+          scalar.attention_values(p.data(), max_rows, num_q, row_scale.data(), whole, num_rows,
+                                  dtype, stride, num_rows, n, acc_ref.data(), ld);
+          kt.attention_values(p.data(), max_rows, num_q, row_scale.data(), blocks_of_4.data(), 4,
+                              dtype, stride, num_rows, n, acc_blocks.data(), ld);
           for (int64_t i = 0; i < num_q; ++i) {
             kt.attention_scores(q.data() + i * ld, ld, 1, rows.data(), dtype, stride, num_rows, n,
                                 s_alone.data() + i * max_rows, max_rows);
-            kt.attention_values(p.data() + i * max_rows, max_rows, 1, row_scale.data() + i,
-                                rows.data(), dtype, stride, num_rows, n, acc_alone.data() + i * ld,
+            kt.attention_values(p.data() + i * max_rows, max_rows, 1, row_scale.data() + i, whole,
+                                num_rows, dtype, stride, num_rows, n, acc_alone.data() + i * ld,
                                 ld);
           }
           // The decode path's kernels on the same row: dot_rows, and the rescale then axpy_rows.
@@ -399,6 +408,7 @@ TEST_P(AttentionIsaTest, TileKernelsMatchScalarAndEachRowAlone) {
             for (int64_t d = 0; d < n; ++d) {
               const size_t at = size_t(i * ld + d);
               ASSERT_EQ(acc[at], acc_alone[at]) << where;
+              ASSERT_EQ(acc[at], acc_blocks[at]) << where;
               ASSERT_EQ(acc[at], acc_decode[at]) << where;
               ASSERT_NEAR(acc[at], acc_ref[at], 1e-5 * double(num_rows + 1)) << where;
             }

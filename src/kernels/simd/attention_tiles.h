@@ -20,6 +20,7 @@
 // as reduce_add, so the bits stay dot_rows' while a third of the work remains.
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <utility>
@@ -153,12 +154,18 @@ void attention_scores(const float* q, int64_t ldq, int64_t num_q, const void* ro
   });
 }
 
+// The value rows of a key tile: row j is row j % block_rows of blocks[j / block_rows].
+struct ValueBlocks {
+  const void* const* blocks;
+  int64_t block_rows, row_stride, num_rows;
+};
+
 // acc of R query rows, C vectors wide from dim d (the last one m lanes when kPartial): rescaled,
-// then every cache row's vectors, loaded once and multiplied by each query row's weight.
+// then every cache row's vectors, block by block, loaded once and multiplied by each query
+// row's weight. The accumulators stay in registers across all the blocks of the key tile.
 template <class V, DType kType, int R, int C, bool kPartial>
-inline void value_tile(const float* p, int64_t ldp, const float* row_scale, const void* rows,
-                       int64_t row_stride, int64_t num_rows, int64_t d, int m, float* acc,
-                       int64_t lda) {
+inline void value_tile(const float* p, int64_t ldp, const float* row_scale, const ValueBlocks& vb,
+                       int64_t d, int m, float* acc, int64_t lda) {
   using F = typename V::F;
   constexpr int kL = V::kLanes;
   F a[R][C];
@@ -169,15 +176,20 @@ inline void value_tile(const float* p, int64_t ldp, const float* row_scale, cons
       a[r][c] = V::mul(kPartial ? V::load_n(at, m) : V::load(at), scale);
     }
   }
-  for (int64_t j = 0; j < num_rows; ++j) {
-    F v[C];
-    for (int c = 0; c < C; ++c) {
-      const int64_t at = j * row_stride + d + c * kL;
-      v[c] = kPartial ? load_weights_n<V, kType>(rows, at, m) : load_weights<V, kType>(rows, at);
-    }
-    for (int r = 0; r < R; ++r) {
-      const F w = V::set1(p[r * ldp + j]);
-      for (int c = 0; c < C; ++c) a[r][c] = V::fma(w, v[c], a[r][c]);
+  for (int64_t j0 = 0; j0 < vb.num_rows; j0 += vb.block_rows) {
+    const void* rows = vb.blocks[j0 / vb.block_rows];
+    const float* pj = p + j0;
+    const int64_t len = std::min(vb.block_rows, vb.num_rows - j0);
+    for (int64_t j = 0; j < len; ++j) {
+      F v[C];
+      for (int c = 0; c < C; ++c) {
+        const int64_t at = j * vb.row_stride + d + c * kL;
+        v[c] = kPartial ? load_weights_n<V, kType>(rows, at, m) : load_weights<V, kType>(rows, at);
+      }
+      for (int r = 0; r < R; ++r) {
+        const F w = V::set1(pj[r * ldp + j]);
+        for (int c = 0; c < C; ++c) a[r][c] = V::fma(w, v[c], a[r][c]);
+      }
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -203,44 +215,41 @@ constexpr int kValueCols = 4;
 // R query rows over all n dims: kValueCols vectors at a time, then single vectors, then the
 // partial last one.
 template <class V, DType kType, int R>
-inline void value_rows(const float* p, int64_t ldp, const float* row_scale, const void* rows,
-                       int64_t row_stride, int64_t num_rows, int64_t n, float* acc, int64_t lda) {
+inline void value_rows(const float* p, int64_t ldp, const float* row_scale, const ValueBlocks& vb,
+                       int64_t n, float* acc, int64_t lda) {
   constexpr int kL = V::kLanes;
   int64_t d = 0;
   for (; d + kValueCols * kL <= n; d += kValueCols * kL) {
-    value_tile<V, kType, R, kValueCols, false>(p, ldp, row_scale, rows, row_stride, num_rows, d, kL,
-                                               acc, lda);
+    value_tile<V, kType, R, kValueCols, false>(p, ldp, row_scale, vb, d, kL, acc, lda);
   }
   for (; d + kL <= n; d += kL) {
-    value_tile<V, kType, R, 1, false>(p, ldp, row_scale, rows, row_stride, num_rows, d, kL, acc,
-                                      lda);
+    value_tile<V, kType, R, 1, false>(p, ldp, row_scale, vb, d, kL, acc, lda);
   }
   if (d < n) {
-    value_tile<V, kType, R, 1, true>(p, ldp, row_scale, rows, row_stride, num_rows, d,
-                                     static_cast<int>(n - d), acc, lda);
+    value_tile<V, kType, R, 1, true>(p, ldp, row_scale, vb, d, static_cast<int>(n - d), acc, lda);
   }
 }
 
 template <class V>
 void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
-                      const void* rows, DType rows_dtype, int64_t row_stride, int64_t num_rows,
-                      int64_t n, float* acc, int64_t lda) {
+                      const void* const* blocks, int64_t block_rows, DType rows_dtype,
+                      int64_t row_stride, int64_t num_rows, int64_t n, float* acc, int64_t lda) {
+  const ValueBlocks vb{blocks, block_rows, row_stride, num_rows};
   with_cache_dtype<V>(rows_dtype, [&]<DType kType>() {
     int64_t i = 0;
     constexpr int kRows = kValueRows<V>;
     for (; i + kRows <= num_q; i += kRows) {
-      value_rows<V, kType, kRows>(p + i * ldp, ldp, row_scale + i, rows, row_stride, num_rows, n,
-                                  acc + i * lda, lda);
+      value_rows<V, kType, kRows>(p + i * ldp, ldp, row_scale + i, vb, n, acc + i * lda, lda);
     }
     // The last 1 .. kRows - 1 rows: one tile of that height.
     [&]<int... kTail>(std::integer_sequence<int, kTail...>) {
       const auto tail = static_cast<int>(num_q - i);
-      (void)((tail == kTail + 1 &&
-              (value_rows<V, kType, kTail + 1>(p + i * ldp, ldp, row_scale + i, rows, row_stride,
-                                               num_rows, n, acc + i * lda, lda),
-               true)) ||
+      (void)((tail == kTail + 1 && (value_rows<V, kType, kTail + 1>(p + i * ldp, ldp, row_scale + i,
+                                                                    vb, n, acc + i * lda, lda),
+                                    true)) ||
              ...);
-    }(std::make_integer_sequence<int, kRows - 1>{});
+    }
+    (std::make_integer_sequence<int, kRows - 1>{});
   });
 }
 
