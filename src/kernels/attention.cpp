@@ -54,8 +54,9 @@ constexpr int32_t kTokenTile = 8;
 
 // The online softmax advances a key tile at a time: whole cache blocks, about this many
 // positions (one block where blocks are larger). Every step costs each query row a max, a
-// rescale, an exp call and its bookkeeping, which over a 16-position block weighed as much as
-// the row's products; over 64 positions a quarter as much. Both paths (attend_tokens,
+// possible rescale, an exp_shifted call and their bookkeeping; a 64-position step pays that a
+// quarter as often as a 16-position block did, and lets attention_values keep its
+// accumulators in registers across 64 cache rows. Both paths (attend_tokens,
 // attend_prefill_tile) step by the same key tiles, from position 0, so that a token's bits do
 // not depend on the path that attends it.
 constexpr int32_t kKeyTilePositions = 64;

@@ -207,7 +207,7 @@ inline void value_tile(const float* p, int64_t ldp, const float* row_scale, cons
 // AVX-512: 6 x 4 accumulators of its 32 registers, with room for a cache vector and the query
 // rows' weights, so each widened cache vector (vcvtph2ps competes with the FMAs for the two
 // 512-bit ports) serves 6 FMAs instead of 3. Elsewhere 3 x 4: AVX2 has 16 registers, and
-// NEON's tiles are left as they were measured.
+// NEON keeps the tile it had (6 rows not measured there).
 template <class V>
 constexpr int kValueRows = V::kVectorRegisters >= 32 && V::kLanes >= 16 ? 6 : 3;
 constexpr int kValueCols = 4;

@@ -177,8 +177,8 @@ struct Avx2 {
   // instead of 8 x (3 adds, 3 shuffles and an extract). The prefill score tiles end with it
   // (attention_tiles.h).
   static F reduce_add_each(const F* v) {
-    // After the three steps lane 4k + m holds the sum of halves(.., ..)'s input k of c_m:
-    // hence c_m = halves(v[m], v[m + 4]), so that the result comes out in order.
+    // After the three steps lane 4k + m holds the sum of input k of c_m (add_halves(a, b):
+    // input 0 is a, 1 is b): hence c_m = add_halves(v[m], v[m + 4]), the result in order.
     const F c0 = add_halves(v[0], v[4]), c1 = add_halves(v[1], v[5]);
     const F c2 = add_halves(v[2], v[6]), c3 = add_halves(v[3], v[7]);
     const F e = add_shuffled<_MM_SHUFFLE(1, 0, 1, 0), _MM_SHUFFLE(3, 2, 3, 2)>(c0, c1);
