@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -18,21 +19,22 @@ namespace {
 
 // Per-thread working memory, grown once to the largest shape seen and then reused.
 struct AttentionScratch {
-  std::vector<float> scores;  // [block_size], one (token, head) at a time; [rows, block_size]
-                              // for a prefill tile
+  std::vector<float> scores;  // [key tile], one (token, head) at a time; [rows, key tile] for
+                              // a prefill tile
   std::vector<float> q;       // prefill tile: its query rows, contiguous [rows, k_head_dim]
-  std::vector<float> scale;   // prefill tile: each row's rescale for this block
+  std::vector<float> scale;   // prefill tile: each row's rescale for this key tile
   std::vector<float> acc;     // [tokens * group, v_head_dim] running weighted sum of v
   std::vector<float> max;     // [tokens * group] running max score
   std::vector<float> sum;     // [tokens * group] running sum of exp(score - max)
 };
 
-// Asks for `bytes` from `p` on to be brought into the cache: the next block's rows while this
-// block is worked on, so that the first lines of each block do not wait on DRAM (the hardware
-// prefetcher only picks a stream up after its first misses).
+// Asks for `bytes` from `p` on to be brought into L2: the next key tile's rows while this
+// one is worked on, so that the first lines of each block do not wait on DRAM (the hardware
+// prefetcher only picks a stream up after its first misses). L2, not L1: a key tile of fp32
+// k and v rows (64 KiB at 128 dims) would evict the one being worked on from L1.
 void prefetch_bytes(const char* p, int64_t bytes) {
   constexpr int64_t kLine = 64;
-  for (int64_t b = 0; b < bytes; b += kLine) __builtin_prefetch(p + b);
+  for (int64_t b = 0; b < bytes; b += kLine) __builtin_prefetch(p + b, 0, 2);
 }
 
 // The first k and v row of `kv_head` in the block holding position block_start of `seq`; the
@@ -50,9 +52,73 @@ std::pair<const char*, const char*> kv_head_rows(const PagedKvLayer& cache,
 // is then read from L2 once per tile instead of once per token, and reused from L1.
 constexpr int32_t kTokenTile = 8;
 
+// The online softmax advances a key tile at a time: whole cache blocks, about this many
+// positions (one block where blocks are larger). Every step costs each query row a max, a
+// possible rescale, an exp_shifted call and their bookkeeping; a 64-position step pays that a
+// quarter as often as a 16-position block did, and lets attention_values keep its
+// accumulators in registers across 64 cache rows. Both paths (attend_tokens,
+// attend_prefill_tile) step by the same key tiles, from position 0, so that a token's bits do
+// not depend on the path that attends it.
+constexpr int32_t kKeyTilePositions = 64;
+
+int32_t key_tile_blocks(int32_t block_size) {
+  return std::max(1, kKeyTilePositions / block_size);
+}
+
+// The cache blocks of one key tile [start, start + len) for one kv head: their first k and v
+// rows, and the positions each holds.
+struct KeyTile {
+  static constexpr int32_t kMaxBlocks = kKeyTilePositions;  // blocks of 1 position
+  int32_t start = 0, len = 0, num_blocks = 0;
+  const void* k[kMaxBlocks];
+  const void* v[kMaxBlocks];
+  int32_t block_len[kMaxBlocks];
+};
+
+// Fills `tile` with the blocks of [start, min(start + tile positions, end)) and prefetches the
+// next tile's rows (up to `end`) into L2.
+void load_key_tile(const PagedKvLayer& cache, const AttentionSequence& seq, int32_t kv_head,
+                   int32_t start, int32_t end, KeyTile& tile) {
+  const int32_t bs = cache.block_size, blocks = key_tile_blocks(bs);
+  tile.start = start;
+  tile.len = std::min(blocks * bs, end - start);
+  tile.num_blocks = (tile.len + bs - 1) / bs;
+  for (int32_t b = 0; b < tile.num_blocks; ++b) {
+    std::tie(tile.k[b], tile.v[b]) = kv_head_rows(cache, seq, kv_head, start + b * bs);
+    tile.block_len[b] = std::min(bs, tile.len - b * bs);
+  }
+  const int64_t value_bytes = dtype_size(cache.dtype);
+  for (int32_t next = start + blocks * bs, b = 0; b < blocks && next < end; ++b, next += bs) {
+    const auto [k_next, v_next] = kv_head_rows(cache, seq, kv_head, next);
+    const int64_t rows = std::min(bs, end - next);
+    prefetch_bytes(k_next, rows * cache.k_head_dim * value_bytes);
+    prefetch_bytes(v_next, rows * cache.v_head_dim * value_bytes);
+  }
+}
+
+// Multiplies the first n scores by `scale` and returns their maximum.
+float scale_and_max(float* scores, int32_t n, float scale) {
+  // Eight running maxima, so that the loop vectorizes (max is exact in any order).
+  constexpr int kWays = 8;
+  float m[kWays];
+  std::fill(m, m + kWays, -std::numeric_limits<float>::infinity());
+  int32_t j = 0;
+  for (; j + kWays <= n; j += kWays) {
+    for (int w = 0; w < kWays; ++w) {
+      scores[j + w] *= scale;
+      m[w] = std::max(m[w], scores[j + w]);
+    }
+  }
+  for (; j < n; ++j) {
+    scores[j] *= scale;
+    m[0] = std::max(m[0], scores[j]);
+  }
+  return *std::max_element(m, m + kWays);
+}
+
 // One work item: every query head of one kv-head group, for tokens [first_token, first_token +
 // num_tokens) of one sequence. The group shares each k/v row read from the cache, which is what
-// makes decode cheap under GQA. For each block and each (token, head): scores for the block's
+// makes decode cheap under GQA. For each key tile and each (token, head): scores for the tile's
 // positions the token may see, one rescale of its running state to the new maximum, then exp
 // and accumulate (Dao et al., FlashAttention, algorithm 1). Each (token, head) runs the same
 // operations in the same order whatever the tile, so results do not depend on the batch.
@@ -65,37 +131,29 @@ void attend_tokens(const KernelTable& kt, const float* q, int32_t num_heads,
   const int32_t first_position = seq.context_len - seq.num_tokens + first_token;
   const int32_t num_states = num_tokens * group;  // state i: token i / group, head i % group
 
-  s.scores.resize(size_t(bs));
+  s.scores.resize(size_t(key_tile_blocks(bs)) * bs);
   s.acc.assign(size_t(num_states) * dv, 0.0f);
   s.max.assign(num_states, -std::numeric_limits<float>::infinity());
   s.sum.assign(num_states, 0.0f);
 
   const int32_t last_num_positions = first_position + num_tokens;
-  const int64_t value_bytes = dtype_size(cache.dtype);
-  for (int32_t block_start = 0; block_start < last_num_positions; block_start += bs) {
-    const auto [k_block, v_block] = kv_head_rows(cache, seq, kv_head, block_start);
-    if (block_start + bs < last_num_positions) {
-      const auto [k_next, v_next] = kv_head_rows(cache, seq, kv_head, block_start + bs);
-      const int64_t next_rows = std::min(bs, last_num_positions - block_start - bs);
-      prefetch_bytes(k_next, next_rows * dk * value_bytes);
-      prefetch_bytes(v_next, next_rows * dv * value_bytes);
-    }
+  KeyTile tile;
+  for (int32_t start = 0; start < last_num_positions; start += tile.len) {
+    load_key_tile(cache, seq, kv_head, start, last_num_positions, tile);
     for (int32_t i = 0; i < num_states; ++i) {
       const int32_t token = first_token + i / group;
       const int32_t num_positions = first_position + i / group + 1;  // causal: itself included
-      if (block_start >= num_positions) continue;
-      const int32_t block_len = std::min(bs, num_positions - block_start);
+      if (start >= num_positions) continue;
+      const int32_t visible = std::min(tile.len, num_positions - start);
       const float* qh = q + ((seq.token_begin + token) * int64_t{num_heads} +
                              int64_t{kv_head} * group + i % group) *
                                 dk;
       float* scores = s.scores.data();
-      kt.dot_rows(qh, k_block, cache.dtype, dk, block_len, dk, scores);
-      float block_max = -std::numeric_limits<float>::infinity();
-      for (int32_t j = 0; j < block_len; ++j) {
-        scores[j] *= scale;
-        block_max = std::max(block_max, scores[j]);
+      for (int32_t b = 0; b * bs < visible; ++b) {
+        kt.dot_rows(qh, tile.k[b], cache.dtype, dk, std::min(bs, visible - b * bs), dk,
+                    scores + b * bs);
       }
-      const float new_max = std::max(s.max[i], block_max);
+      const float new_max = std::max(s.max[i], scale_and_max(scores, visible, scale));
       float* acc = s.acc.data() + size_t(i) * dv;
       if (new_max > s.max[i] && s.sum[i] > 0.0f) {
         const float correction = std::exp(s.max[i] - new_max);
@@ -103,8 +161,11 @@ void attend_tokens(const KernelTable& kt, const float* q, int32_t num_heads,
         for (int32_t d = 0; d < dv; ++d) acc[d] *= correction;
       }
       s.max[i] = new_max;
-      s.sum[i] += kt.exp_shifted(scores, new_max, block_len);
-      kt.axpy_rows(scores, v_block, cache.dtype, dv, block_len, dv, acc);
+      s.sum[i] += kt.exp_shifted(scores, new_max, visible);
+      for (int32_t b = 0; b * bs < visible; ++b) {
+        kt.axpy_rows(scores + b * bs, tile.v[b], cache.dtype, dv, std::min(bs, visible - b * bs),
+                     dv, acc);
+      }
     }
   }
   for (int32_t i = 0; i < num_states; ++i) {
@@ -131,13 +192,15 @@ int32_t prefill_tile_tokens(int32_t group) {
 }
 
 // One prefill work item: every query head of one kv-head group for tokens [first_token,
-// first_token + num_tokens) of one sequence, as rows r = token * group + head. For each cache
-// block the tile's scores are one small matrix product (attention_scores), each row's online
-// softmax state is updated from its scores (Dao et al., FlashAttention, algorithm 1), and the
-// weighted v rows are a second product (attention_values) that applies each row's rescale as it
-// loads the accumulators. The causal mask only bites on the blocks at the tile's own positions:
-// a row's weights past its position are zeroed, and no block past the tile's last position is
-// read.
+// first_token + num_tokens) of one sequence, as rows r = token * group + head. For each key
+// tile the tile's scores are small matrix products (attention_scores, a block at a time), each
+// row's online softmax state is updated from its scores (Dao et al., FlashAttention, algorithm
+// 1), and the weighted v rows are a second product over the whole key tile (attention_values,
+// accumulators in registers across its blocks) that applies each row's rescale as it loads
+// the accumulators. Causal: the products run only for the rows that see at least the first
+// position of a block (scores) or of the key tile (values) — rows are in token order, so
+// these are the last ones —, a row's weights past its position are zeroed (they add exactly
+// 0), and no block past the tile's last position is read.
 void attend_prefill_tile(const KernelTable& kt, const float* q, int32_t num_heads,
                          const PagedKvLayer& cache, const AttentionSequence& seq,
                          int32_t first_token, int32_t num_tokens, int32_t kv_head, float scale,
@@ -146,6 +209,7 @@ void attend_prefill_tile(const KernelTable& kt, const float* q, int32_t num_head
   const int32_t dk = cache.k_head_dim, dv = cache.v_head_dim, bs = cache.block_size;
   const int32_t first_position = seq.context_len - seq.num_tokens + first_token;
   const int32_t num_rows = num_tokens * group;
+  const int32_t lds = key_tile_blocks(bs) * bs;
 
   s.q.resize(size_t(num_rows) * dk);
   for (int32_t r = 0; r < num_rows; ++r) {
@@ -154,50 +218,44 @@ void attend_prefill_tile(const KernelTable& kt, const float* q, int32_t num_head
                 q + (row * num_heads + int64_t{kv_head} * group + r % group) * dk,
                 size_t(dk) * sizeof(float));
   }
-  s.scores.resize(size_t(num_rows) * bs);
+  s.scores.resize(size_t(num_rows) * lds);
   s.scale.resize(size_t(num_rows));
   s.acc.assign(size_t(num_rows) * dv, 0.0f);
   s.max.assign(num_rows, -std::numeric_limits<float>::infinity());
   s.sum.assign(num_rows, 0.0f);
 
+  // The first row that sees `position`: its token is position - first_position.
+  const auto first_row_seeing = [&](int32_t position) {
+    return std::clamp((position - first_position) * group, 0, num_rows);
+  };
   const int32_t last_num_positions = first_position + num_tokens;
-  const int64_t value_bytes = dtype_size(cache.dtype);
-  for (int32_t block_start = 0; block_start < last_num_positions; block_start += bs) {
-    const auto [k_block, v_block] = kv_head_rows(cache, seq, kv_head, block_start);
-    const int32_t block_len = std::min(bs, last_num_positions - block_start);
-    if (block_start + bs < last_num_positions) {
-      const auto [k_next, v_next] = kv_head_rows(cache, seq, kv_head, block_start + bs);
-      const int64_t next_rows = std::min(bs, last_num_positions - block_start - bs);
-      prefetch_bytes(k_next, next_rows * dk * value_bytes);
-      prefetch_bytes(v_next, next_rows * dv * value_bytes);
+  KeyTile tile;
+  for (int32_t start = 0; start < last_num_positions; start += tile.len) {
+    load_key_tile(cache, seq, kv_head, start, last_num_positions, tile);
+    for (int32_t b = 0; b < tile.num_blocks; ++b) {
+      const int32_t r0 = first_row_seeing(start + b * bs);
+      kt.attention_scores(s.q.data() + size_t(r0) * dk, dk, num_rows - r0, tile.k[b], cache.dtype,
+                          dk, tile.block_len[b], dk, s.scores.data() + size_t(r0) * lds + b * bs,
+                          lds);
     }
-    kt.attention_scores(s.q.data(), dk, num_rows, k_block, cache.dtype, dk, block_len, dk,
-                        s.scores.data(), bs);
-    for (int32_t r = 0; r < num_rows; ++r) {
-      float* scores = s.scores.data() + size_t(r) * bs;
-      // Positions of this block the row may see: causal, itself included.
-      const int32_t visible = std::min(block_len, first_position + r / group + 1 - block_start);
+    for (int32_t r = first_row_seeing(start); r < num_rows; ++r) {
+      float* scores = s.scores.data() + size_t(r) * lds;
+      // Positions of this key tile the row may see: causal, itself included.
+      const int32_t visible = std::min(tile.len, first_position + r / group + 1 - start);
+      const float new_max = std::max(s.max[r], scale_and_max(scores, visible, scale));
       s.scale[r] = 1.0f;
-      if (visible <= 0) {
-        std::fill(scores, scores + block_len, 0.0f);
-        continue;
-      }
-      float block_max = -std::numeric_limits<float>::infinity();
-      for (int32_t j = 0; j < visible; ++j) {
-        scores[j] *= scale;
-        block_max = std::max(block_max, scores[j]);
-      }
-      const float new_max = std::max(s.max[r], block_max);
       if (new_max > s.max[r] && s.sum[r] > 0.0f) {
         s.scale[r] = std::exp(s.max[r] - new_max);
         s.sum[r] *= s.scale[r];
       }
       s.max[r] = new_max;
       s.sum[r] += kt.exp_shifted(scores, new_max, visible);
-      std::fill(scores + visible, scores + block_len, 0.0f);
+      std::fill(scores + visible, scores + tile.len, 0.0f);
     }
-    kt.attention_values(s.scores.data(), bs, num_rows, s.scale.data(), v_block, cache.dtype, dv,
-                        block_len, dv, s.acc.data(), dv);
+    const int32_t r0 = first_row_seeing(start);
+    kt.attention_values(s.scores.data() + size_t(r0) * lds, lds, num_rows - r0, s.scale.data() + r0,
+                        tile.v, bs, cache.dtype, dv, tile.len, dv, s.acc.data() + size_t(r0) * dv,
+                        dv);
   }
   for (int32_t r = 0; r < num_rows; ++r) {
     const int64_t row = seq.token_begin + first_token + r / group;

@@ -96,15 +96,18 @@ struct KernelTable {
   // Prefill attention tiles (attention.cpp), rows as for dot_rows: s[i * lds + j] = q_i . row_j
   // over n dims for i < num_q (q_i at q + i * ldq) and j < num_rows; and acc_i = acc_i *
   // row_scale[i] + sum_j p[i * ldp + j] * row_j for j = 0, 1, ... in that order (acc_i at acc +
-  // i * lda, n wide). Register-blocked: each loaded row serves several query rows. Each output
-  // element sees the same operations in the same order whatever num_q and num_rows are, so a
-  // query row's result does not depend on the rows tiled with it.
+  // i * lda, n wide), where the values' row j is row j % block_rows of blocks[j / block_rows]
+  // (a key tile of several cache blocks in one call). Register-blocked: each loaded row serves
+  // several query rows. Each output element sees the same operations in the same order whatever
+  // num_q, num_rows and block_rows are, so a query row's result does not depend on the rows
+  // tiled with it.
   void (*attention_scores)(const float* q, int64_t ldq, int64_t num_q, const void* rows,
                            DType rows_dtype, int64_t row_stride, int64_t num_rows, int64_t n,
                            float* s, int64_t lds) = nullptr;
   void (*attention_values)(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
-                           const void* rows, DType rows_dtype, int64_t row_stride, int64_t num_rows,
-                           int64_t n, float* acc, int64_t lda) = nullptr;
+                           const void* const* blocks, int64_t block_rows, DType rows_dtype,
+                           int64_t row_stride, int64_t num_rows, int64_t n, float* acc,
+                           int64_t lda) = nullptr;
   // Rotary embedding of one head vector's leading rotary_dim dims, written to out; out may be
   // x (in place) but must not overlap it otherwise, and out's dims past rotary_dim are left
   // alone. Out of place so a rotated k can go straight into its cache slot (write_kv_rope).

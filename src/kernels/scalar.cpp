@@ -2,6 +2,7 @@
 // util/half.h, quantized weights dequantized element by element exactly as
 // dequantize_row_reference does. Every ISA version is tested against these, so they favour
 // being obviously correct over being fast.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -189,11 +190,14 @@ void attention_scores(const float* q, int64_t ldq, int64_t num_q, const void* ro
 }
 
 void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
-                      const void* rows, DType rows_dtype, int64_t row_stride, int64_t num_rows,
-                      int64_t n, float* acc, int64_t lda) {
+                      const void* const* blocks, int64_t block_rows, DType rows_dtype,
+                      int64_t row_stride, int64_t num_rows, int64_t n, float* acc, int64_t lda) {
   for (int64_t i = 0; i < num_q; ++i) {
     for (int64_t d = 0; d < n; ++d) acc[i * lda + d] *= row_scale[i];
-    axpy_rows(p + i * ldp, rows, rows_dtype, row_stride, num_rows, n, acc + i * lda);
+    for (int64_t j = 0; j < num_rows; j += block_rows) {
+      axpy_rows(p + i * ldp + j, blocks[j / block_rows], rows_dtype, row_stride,
+                std::min(block_rows, num_rows - j), n, acc + i * lda);
+    }
   }
 }
 

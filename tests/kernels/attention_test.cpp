@@ -230,6 +230,19 @@ TEST_P(AttentionIsaTest, PrefillTilesAcrossBlocksGqaChunksAndTails) {
   }
 }
 
+// The online softmax steps by key tiles of whole blocks (about 64 positions): prompts and
+// chunks whose query tiles start and end inside key tiles, contexts that end one past a key
+// tile, block sizes that divide 64 (1, 16, 32) and that do not (5, 7: tiles of 60 and 63
+// positions), MHA and GQA, fp32 and fp16 caches, against the reference.
+TEST_P(AttentionIsaTest, PrefillAcrossKeyTilesRaggedLengthsAndBlockSizes) {
+  const std::vector<SeqSpec> ragged = {{150, 150}, {70, 203}, {1, 129}, {65, 65}, {3, 193}};
+  for (int32_t block_size : {1, 5, 7, 16, 32}) {
+    check_batch(ragged, 8, 2, 64, 48, block_size, 81);
+  }
+  check_batch(ragged, 4, 4, 128, 128, 16, 82, CacheTypes{DType::kF16});
+  check_batch(ragged, 6, 2, 40, 17, 7, 83, CacheTypes{DType::kBF16});
+}
+
 // A prefill token's output bits depend only on its own sequence's data: the same prompt run as
 // one call, as two chunks with different tile boundaries, and next to another sequence gives
 // identical outputs (every row's operations are the same whatever rows share its tile, and the
@@ -270,16 +283,18 @@ TEST_P(AttentionIsaTest, PrefillTilesDoNotDependOnChunksOrBatch) {
 
 // Speculative decoding verifies k drafted tokens in one forward (the prefill tiles) where plain
 // decoding attends one token per step (attend_tokens: dot_rows, axpy_rows). Greedy outputs are
-// identical only if both give every token the same bits: here each token of a 50-token
+// identical only if both give every token the same bits: here each token of a 150-token
 // sequence attended alone equals it inside 2- and 5-token calls and the whole prefill, for
-// every cache dtype, MHA with 128-wide heads (vector pairs) and GQA with tails (40, 24).
+// every cache dtype, MHA with 128-wide heads (vector pairs) and GQA with tails (40, 24), over
+// several key tiles (the softmax steps both paths take) of 16- and 5-position blocks.
 TEST_P(AttentionIsaTest, TokensDecodedOneByOneGiveTheBitsOfTheTiles) {
   struct Shape {
-    int32_t num_heads, num_kv_heads, dk, dv;
+    int32_t num_heads, num_kv_heads, dk, dv, block_size;
   };
-  for (const Shape shape : {Shape{8, 2, 40, 24}, Shape{4, 4, 128, 128}}) {
+  for (const Shape shape :
+       {Shape{8, 2, 40, 24, 16}, Shape{4, 4, 128, 128, 16}, Shape{4, 2, 128, 128, 5}}) {
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-      const int32_t bs = 16, len = 50;
+      const int32_t bs = shape.block_size, len = 150;
       std::mt19937 rng(67);
       const int32_t num_blocks = (len + bs - 1) / bs;
       const size_t k_values = size_t(num_blocks) * bs * shape.num_kv_heads * shape.dk;
@@ -324,14 +339,15 @@ TEST_P(AttentionIsaTest, TokensDecodedOneByOneGiveTheBitsOfTheTiles) {
 
 // The two tile kernels on their own, against the scalar table, and each query row alone
 // against the same row inside tiles of every height: rows of 1..7 queries (the 3-row tiles
-// and both tails) over 1..9 cache rows (4-row tiles and their tails), dims with vector tails.
+// and both tails) over 1..35 cache rows (4-row tiles and their tails, and on x86 one, two and
+// more lanes' worth of cache rows, whose scores are reduced together), dims with vector tails.
 TEST_P(AttentionIsaTest, TileKernelsMatchScalarAndEachRowAlone) {
   const KernelTable& kt = kernels();
   const KernelTable& scalar = *kernels_for("scalar");
   std::mt19937 rng(71);
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (int64_t n : {5, 17, 64, 128, 130}) {
-      const int64_t stride = n + 3, max_q = 7, max_rows = 9, ld = n + 1;
+      const int64_t stride = n + 3, max_q = 7, max_rows = 35, ld = n + 1;
       const std::vector<float> rows_f32 = random_floats(rng, size_t(max_rows * stride));
       std::vector<uint8_t> rows(rows_f32.size() * size_t(dtype_size(dtype)));
       scalar.from_f32(rows_f32.data(), dtype, int64_t(rows_f32.size()), rows.data());
@@ -349,16 +365,25 @@ TEST_P(AttentionIsaTest, TileKernelsMatchScalarAndEachRowAlone) {
                               s.data(), max_rows);
           scalar.attention_scores(q.data(), ld, num_q, rows.data(), dtype, stride, num_rows, n,
                                   s_ref.data(), max_rows);
-          std::vector<float> acc = acc0, acc_ref = acc0, acc_alone = acc0;
-          kt.attention_values(p.data(), max_rows, num_q, row_scale.data(), rows.data(), dtype,
+          // The values' rows as one block, and as blocks of 4 rows (a key tile of 4-row cache
+          // blocks, here 4 apart in one buffer).
+          const void* whole[] = {rows.data()};
+          std::vector<const void*> blocks_of_4;
+          for (int64_t j = 0; j < num_rows; j += 4) {
+            blocks_of_4.push_back(rows.data() + j * stride * dtype_size(dtype));
+          }
+          std::vector<float> acc = acc0, acc_ref = acc0, acc_alone = acc0, acc_blocks = acc0;
+          kt.attention_values(p.data(), max_rows, num_q, row_scale.data(), whole, num_rows, dtype,
                               stride, num_rows, n, acc.data(), ld);
-          scalar.attention_values(p.data(), max_rows, num_q, row_scale.data(), rows.data(), dtype,
-                                  stride, num_rows, n, acc_ref.data(), ld);
+          scalar.attention_values(p.data(), max_rows, num_q, row_scale.data(), whole, num_rows,
+                                  dtype, stride, num_rows, n, acc_ref.data(), ld);
+          kt.attention_values(p.data(), max_rows, num_q, row_scale.data(), blocks_of_4.data(), 4,
+                              dtype, stride, num_rows, n, acc_blocks.data(), ld);
           for (int64_t i = 0; i < num_q; ++i) {
             kt.attention_scores(q.data() + i * ld, ld, 1, rows.data(), dtype, stride, num_rows, n,
                                 s_alone.data() + i * max_rows, max_rows);
-            kt.attention_values(p.data() + i * max_rows, max_rows, 1, row_scale.data() + i,
-                                rows.data(), dtype, stride, num_rows, n, acc_alone.data() + i * ld,
+            kt.attention_values(p.data() + i * max_rows, max_rows, 1, row_scale.data() + i, whole,
+                                num_rows, dtype, stride, num_rows, n, acc_alone.data() + i * ld,
                                 ld);
           }
           // The decode path's kernels on the same row: dot_rows, and the rescale then axpy_rows.
@@ -383,6 +408,7 @@ TEST_P(AttentionIsaTest, TileKernelsMatchScalarAndEachRowAlone) {
             for (int64_t d = 0; d < n; ++d) {
               const size_t at = size_t(i * ld + d);
               ASSERT_EQ(acc[at], acc_alone[at]) << where;
+              ASSERT_EQ(acc[at], acc_blocks[at]) << where;
               ASSERT_EQ(acc[at], acc_decode[at]) << where;
               ASSERT_NEAR(acc[at], acc_ref[at], 1e-5 * double(num_rows + 1)) << where;
             }

@@ -822,8 +822,8 @@ void attention_scores(const float* q, int64_t ldq, int64_t num_q, const void* ro
                       int64_t lds);
 template <class V>
 void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
-                      const void* rows, DType rows_dtype, int64_t row_stride, int64_t num_rows,
-                      int64_t n, float* acc, int64_t lda);
+                      const void* const* blocks, int64_t block_rows, DType rows_dtype,
+                      int64_t row_stride, int64_t num_rows, int64_t n, float* acc, int64_t lda);
 
 // Fills every entry of a table with this ISA's versions.
 template <class V>

@@ -171,6 +171,28 @@ struct Avx2 {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  // Lane j = reduce_add(v[j]) for 8 vectors at once, bit for bit: each sum pairs the same
+  // partial sums as reduce_add (lanes i and i + 4, then i and i + 2, then i and i + 1; IEEE
+  // addition commutes), but 8 vectors share each shuffle and add: 7 adds and 14 shuffles
+  // instead of 8 x (3 adds, 3 shuffles and an extract). The prefill score tiles end with it
+  // (attention_tiles.h).
+  static F reduce_add_each(const F* v) {
+    // After the three steps lane 4k + m holds the sum of input k of c_m (add_halves(a, b):
+    // input 0 is a, 1 is b): hence c_m = add_halves(v[m], v[m + 4]), the result in order.
+    const F c0 = add_halves(v[0], v[4]), c1 = add_halves(v[1], v[5]);
+    const F c2 = add_halves(v[2], v[6]), c3 = add_halves(v[3], v[7]);
+    const F e = add_shuffled<_MM_SHUFFLE(1, 0, 1, 0), _MM_SHUFFLE(3, 2, 3, 2)>(c0, c1);
+    const F f = add_shuffled<_MM_SHUFFLE(1, 0, 1, 0), _MM_SHUFFLE(3, 2, 3, 2)>(c2, c3);
+    return add_shuffled<_MM_SHUFFLE(2, 0, 2, 0), _MM_SHUFFLE(3, 1, 3, 1)>(e, f);
+  }
+  // [a lo + a hi, b lo + b hi]: the first step of reduce_add for two vectors.
+  static F add_halves(F a, F b) {
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+  }
+  template <int kFirst, int kSecond>
+  static F add_shuffled(F a, F b) {
+    return _mm256_add_ps(_mm256_shuffle_ps(a, b, kFirst), _mm256_shuffle_ps(a, b, kSecond));
+  }
   static float reduce_max(F v) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));

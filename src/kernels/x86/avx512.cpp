@@ -166,6 +166,36 @@ struct Avx512 {
   static float reduce_max(F v) {
     return reduce(v, [](F a, F b) { return _mm512_max_ps(a, b); });
   }
+  // Lane j = reduce_add(v[j]) for 16 vectors at once, bit for bit: each sum pairs the same
+  // partial sums as reduce_add (lanes i and i ^ 8, then i ^ 4, i ^ 2, i ^ 1; IEEE addition
+  // commutes), but 16 vectors share each shuffle and add: 15 adds and 30 shuffles instead of
+  // 16 x (4 adds, 4 shuffles and an extract). The prefill score tiles end with it
+  // (attention_tiles.h).
+  static F reduce_add_each(const F* v) {
+    // After the four steps lane 4k + m holds input 4m + k of the first step (the inputs of
+    // c_i are 2i and 2i + 1): the inputs are taken transposed so the result comes out in order.
+    constexpr int kLo = _MM_SHUFFLE(1, 0, 1, 0), kHi = _MM_SHUFFLE(3, 2, 3, 2);
+    constexpr int kEven = _MM_SHUFFLE(2, 0, 2, 0), kOdd = _MM_SHUFFLE(3, 1, 3, 1);
+    const F c0 = add_blocks<kLo, kHi>(v[0], v[4]), c1 = add_blocks<kLo, kHi>(v[8], v[12]);
+    const F c2 = add_blocks<kLo, kHi>(v[1], v[5]), c3 = add_blocks<kLo, kHi>(v[9], v[13]);
+    const F c4 = add_blocks<kLo, kHi>(v[2], v[6]), c5 = add_blocks<kLo, kHi>(v[10], v[14]);
+    const F c6 = add_blocks<kLo, kHi>(v[3], v[7]), c7 = add_blocks<kLo, kHi>(v[11], v[15]);
+    const F e0 = add_blocks<kEven, kOdd>(c0, c1), e1 = add_blocks<kEven, kOdd>(c2, c3);
+    const F e2 = add_blocks<kEven, kOdd>(c4, c5), e3 = add_blocks<kEven, kOdd>(c6, c7);
+    const F g0 = add_shuffled<kLo, kHi>(e0, e1), g1 = add_shuffled<kLo, kHi>(e2, e3);
+    return add_shuffled<kEven, kOdd>(g0, g1);
+  }
+  // Two 128-bit blocks of a and two of b picked by kFirst, added to the two of each picked by
+  // kSecond (vshuff32x4).
+  template <int kFirst, int kSecond>
+  static F add_blocks(F a, F b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, kFirst), _mm512_shuffle_f32x4(a, b, kSecond));
+  }
+  // The same within each 128-bit block, lanes instead of blocks (vshufps).
+  template <int kFirst, int kSecond>
+  static F add_shuffled(F a, F b) {
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, kFirst), _mm512_shuffle_ps(a, b, kSecond));
+  }
 
   // Same method and constants as Avx2::exp (Cephes expf polynomial, clamped to [-87.3, 88]).
   static F exp(F x) {
