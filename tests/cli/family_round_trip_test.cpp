@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli_process.h"
+#include "common/tiny_specs.h"
 #include "demo/model_generator.h"
 #include "kernels/host_context.h"
 #include "model/logit_divergence.h"
@@ -45,20 +46,7 @@ ModelSpec shrunk(ModelSpec s) {
   s.max_position_embeddings = 256;
   s.dtype = DType::kF32;  // so that an f32 export is exact
   s.num_shards = 1;
-  DeepseekSpec& d = s.deepseek;
-  if (d.q_lora_rank > 0) d.q_lora_rank = 24;
-  d.kv_lora_rank = 32;
-  d.qk_nope_head_dim = 16;
-  d.qk_rope_head_dim = 8;
-  d.v_head_dim = 16;
-  if (d.n_routed_experts > 0) {
-    d.n_routed_experts = 8;
-    d.num_experts_per_tok = 2;
-    d.moe_intermediate_size = 32;
-    d.first_k_dense_replace = std::min<int64_t>(d.first_k_dense_replace, 1);
-    d.n_group = std::min<int64_t>(d.n_group, 4);  // noaux_tc needs 2 experts per group
-    d.topk_group = std::min<int64_t>(d.topk_group, 2);
-  }
+  pagoda::test::shrink_deepseek_shape(s.deepseek);
   return s;
 }
 

@@ -23,10 +23,10 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/paged_forward.h"
 #include "kernels/host_context.h"
 #include "loader/safetensors.h"
 #include "model/forward_batch.h"
@@ -41,30 +41,15 @@ namespace {
 
 constexpr int32_t kBlockSize = 4;  // small, so sequences span many blocks
 
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) ids.push_back(std::stoi(item));
-  return ids;
-}
-
-struct Sequence {
-  std::vector<int32_t> ids;
-  std::vector<int32_t> block_table;
-  int32_t num_computed = 0;
-};
+using test::PagedSequence;
 
 class Driver {
  public:
   Driver(Model& model, int32_t num_blocks)
-      : model_(model),
-        memory_(static_cast<size_t>(
-            KvCache::bytes_needed(model.kv_cache_spec(), num_blocks, kBlockSize) / 4)),
-        cache_(model.kv_cache_spec(), num_blocks, kBlockSize, memory_.data()) {}
+      : model_(model), cache_(model.kv_cache_spec(), num_blocks, kBlockSize) {}
 
   // Hands out blocks in reverse so logical order never equals physical order.
-  void allocate(Sequence& s, int32_t num_tokens) {
+  void allocate(PagedSequence& s, int32_t num_tokens) {
     const auto needed = static_cast<size_t>((num_tokens + kBlockSize - 1) / kBlockSize);
     std::vector<int32_t> fresh;
     while (s.block_table.size() + fresh.size() < needed) fresh.push_back(next_block_++);
@@ -73,34 +58,14 @@ class Driver {
   }
 
   // One forward over (sequence, new token count) pairs; appends the logits rows to `out`.
-  void step(const std::vector<std::pair<Sequence*, int32_t>>& work, std::vector<float>& out) {
-    ForwardBatch batch;
-    for (auto [s, n] : work) {
-      allocate(*s, s->num_computed + n);
-      ForwardSequence fs;
-      fs.token_begin = static_cast<int32_t>(batch.token_ids.size());
-      fs.num_tokens = n;
-      fs.context_len = s->num_computed + n;
-      fs.block_table = s->block_table.data();
-      fs.needs_logits = true;
-      for (int32_t p = s->num_computed; p < s->num_computed + n; ++p) {
-        batch.token_ids.push_back(s->ids[static_cast<size_t>(p)]);
-        batch.positions.push_back(p);
-        batch.slot_mapping.push_back(int64_t{s->block_table[static_cast<size_t>(p / kBlockSize)]} *
-                                         kBlockSize +
-                                     p % kBlockSize);
-      }
-      batch.sequences.push_back(fs);
-      s->num_computed += n;
-    }
-    std::vector<float> logits(static_cast<size_t>(batch.num_logit_rows() * model_.vocab_size()));
-    model_.forward(host_execution_context(), batch, cache_, logits.data());
-    out.insert(out.end(), logits.begin(), logits.end());
+  void step(const test::StepWork& work, std::vector<float>& out) {
+    for (auto [s, n] : work) allocate(*s, s->num_computed + n);
+    test::forward_step(model_, cache_.cache(), work, out);
   }
 
   // The MTP layer over positions [first, first + hidden rows) of `s` (already allocated), with
   // `tokens` as inputs; every row's logits appended to `out`, its output rows to `mtp_hidden`.
-  void mtp_step(Sequence& s, int32_t first, const std::vector<int32_t>& tokens,
+  void mtp_step(PagedSequence& s, int32_t first, const std::vector<int32_t>& tokens,
                 const std::vector<float>& previous, std::vector<float>& out,
                 std::vector<float>& mtp_hidden) {
     ForwardBatch batch;
@@ -112,22 +77,19 @@ class Driver {
     for (int32_t p = first; p < fs.context_len; ++p) {
       batch.token_ids.push_back(tokens[static_cast<size_t>(p - first)]);
       batch.positions.push_back(p);
-      batch.slot_mapping.push_back(int64_t{s.block_table[static_cast<size_t>(p / kBlockSize)]} *
-                                       kBlockSize +
-                                   p % kBlockSize);
+      batch.slot_mapping.push_back(test::cache_slot(s, p, kBlockSize));
     }
     batch.sequences.push_back(fs);
     std::vector<float> logits(static_cast<size_t>(batch.num_logit_rows() * model_.vocab_size()));
     mtp_hidden.resize(tokens.size() * static_cast<size_t>(model_.hidden_size()));
-    model_.forward_mtp(host_execution_context(), batch, previous.data(), cache_, logits.data(),
-                       mtp_hidden.data());
+    model_.forward_mtp(host_execution_context(), batch, previous.data(), cache_.cache(),
+                       logits.data(), mtp_hidden.data());
     out.insert(out.end(), logits.begin(), logits.end());
   }
 
  private:
   Model& model_;
-  std::vector<float> memory_;
-  KvCache cache_;
+  test::OwnedKvCache cache_;
   int32_t next_block_ = 0;
 };
 
@@ -158,11 +120,11 @@ int main(int argc, char** argv) {
     const std::unique_ptr<Model> model =
         create_model(host_execution_context(), config, store, options);
 
-    std::vector<Sequence> seqs;
+    std::vector<PagedSequence> seqs;
     int32_t total_tokens = 0;
     for (int i = 4; i < argc; ++i) {
-      Sequence s;
-      s.ids = parse_ids(argv[i]);
+      PagedSequence s;
+      s.ids = test::parse_token_ids(argv[i]);
       total_tokens += static_cast<int32_t>(s.ids.size()) + 1;
       seqs.push_back(std::move(s));
     }
@@ -170,15 +132,15 @@ int main(int argc, char** argv) {
     std::vector<float> out;
 
     if (mode == "batch") {
-      std::vector<std::pair<Sequence*, int32_t>> work;
-      for (Sequence& s : seqs) work.emplace_back(&s, static_cast<int32_t>(s.ids.size()));
+      test::StepWork work;
+      for (PagedSequence& s : seqs) work.emplace_back(&s, static_cast<int32_t>(s.ids.size()));
       driver.step(work, out);
-      for (Sequence& s : seqs) s.ids.push_back(3);
+      for (PagedSequence& s : seqs) s.ids.push_back(3);
       for (auto& w : work) w.second = 1;
       driver.step(work, out);
     } else if (mode == "prefix") {
-      Sequence& a = seqs.at(0);
-      Sequence& b = seqs.at(1);
+      PagedSequence& a = seqs.at(0);
+      PagedSequence& b = seqs.at(1);
       driver.step({{&a, static_cast<int32_t>(a.ids.size())}}, out);
       size_t common = 0;
       while (common < std::min(a.ids.size(), b.ids.size()) && a.ids[common] == b.ids[common])
@@ -191,7 +153,7 @@ int main(int argc, char** argv) {
       driver.step({{&b, static_cast<int32_t>(b.ids.size()) - b.num_computed}}, out);
     } else if (options.load_mtp_layers) {
       const int32_t chunk = std::stoi(mode.substr(4));
-      Sequence& s = seqs.front();
+      PagedSequence& s = seqs.front();
       const auto len = static_cast<int32_t>(s.ids.size());
       const int64_t hidden = model->hidden_size();
       std::vector<float> ignored, previous, mtp_hidden;
@@ -212,20 +174,14 @@ int main(int argc, char** argv) {
       driver.mtp_step(s, len - 1, {3}, previous, out, mtp_hidden);
     } else {
       const int32_t chunk = mode == "decode" ? 1 : std::stoi(mode.substr(mode.find(':') + 1));
-      Sequence& s = seqs.front();
+      PagedSequence& s = seqs.front();
       while (s.num_computed < static_cast<int32_t>(s.ids.size())) {
         const int32_t n =
             std::min<int32_t>(chunk, static_cast<int32_t>(s.ids.size()) - s.num_computed);
         driver.step({{&s, n}}, out);
       }
     }
-    FILE* f = std::fopen(argv[2], "wb");
-    if (f == nullptr) {
-      std::fprintf(stderr, "error: cannot write %s\n", argv[2]);
-      return 1;
-    }
-    std::fwrite(out.data(), sizeof(float), out.size(), f);
-    std::fclose(f);
+    test::write_logits(argv[2], out);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -6,60 +6,27 @@ Deliberately the *expanded* MLA form (kv_b_proj applied to every cached latent, 
 head), so it checks Pagoda's weight-absorbed form rather than repeating it. Nothing here
 imports Pagoda or shares its code.
 """
-import json
 import math
-import struct
+import os
+import sys
 
-import numpy as np
 import torch
 
-# ---------------------------------------------------------------------------------------------
-# safetensors, by hand.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import safetensors_reference  # noqa: E402
 
-_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+# ---------------------------------------------------------------------------------------------
+# safetensors, by hand (tests/common/safetensors_reference.py).
 
 
 def save_safetensors(path, tensors, dtype):
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        # Router biases stay fp32, as DeepSeek-V3 checkpoints store e_score_correction_bias.
-        dt = "F32" if name.endswith("e_score_correction_bias") else dtype
-        t = t.to(_DTYPES[dt]).contiguous()
-        raw = t.numpy().tobytes() if dt == "F32" else t.view(torch.int16).numpy().tobytes()
-        header[name] = {"dtype": dt, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    header["__metadata__"] = {"format": "pt"}
-    hb = json.dumps(header).encode()
-    hb += b" " * ((8 - len(hb) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(hb)))
-        f.write(hb)
-        for b in blobs:
-            f.write(b)
+    # Router biases stay fp32, as DeepSeek-V3 checkpoints store e_score_correction_bias.
+    safetensors_reference.save_safetensors(
+        path, tensors, dtype, keep_f32=lambda name: name.endswith("e_score_correction_bias"))
 
 
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        if info["dtype"] == "F32":
-            t = torch.from_numpy(np.frombuffer(data[a:b], dtype=np.float32).copy())
-        else:
-            raw = torch.from_numpy(np.frombuffer(data[a:b], dtype=np.int16).copy())
-            t = raw.view(_DTYPES[info["dtype"]]).float()
-        out[name] = t.reshape(info["shape"]).float()
-    return out
+load_safetensors = safetensors_reference.load_safetensors
 
-
-# ---------------------------------------------------------------------------------------------
-# Config helpers with the defaults of configuration_deepseek.py.
 
 def q_head_dim(cfg):
     return cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]

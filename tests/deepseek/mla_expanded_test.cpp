@@ -14,10 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "common/paged_forward.h"
+#include "common/tiny_specs.h"
 #include "demo/model_generator.h"
 #include "kernels/host_context.h"
 #include "loader/safetensors.h"
-#include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/model_registry.h"
@@ -29,49 +30,17 @@ namespace fs = std::filesystem;
 
 constexpr int32_t kBlockSize = 4;  // small, so contexts span many blocks
 
-// 4 MLA heads over a latent of 64 (+ 16 rope dims), a dense first layer then two MoE layers of
-// 8 routed experts, fp32 weights. V2 in the Lite shape (q_proj, softmax, greedy routing, 2
-// shared experts), V3 with q_a / q_b and sigmoid noaux_tc routing over 4 groups.
+// The tests' tiny DeepSeek (common/tiny_specs.h) with fp32 weights and shared experts of 64
+// rows in V3 too.
 ModelSpec tiny_spec(const std::string& architecture) {
-  ModelSpec spec;
-  spec.architecture = architecture;
-  spec.hidden_size = 128;
-  spec.intermediate_size = 256;
-  spec.num_layers = 3;
-  spec.num_heads = 4;
+  ModelSpec spec = test::tiny_deepseek_spec(architecture);
   spec.num_kv_heads = 4;
-  spec.vocab_size = 509;
   spec.max_position_embeddings = 256;
   spec.dtype = DType::kF32;
   spec.seed = 11;
-  DeepseekSpec& d = spec.deepseek;
-  const bool v3 = architecture == "DeepseekV3ForCausalLM";
-  d.q_lora_rank = v3 ? 64 : 0;
-  d.kv_lora_rank = 64;
-  d.qk_nope_head_dim = 32;
-  d.qk_rope_head_dim = 16;
-  d.v_head_dim = 32;
-  d.n_routed_experts = 8;
-  d.num_experts_per_tok = 2;
-  d.first_k_dense_replace = 1;
-  d.n_shared_experts = v3 ? 1 : 2;
-  d.moe_intermediate_size = 64;
-  if (v3) {
-    d.n_group = 4;
-    d.topk_group = 2;
-    d.topk_method = "noaux_tc";
-    d.scoring_func = "sigmoid";
-    d.norm_topk_prob = true;
-    d.routed_scaling_factor = 2.5;
-  }
+  spec.deepseek.moe_intermediate_size = 64;
   return spec;
 }
-
-struct Sequence {
-  std::vector<int32_t> ids;
-  std::vector<int32_t> block_table;
-  int32_t num_computed = 0;
-};
 
 // Runs one model over a fixed schedule of steps through its own paged cache, with blocks handed
 // out in reverse so that logical order never equals physical order.
@@ -81,35 +50,15 @@ class Runner {
       : config_(ModelConfig::from_dir(dir)),
         store_(TensorStore::open(dir)),
         model_(create_model(host_execution_context(), config_, store_, options)),
-        spec_(cache_spec(*model_, cache_dtype)),
-        memory_(static_cast<size_t>(KvCache::bytes_needed(spec_, kNumBlocks, kBlockSize) / 4)),
-        cache_(spec_, kNumBlocks, kBlockSize, memory_.data()) {}
+        cache_(cache_spec(*model_, cache_dtype), kNumBlocks, kBlockSize) {}
 
   // One forward over (sequence, new token count) pairs; appends each sequence's last logits row.
-  void step(const std::vector<std::pair<Sequence*, int32_t>>& work, std::vector<float>& out) {
-    ForwardBatch batch;
+  void step(const test::StepWork& work, std::vector<float>& out) {
     for (auto [s, n] : work) {
       const auto needed = static_cast<size_t>((s->num_computed + n + kBlockSize - 1) / kBlockSize);
       while (s->block_table.size() < needed) s->block_table.push_back(--next_block_);
-      ForwardSequence fs;
-      fs.token_begin = static_cast<int32_t>(batch.token_ids.size());
-      fs.num_tokens = n;
-      fs.context_len = s->num_computed + n;
-      fs.block_table = s->block_table.data();
-      fs.needs_logits = true;
-      for (int32_t p = s->num_computed; p < s->num_computed + n; ++p) {
-        batch.token_ids.push_back(s->ids[static_cast<size_t>(p)]);
-        batch.positions.push_back(p);
-        batch.slot_mapping.push_back(int64_t{s->block_table[static_cast<size_t>(p / kBlockSize)]} *
-                                         kBlockSize +
-                                     p % kBlockSize);
-      }
-      batch.sequences.push_back(fs);
-      s->num_computed += n;
     }
-    std::vector<float> logits(static_cast<size_t>(batch.num_logit_rows() * model_->vocab_size()));
-    model_->forward(host_execution_context(), batch, cache_, logits.data());
-    out.insert(out.end(), logits.begin(), logits.end());
+    test::forward_step(*model_, cache_.cache(), work, out);
   }
 
   int64_t vocab_size() const { return model_->vocab_size(); }
@@ -125,9 +74,7 @@ class Runner {
   ModelConfig config_;
   TensorStore store_;
   std::unique_ptr<Model> model_;
-  KvCacheSpec spec_;
-  std::vector<float> memory_;
-  KvCache cache_;
+  test::OwnedKvCache cache_;
   int32_t next_block_ = kNumBlocks;
 };
 
@@ -143,7 +90,7 @@ std::vector<int32_t> ids(int32_t n, int32_t seed) {
 std::vector<float> run_schedule(const std::string& dir, const ModelOptions& options,
                                 DType cache_dtype, int64_t* vocab) {
   Runner r(dir, options, cache_dtype);
-  Sequence a{ids(48, 1), {}, 0}, b{ids(48, 2), {}, 0}, c{ids(48, 3), {}, 0};
+  test::PagedSequence a{ids(48, 1), {}, 0}, b{ids(48, 2), {}, 0}, c{ids(48, 3), {}, 0};
   std::vector<float> out;
   r.step({{&a, 40}, {&b, 7}}, out);
   r.step({{&a, 1}, {&c, 20}, {&b, 12}}, out);

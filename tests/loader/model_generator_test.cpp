@@ -13,11 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/test_paths.h"
-#include "loader/safetensors.h"
+#include "common/tiny_specs.h"
 #include "demo/builtin_tokenizer.h"
+#include "demo/model_generator.h"
+#include "loader/safetensors.h"
 #include "model/deepseek_config.h"
 #include "model/model_config.h"
-#include "demo/model_generator.h"
 #include "test_helpers.h"
 #include "util/half.h"
 
@@ -380,18 +381,7 @@ ModelSpec tiny_deepseek(const std::string& preset) {
   s.num_heads = 4;
   s.vocab_size = 512;
   s.max_position_embeddings = 256;
-  DeepseekSpec& d = s.deepseek;
-  if (d.q_lora_rank > 0) d.q_lora_rank = 24;
-  d.kv_lora_rank = 32;
-  d.qk_nope_head_dim = 16;
-  d.qk_rope_head_dim = 8;
-  d.v_head_dim = 16;
-  d.n_routed_experts = 8;
-  d.num_experts_per_tok = 2;
-  d.moe_intermediate_size = 32;
-  d.first_k_dense_replace = 1;
-  d.n_group = std::min<int64_t>(d.n_group, 4);
-  d.topk_group = std::min<int64_t>(d.topk_group, 2);
+  test::shrink_deepseek_shape(s.deepseek);
   return s;
 }
 

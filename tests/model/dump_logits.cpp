@@ -7,38 +7,21 @@
 //         chunk:N  N tokens per step, the last row of each chunk (chunked prefill)
 //         batch    every IDS list prefilled in one forward, the last row of each
 //   IDS:  comma-separated token ids
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/paged_forward.h"
 #include "kernels/host_context.h"
 #include "loader/safetensors.h"
-#include "model/forward_batch.h"
-#include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/model_registry.h"
 
 using namespace pagoda;
 
-namespace {
-
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) ids.push_back(std::stoi(item));
-  return ids;
-}
-
-struct Sequence {
-  std::vector<int32_t> ids;
-  std::vector<int32_t> block_table;
-  int32_t num_computed = 0;
-};
-
-}  // namespace
+using test::PagedSequence;
 
 int main(int argc, char** argv) {
   if (argc < 5) {
@@ -54,11 +37,11 @@ int main(int argc, char** argv) {
         create_model(host_execution_context(), config, store, ModelOptions{});
 
     constexpr int32_t kBlockSize = 4;  // small, so sequences span many blocks
-    std::vector<Sequence> seqs;
+    std::vector<PagedSequence> seqs;
     int32_t next_block = 0;
     for (int i = 4; i < argc; ++i) {
-      Sequence s;
-      s.ids = parse_ids(argv[i]);
+      PagedSequence s;
+      s.ids = test::parse_token_ids(argv[i]);
       const int32_t num_blocks = static_cast<int32_t>((s.ids.size() + kBlockSize - 1) / kBlockSize);
       // Hand out blocks in reverse so logical order never equals physical order.
       for (int32_t b = 0; b < num_blocks; ++b)
@@ -66,56 +49,23 @@ int main(int argc, char** argv) {
       next_block += num_blocks;
       seqs.push_back(std::move(s));
     }
-    const KvCacheSpec spec = model->kv_cache_spec();
-    std::vector<float> memory(
-        static_cast<size_t>(KvCache::bytes_needed(spec, next_block, kBlockSize) / 4));
-    KvCache cache(spec, next_block, kBlockSize, memory.data());
-
+    test::OwnedKvCache cache(model->kv_cache_spec(), next_block, kBlockSize);
     std::vector<float> out;
-    std::vector<float> logits;
-    const int64_t vocab = model->vocab_size();
-    auto run_step = [&](const std::vector<std::pair<Sequence*, int32_t>>& work) {
-      ForwardBatch batch;
-      for (auto [s, n] : work) {
-        ForwardSequence fs;
-        fs.token_begin = static_cast<int32_t>(batch.token_ids.size());
-        fs.num_tokens = n;
-        fs.context_len = s->num_computed + n;
-        fs.block_table = s->block_table.data();
-        fs.needs_logits = true;
-        for (int32_t p = s->num_computed; p < s->num_computed + n; ++p) {
-          batch.token_ids.push_back(s->ids[static_cast<size_t>(p)]);
-          batch.positions.push_back(p);
-          batch.slot_mapping.push_back(
-              static_cast<int64_t>(s->block_table[static_cast<size_t>(p / kBlockSize)]) *
-                  kBlockSize +
-              p % kBlockSize);
-        }
-        batch.sequences.push_back(fs);
-        s->num_computed += n;
-      }
-      logits.assign(static_cast<size_t>(batch.num_logit_rows() * vocab), 0.0f);
-      model->forward(host_execution_context(), batch, cache, logits.data());
-      out.insert(out.end(), logits.begin(), logits.end());
-    };
 
     if (mode == "batch") {
-      std::vector<std::pair<Sequence*, int32_t>> work;
-      for (Sequence& s : seqs) work.emplace_back(&s, static_cast<int32_t>(s.ids.size()));
-      run_step(work);
+      test::StepWork work;
+      for (PagedSequence& s : seqs) work.emplace_back(&s, static_cast<int32_t>(s.ids.size()));
+      test::forward_step(*model, cache.cache(), work, out);
     } else {
       const int32_t chunk = mode == "decode" ? 1 : std::stoi(mode.substr(mode.find(':') + 1));
-      Sequence& s = seqs.front();
+      PagedSequence& s = seqs.front();
       while (s.num_computed < static_cast<int32_t>(s.ids.size())) {
         const int32_t n =
             std::min<int32_t>(chunk, static_cast<int32_t>(s.ids.size()) - s.num_computed);
-        run_step({{&s, n}});
+        test::forward_step(*model, cache.cache(), {{&s, n}}, out);
       }
     }
-    FILE* f = std::fopen(argv[2], "wb");
-    if (f == nullptr) return 1;
-    std::fwrite(out.data(), sizeof(float), out.size(), f);
-    std::fclose(f);
+    test::write_logits(argv[2], out);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

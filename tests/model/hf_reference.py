@@ -4,56 +4,21 @@
 Used by check_logits.py: it writes small random models in the Hugging Face layout, runs these
 references and compares Pagoda's logits against them. Nothing here imports Pagoda.
 """
-import json
 import math
-import struct
+import os
+import sys
 
-import numpy as np
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import safetensors_reference  # noqa: E402
+
 # ---------------------------------------------------------------------------------------------
-# safetensors, written by hand so the test does not share code with the engine's loader.
+# safetensors, written by hand so the test does not share code with the engine's loader
+# (tests/common/safetensors_reference.py).
 
-_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
-
-
-def save_safetensors(path, tensors, dtype):
-    header = {}
-    blobs = []
-    offset = 0
-    for name, t in tensors.items():
-        t = t.to(_DTYPES[dtype]).contiguous()
-        raw = t.view(torch.int16).numpy().tobytes() if dtype != "F32" else t.numpy().tobytes()
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    header_bytes = json.dumps(header).encode()
-    header_bytes += b" " * ((8 - len(header_bytes) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(header_bytes)))
-        f.write(header_bytes)
-        for b in blobs:
-            f.write(b)
-
-
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        dt = info["dtype"]
-        if dt == "F32":
-            t = torch.from_numpy(np.frombuffer(data[a:b], dtype=np.float32).copy())
-        else:
-            raw = torch.from_numpy(np.frombuffer(data[a:b], dtype=np.int16).copy())
-            t = raw.view(_DTYPES[dt]).float()
-        out[name] = t.reshape(info["shape"]).float()
-    return out
+save_safetensors = safetensors_reference.save_safetensors
+load_safetensors = safetensors_reference.load_safetensors
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -21,18 +20,16 @@
 
 #include "cli/cli_process.h"
 #include "common/test_paths.h"
+#include "common/tiny_specs.h"
 #include "demo/model_generator.h"
 #include "model/pipeline_parallel.h"
+#include "parallel_cli.h"
 #include "util/error.h"
 
 namespace pagoda {
 namespace {
 
-using cli::testing::Clock;
-using cli::testing::PagodaProcess;
-using cli::testing::processes_with;
-using cli::testing::run_pagoda;
-using cli::testing::Scratch;
+using namespace cli::testing;  // tests/cli/cli_process.h, parallel_cli.h
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
@@ -61,24 +58,14 @@ TEST(PipelineStageLayers, SplitsAsVllm) {
   EXPECT_THROW(pipeline_stage_layers(4, 2, 2), Error);
 }
 
-bool have_pagoda() {
-  return fs::exists(test::pagoda_binary());
-}
-
+// The tests' tiny sizes (common/tiny_specs.h) at 5 layers and 2 KV heads.
 std::string tiny_model(const Scratch& scratch, const std::string& architecture) {
-  ModelSpec spec;
-  spec.architecture = architecture;
-  spec.hidden_size = 128;
-  spec.intermediate_size = 256;
+  ModelSpec spec = test::tiny_spec(architecture);
   spec.num_layers = 5;
-  spec.num_heads = 4;
   spec.num_kv_heads = 2;
-  spec.vocab_size = 509;
   spec.max_position_embeddings = 4096;
   spec.seed = 23;
-  const std::string dir = scratch.path(architecture);
-  generate_model(spec, dir);
-  return dir;
+  return generate_in(scratch, spec);
 }
 
 struct GreedyRun {
@@ -224,45 +211,22 @@ TEST(PipelineParallelGenerate, TooManyStagesAreRefused) {
   EXPECT_NE(r.err.find("5 layers do not fill 6 stages"), std::string::npos) << r.err;
 }
 
-// Two dense layers (first_k_dense_replace), then three MoE layers of 8 experts (2 per token)
-// and a shared expert (V3 also an MTP layer in its files): -pp 2 splits them 3 + 2 (dense, dense,
+// The tests' tiny DeepSeek (common/tiny_specs.h) at 5 layers: two dense layers
+// (first_k_dense_replace), then three MoE layers of 8 experts (2 per token) and one shared
+// expert of 128 rows (V3 also an MTP layer in its files): -pp 2 splits them 3 + 2 (dense, dense,
 // MoE | MoE, MoE), -pp 3 2 + 2 + 1 (dense, dense | MoE, MoE | MoE), so h crosses after a dense
-// layer and after a MoE layer. V2 in the Lite shape (q_proj), V3 with q_a/q_b and sigmoid
-// noaux_tc routing over 4 groups.
+// layer and after a MoE layer.
 std::string tiny_deepseek(const Scratch& scratch, const std::string& architecture) {
-  ModelSpec spec;
-  spec.architecture = architecture;
-  spec.hidden_size = 128;
-  spec.intermediate_size = 256;
+  ModelSpec spec = test::tiny_deepseek_spec(architecture);
   spec.num_layers = 5;
-  spec.num_heads = 4;
-  spec.vocab_size = 509;
   spec.max_position_embeddings = 4096;
   spec.seed = 29;
   DeepseekSpec& d = spec.deepseek;
-  const bool v3 = architecture == "DeepseekV3ForCausalLM";
-  d.q_lora_rank = v3 ? 64 : 0;
-  d.kv_lora_rank = 64;
-  d.qk_nope_head_dim = 32;
-  d.qk_rope_head_dim = 16;
-  d.v_head_dim = 32;
-  d.n_routed_experts = 8;
-  d.num_experts_per_tok = 2;
+  d.first_k_dense_replace = 2;
   d.n_shared_experts = 1;
   d.moe_intermediate_size = 128;
-  d.first_k_dense_replace = 2;
-  if (v3) {
-    d.n_group = 4;
-    d.topk_group = 2;
-    d.topk_method = "noaux_tc";
-    d.scoring_func = "sigmoid";
-    d.norm_topk_prob = true;
-    d.routed_scaling_factor = 2.5;
-    d.num_nextn_predict_layers = 1;
-  }
-  const std::string dir = scratch.path(architecture);
-  generate_model(spec, dir);
-  return dir;
+  if (architecture == "DeepseekV3ForCausalLM") d.num_nextn_predict_layers = 1;
+  return generate_in(scratch, spec);
 }
 
 TEST(PipelineParallelGenerate, DeepSeekV2MatchesOneProcess) {
@@ -311,20 +275,8 @@ TEST(PipelineParallelServe, DeepSeekServesAsOneProcessAndStopsCleanly) {
   PagodaProcess p(
       {"serve", model, "--host", "127.0.0.1", "--port", "0", "-pp", "2", "--log-level", "info"},
       scratch.dir());
-  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
-  int port = 0;
-  ASSERT_TRUE(p.wait_until(
-      [&] {
-        std::smatch m;
-        const std::string err = p.err();
-        if (port == 0 && std::regex_search(err, m, listening)) port = std::stoi(m[1]);
-        if (port == 0) return false;
-        httplib::Client client("127.0.0.1", port);
-        const auto health = client.Get("/health");
-        return health && health->status == 200;
-      },
-      120s))
-      << p.err();
+  const int port = wait_until_serving(p, 120s);
+  ASSERT_NE(port, 0) << p.err();
   ASSERT_NE(want[0], want[1]) << "prompts that do not tell batch rows apart";
   ASSERT_EQ(processes_with({model, "serve"}).size(), 2u) << "not rank 0 and one stage-1 rank";
   std::vector<std::string> got(prompts.size());
@@ -368,20 +320,7 @@ TEST(PipelineParallelGenerate, KilledLastStageRankFailsTheRunWithoutHanging) {
       {"generate", "--model", model, "--prompt", "Once upon", "--max-tokens", "4000",
        "--ignore-eos", "--temperature", "0", "-tp", "2", "-pp", "2", "--log-level", "info"},
       scratch.dir());
-  ASSERT_TRUE(p.wait_until([&] { return p.err().find("KV cache:") != std::string::npos; }, 120s))
-      << p.err();
-  std::vector<pid_t> victims;
-  ASSERT_TRUE(p.wait_until(
-      [&] {
-        victims = processes_with({model, std::string("--tensor-parallel-rank\0"
-                                                     "3",
-                                                     24)});
-        return !victims.empty();
-      },
-      30s));
-  std::this_thread::sleep_for(300ms);
-  ASSERT_EQ(victims.size(), 1u);
-  ::kill(victims.front(), SIGKILL);
+  ASSERT_TRUE(kill_rank_while_generating(p, model, 3));
   const auto start = Clock::now();
   const int code = p.wait_exit(90s);
   EXPECT_NE(code, 0) << p.err();

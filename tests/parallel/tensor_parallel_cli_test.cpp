@@ -6,10 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -18,37 +16,25 @@
 
 #include "cli/cli_process.h"
 #include "common/test_paths.h"
+#include "common/tiny_specs.h"
 #include "demo/model_generator.h"
+#include "parallel_cli.h"
 
 namespace pagoda {
 namespace {
 
-using cli::testing::Clock;
-using cli::testing::PagodaProcess;
-using cli::testing::processes_with;
-using cli::testing::run_pagoda;
-using cli::testing::Scratch;
+using namespace cli::testing;  // tests/cli/cli_process.h, parallel_cli.h
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-bool have_pagoda() {
-  return fs::exists(test::pagoda_binary());
-}
-
+// The tests' tiny sizes (common/tiny_specs.h) at 2 layers and 4 KV heads.
 std::string tiny_model(const Scratch& scratch, const std::string& architecture) {
-  ModelSpec spec;
-  spec.architecture = architecture;
-  spec.hidden_size = 128;
-  spec.intermediate_size = 256;
+  ModelSpec spec = test::tiny_spec(architecture);
   spec.num_layers = 2;
-  spec.num_heads = 4;
   spec.num_kv_heads = 4;
-  spec.vocab_size = 509;
   spec.max_position_embeddings = 4096;
   spec.seed = 11;
-  const std::string dir = scratch.path(architecture);
-  generate_model(spec, dir);
-  return dir;
+  return generate_in(scratch, spec);
 }
 
 // The generated token ids of every prompt, in order (generate --json, one line per output).
@@ -119,41 +105,15 @@ TEST(TensorParallelGenerate, Stories260KMatchesOneProcess) {
   expect_same_tokens(scratch, model.string(), {2, 4});
 }
 
-// A dense first layer, then two MoE layers of 8 experts (2 per token) and one shared expert:
-// V2 in the Lite shape (q_proj), V3 with q_a/q_b and sigmoid noaux_tc routing over 4 groups.
+// The tests' tiny DeepSeek (common/tiny_specs.h): a dense first layer, then two MoE layers
+// of 8 experts (2 per token), here with one shared expert of 128 rows in V2 too.
 std::string tiny_deepseek(const Scratch& scratch, const std::string& architecture) {
-  ModelSpec spec;
-  spec.architecture = architecture;
-  spec.hidden_size = 128;
-  spec.intermediate_size = 256;
-  spec.num_layers = 3;
-  spec.num_heads = 4;
-  spec.vocab_size = 509;
+  ModelSpec spec = test::tiny_deepseek_spec(architecture);
   spec.max_position_embeddings = 4096;
   spec.seed = 13;
-  DeepseekSpec& d = spec.deepseek;
-  const bool v3 = architecture == "DeepseekV3ForCausalLM";
-  d.q_lora_rank = v3 ? 64 : 0;
-  d.kv_lora_rank = 64;
-  d.qk_nope_head_dim = 32;
-  d.qk_rope_head_dim = 16;
-  d.v_head_dim = 32;
-  d.n_routed_experts = 8;
-  d.num_experts_per_tok = 2;
-  d.n_shared_experts = 1;
-  d.moe_intermediate_size = 128;
-  d.first_k_dense_replace = 1;
-  if (v3) {
-    d.n_group = 4;
-    d.topk_group = 2;
-    d.topk_method = "noaux_tc";
-    d.scoring_func = "sigmoid";
-    d.norm_topk_prob = true;
-    d.routed_scaling_factor = 2.5;
-  }
-  const std::string dir = scratch.path(architecture);
-  generate_model(spec, dir);
-  return dir;
+  spec.deepseek.n_shared_experts = 1;
+  spec.deepseek.moe_intermediate_size = 128;
+  return generate_in(scratch, spec);
 }
 
 TEST(TensorParallelGenerate, DeepSeekV2MatchesOneProcess) {
@@ -216,21 +176,8 @@ TEST(TensorParallelGenerate, KilledFollowerFailsTheRunWithoutHanging) {
   PagodaProcess p({"generate", "--model", model, "--prompt", "Once upon", "--max-tokens", "4000",
                    "--ignore-eos", "--temperature", "0", "-tp", "2", "--log-level", "info"},
                   scratch.dir());
-  // Wait until rank 0 generates (its engine is up), then kill rank 1.
-  ASSERT_TRUE(p.wait_until([&] { return p.err().find("KV cache:") != std::string::npos; }, 120s))
-      << p.err();
-  std::vector<pid_t> followers;
-  ASSERT_TRUE(p.wait_until(
-      [&] {
-        followers = processes_with({model, std::string("--tensor-parallel-rank\0"
-                                                       "1",
-                                                       24)});
-        return !followers.empty();
-      },
-      30s));
-  std::this_thread::sleep_for(300ms);
-  ASSERT_EQ(followers.size(), 1u);
-  ::kill(followers.front(), SIGKILL);
+  // Once rank 0 generates (its engine is up), rank 1 killed.
+  ASSERT_TRUE(kill_rank_while_generating(p, model, 1));
   const auto start = Clock::now();
   const int code = p.wait_exit(60s);
   EXPECT_NE(code, 0) << p.err();
@@ -254,20 +201,8 @@ TEST(TensorParallelServe, ServesThenExitsWhenAFollowerDies) {
   PagodaProcess p(
       {"serve", model, "--host", "127.0.0.1", "--port", "0", "-tp", "2", "--log-level", "info"},
       scratch.dir());
-  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
-  int port = 0;
-  ASSERT_TRUE(p.wait_until(
-      [&] {
-        std::smatch m;
-        const std::string err = p.err();
-        if (std::regex_search(err, m, listening)) port = std::stoi(m[1]);
-        if (port == 0) return false;
-        httplib::Client client("127.0.0.1", port);
-        const auto health = client.Get("/health");
-        return health && health->status == 200;
-      },
-      120s))
-      << p.err();
+  const int port = wait_until_serving(p, 120s);
+  ASSERT_NE(port, 0) << p.err();
   httplib::Client client("127.0.0.1", port);
   client.set_read_timeout(60, 0);
   const std::string body = R"({"model":")" + model +
@@ -278,9 +213,7 @@ TEST(TensorParallelServe, ServesThenExitsWhenAFollowerDies) {
   ASSERT_EQ(first->status, 200) << first->body;
   EXPECT_EQ(nlohmann::json::parse(first->body).at("choices").at(0).at("text"), want);
 
-  const std::vector<pid_t> followers = processes_with({model, std::string("--tensor-parallel-rank\0"
-                                                                          "1",
-                                                                          24)});
+  const std::vector<pid_t> followers = rank_processes(model, 1);
   ASSERT_EQ(followers.size(), 1u);
   ::kill(followers.front(), SIGKILL);
   const auto second = client.Post("/v1/completions", body, "application/json");

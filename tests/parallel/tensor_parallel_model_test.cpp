@@ -24,6 +24,7 @@
 
 #include "cli/cli_process.h"
 #include "common/test_paths.h"
+#include "common/tiny_specs.h"
 #include "demo/model_generator.h"
 #include "model/fp8_model_writer.h"
 
@@ -133,50 +134,18 @@ bool is_deepseek(const Case& c) {
   return c.architecture.rfind("Deepseek", 0) == 0;
 }
 
-// DeepSeek: 4 MLA heads over a latent of 64 (+ 16 rope dims), a dense first layer then two MoE
-// layers of 8 routed experts (2 per token). V2 in the Lite shape (q_proj, softmax, greedy, 2
-// shared experts of 64 rows), V3 with q_a/q_b, sigmoid noaux_tc over 4 groups and one shared
-// expert of 128 rows: the shared rows, o_proj's 4 x 32 columns and the experts split over 2 and
-// 4 ranks at groups of 32.
-void set_deepseek_shape(ModelSpec& spec) {
-  DeepseekSpec& d = spec.deepseek;
-  const bool v3 = spec.architecture == "DeepseekV3ForCausalLM";
-  spec.num_layers = 3;
-  d.q_lora_rank = v3 ? 64 : 0;
-  d.kv_lora_rank = 64;
-  d.qk_nope_head_dim = 32;
-  d.qk_rope_head_dim = 16;
-  d.v_head_dim = 32;
-  d.n_routed_experts = 8;
-  d.num_experts_per_tok = 2;
-  d.first_k_dense_replace = 1;
-  d.n_shared_experts = v3 ? 1 : 2;
-  d.moe_intermediate_size = v3 ? 128 : 64;
-  if (v3) {
-    d.n_group = 4;
-    d.topk_group = 2;
-    d.topk_method = "noaux_tc";
-    d.scoring_func = "sigmoid";
-    d.norm_topk_prob = true;
-    d.routed_scaling_factor = 2.5;
-  }
-}
-
-// hidden 128 in 4 heads of 32 (4 KV heads for Llama, 2 for Qwen2 so that TP=4 is refused
-// there), an intermediate of 256 and a vocabulary of 509, which splits unevenly.
+// The tests' tiny sizes (common/tiny_specs.h: hidden 128 in 4 heads of 32, a vocabulary of 509
+// which splits unevenly) with 4 KV heads for Llama, 2 for Qwen2 so that TP=4 is refused there.
 ModelSpec test_spec(const Case& c) {
-  ModelSpec spec;
-  spec.architecture = c.architecture;
-  spec.hidden_size = 128;
-  spec.intermediate_size = 256;
+  ModelSpec spec = test::tiny_spec(c.architecture);
   spec.num_layers = 2;
-  spec.num_heads = 4;
   spec.num_kv_heads = c.architecture == "Qwen2ForCausalLM" ? 2 : 4;
-  spec.vocab_size = 509;
   spec.max_position_embeddings = 256;
   spec.dtype = c.dtype;
   spec.seed = 7;
-  if (is_deepseek(c)) set_deepseek_shape(spec);
+  // DeepSeek: the tests' tiny shape (common/tiny_specs.h), whose shared rows, o_proj's
+  // 4 x 32 columns and experts split over 2 and 4 ranks at groups of 32.
+  if (is_deepseek(c)) test::set_tiny_deepseek_shape(spec);
   return spec;
 }
 

@@ -14,11 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "common/paged_forward.h"
 #include "kernels/host_context.h"
 #include "loader/safetensors.h"
-#include "model/forward_batch.h"
 #include "model/gguf_model.h"
-#include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/model_registry.h"
 #include "model/model_source.h"
@@ -30,12 +29,6 @@ namespace {
 
 constexpr int32_t kBlockSize = 4;
 constexpr int kSteps = 6;
-
-struct Sequence {
-  std::vector<int32_t> ids;
-  std::vector<int32_t> block_table;
-  int32_t num_computed = 0;
-};
 
 }  // namespace
 
@@ -67,10 +60,11 @@ int main(int argc, char** argv) {
     // DeepSeek: the 11-token prompt takes MLA's expanded form (this rank's heads of kv_b_proj),
     // the 7-token one and the decodes the absorbed form.
     options.mla_expanded_min_tokens = 8;
-    std::unique_ptr<Model> model = create_model(host_execution_context(), source.config, source.tensors, options);
+    std::unique_ptr<Model> model =
+        create_model(host_execution_context(), source.config, source.tensors, options);
     const int64_t vocab = model->vocab_size();
 
-    std::vector<Sequence> seqs(2);
+    std::vector<test::PagedSequence> seqs(2);
     const int32_t lengths[] = {7, 11};
     int32_t next_block = 0;
     for (size_t i = 0; i < seqs.size(); ++i) {
@@ -79,35 +73,17 @@ int main(int argc, char** argv) {
       const int32_t num_blocks = (lengths[i] + kSteps + kBlockSize - 1) / kBlockSize;
       for (int32_t b = 0; b < num_blocks; ++b) seqs[i].block_table.push_back(next_block++);
     }
-    const KvCacheSpec spec = model->kv_cache_spec();
-    std::vector<float> memory(
-        static_cast<size_t>(KvCache::bytes_needed(spec, next_block, kBlockSize) / 4 + 1));
-    KvCache cache(spec, next_block, kBlockSize, memory.data());
+    test::OwnedKvCache cache(model->kv_cache_spec(), next_block, kBlockSize);
 
     FILE* out = rank == 0 ? std::fopen(argv[2], "wb") : nullptr;
     if (rank == 0 && out == nullptr) throw std::runtime_error("cannot write the output file");
     std::vector<float> logits;
     for (int step = 0; step <= kSteps; ++step) {
-      ForwardBatch batch;
-      for (Sequence& s : seqs) {
-        ForwardSequence fs;
-        fs.token_begin = static_cast<int32_t>(batch.token_ids.size());
-        fs.num_tokens = static_cast<int32_t>(s.ids.size()) - s.num_computed;
-        fs.context_len = static_cast<int32_t>(s.ids.size());
-        fs.block_table = s.block_table.data();
-        fs.needs_logits = true;
-        for (int32_t p = s.num_computed; p < fs.context_len; ++p) {
-          batch.token_ids.push_back(s.ids[static_cast<size_t>(p)]);
-          batch.positions.push_back(p);
-          batch.slot_mapping.push_back(int64_t{s.block_table[static_cast<size_t>(p / kBlockSize)]} *
-                                           kBlockSize +
-                                       p % kBlockSize);
-        }
-        s.num_computed = fs.context_len;
-        batch.sequences.push_back(fs);
-      }
-      logits.assign(static_cast<size_t>(batch.num_logit_rows() * vocab), 0.0f);
-      model->forward(host_execution_context(), batch, cache, logits.data());
+      test::StepWork work;  // every sequence's tokens the cache does not hold yet
+      for (test::PagedSequence& s : seqs)
+        work.emplace_back(&s, static_cast<int32_t>(s.ids.size()) - s.num_computed);
+      logits.clear();
+      test::forward_step(*model, cache.cache(), work, logits);
       for (size_t i = 0; i < seqs.size(); ++i) {
         const float* row = logits.data() + static_cast<int64_t>(i) * vocab;
         const auto token = static_cast<int32_t>(std::max_element(row, row + vocab) - row);

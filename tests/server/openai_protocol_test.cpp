@@ -11,18 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "request_error_of.h"
+
 namespace pagoda::server {
 namespace {
 
-ApiError error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const RequestError& e) {
-    return e.error();
-  }
-  ADD_FAILURE() << "expected a RequestError";
-  return {};
-}
+using testing::error_of;  // request_error_of.h
 
 CompletionRequest completion(const std::string& body) {
   return parse_completion_request(parse_json_body(body), SamplingParams{});

@@ -6,18 +6,12 @@
 #include "server/openai_protocol.h"
 #include "server/tool_choice.h"
 
+#include "request_error_of.h"
+
 namespace pagoda::server {
 namespace {
 
-ApiError error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const RequestError& e) {
-    return e.error();
-  }
-  ADD_FAILURE() << "expected a RequestError";
-  return {};
-}
+using testing::error_of;  // request_error_of.h
 
 const json kWeather = {{"type", "function"},
                        {"function",
