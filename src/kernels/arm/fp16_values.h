@@ -41,25 +41,50 @@ constexpr int kF16WeightTopExponent = -5;
 // acc [R rows, C vectors of 8 lanes from column d; when kPartial one vector of m lanes] of
 // query rows whose fp16 weights are at wh + r * ldw (num_rows each) and scales at up[r]:
 // acc_r = acc_r * row_scale[r] (when row_scale is not null) + sum_j weight_rj * row_j.
+// Up to 4 vectors the fp32 accumulators stay in registers across the runs (3 per vector with
+// the run: 12 + 4 cache vectors); wider tiles add each run into acc in memory (a load and a
+// store per 8 rows), so that 3 x 4 fp16 runs, 4 cache vectors and 3 weights fit in the 32
+// registers. Either way each element sees the same operations.
 template <class V, int R, int C, bool kPartial>
 [[gnu::noinline]] void f16_value_tile(const uint16_t* wh, int64_t ldw, const float* up,
                                       const float* row_scale, const uint16_t* v, int64_t row_stride,
                                       int64_t num_rows, int64_t d, int m, float* acc, int64_t lda) {
-  float32x4_t lo[R][C], hi[R][C];
+  constexpr bool kInRegisters = R * C <= 4;
+  const auto at = [&](int r, int c) { return acc + r * lda + d + c * kF16Lanes; };
+  const auto load_acc = [&](int r, int c, float32x4_t& lo, float32x4_t& hi) {
+    lo = kPartial ? V::load_n(at(r, c), m) : V::load(at(r, c));
+    hi = kPartial ? V::load_n(at(r, c) + 4, m - 4) : V::load(at(r, c) + 4);
+  };
+  const auto store_acc = [&](int r, int c, float32x4_t lo, float32x4_t hi) {
+    if constexpr (kPartial) {
+      V::store_n(at(r, c), lo, m);
+      V::store_n(at(r, c) + 4, hi, m - 4);
+    } else {
+      V::store(at(r, c), lo);
+      V::store(at(r, c) + 4, hi);
+    }
+  };
+  float32x4_t lo[kInRegisters ? R : 1][kInRegisters ? C : 1];
+  float32x4_t hi[kInRegisters ? R : 1][kInRegisters ? C : 1];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) {
-      const float* at = acc + r * lda + d + c * kF16Lanes;
-      lo[r][c] = kPartial ? V::load_n(at, m) : V::load(at);
-      hi[r][c] = kPartial ? V::load_n(at + 4, m - 4) : V::load(at + 4);
+      float32x4_t l, h;
+      load_acc(r, c, l, h);
       if (row_scale != nullptr) {
-        lo[r][c] = vmulq_f32(lo[r][c], vdupq_n_f32(row_scale[r]));
-        hi[r][c] = vmulq_f32(hi[r][c], vdupq_n_f32(row_scale[r]));
+        l = vmulq_f32(l, vdupq_n_f32(row_scale[r]));
+        h = vmulq_f32(h, vdupq_n_f32(row_scale[r]));
+      }
+      if constexpr (kInRegisters) {
+        lo[r][c] = l;
+        hi[r][c] = h;
+      } else if (row_scale != nullptr) {
+        store_acc(r, c, l, h);
       }
     }
   }
+  float16x8_t run[R][C];
   for (int64_t j0 = 0; j0 < num_rows; j0 += kF16Run) {
     const int64_t j1 = simd::min_i64<V>(j0 + kF16Run, num_rows);
-    float16x8_t run[R][C];
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) run[r][c] = vdupq_n_f16(0.0f);
     }
@@ -80,24 +105,31 @@ template <class V, int R, int C, bool kPartial>
         for (int c = 0; c < C; ++c) run[r][c] = vfmaq_f16(run[r][c], vv[c], weight);
       }
     }
+    // Unrolled whole, so that run[][] is indexed by constants and stays in registers.
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const float32x4_t scale_up = vdupq_n_f32(up[r]);
+#pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
-        lo[r][c] = vfmaq_f32(lo[r][c], vcvt_f32_f16(vget_low_f16(run[r][c])), scale_up);
-        hi[r][c] = vfmaq_f32(hi[r][c], vcvt_high_f32_f16(run[r][c]), scale_up);
+        float32x4_t l, h;
+        if constexpr (kInRegisters) {
+          l = lo[r][c], h = hi[r][c];
+        } else {
+          load_acc(r, c, l, h);
+        }
+        l = vfmaq_f32(l, vcvt_f32_f16(vget_low_f16(run[r][c])), scale_up);
+        h = vfmaq_f32(h, vcvt_high_f32_f16(run[r][c]), scale_up);
+        if constexpr (kInRegisters) {
+          lo[r][c] = l, hi[r][c] = h;
+        } else {
+          store_acc(r, c, l, h);
+        }
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) {
-      float* at = acc + r * lda + d + c * kF16Lanes;
-      if constexpr (kPartial) {
-        V::store_n(at, lo[r][c], m);
-        V::store_n(at + 4, hi[r][c], m - 4);
-      } else {
-        V::store(at, lo[r][c]);
-        V::store(at + 4, hi[r][c]);
-      }
+  if constexpr (kInRegisters) {
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) store_acc(r, c, lo[r][c], hi[r][c]);
     }
   }
 }
@@ -137,7 +169,7 @@ void axpy_rows(const float* coeffs, const void* rows, DType rows_dtype, int64_t 
                           row_stride, num_rows, n, y, 0);
 }
 
-// Prefill: 3 query rows x 2 vectors per pass (18 accumulators + 2 cache vectors + 3 weights),
+// Prefill: 3 query rows x 4 vectors per pass (12 fp16 runs + 4 cache vectors + 3 weights),
 // each cache vector loaded once for 3 fmla; then the 1-2 rows left.
 template <class V>
 void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
@@ -153,14 +185,14 @@ void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* r
   constexpr int kRows = 3;
   int64_t i = 0;
   for (; i + kRows <= num_q; i += kRows) {
-    f16_value_rows<V, kRows, 2>(w.h + i * w.padded, w.padded, w.up + i, row_scale + i, v,
+    f16_value_rows<V, kRows, 4>(w.h + i * w.padded, w.padded, w.up + i, row_scale + i, v,
                                 row_stride, num_rows, n, acc + i * lda, lda);
   }
   if (num_q - i == 2) {
-    f16_value_rows<V, 2, 2>(w.h + i * w.padded, w.padded, w.up + i, row_scale + i, v, row_stride,
+    f16_value_rows<V, 2, 4>(w.h + i * w.padded, w.padded, w.up + i, row_scale + i, v, row_stride,
                             num_rows, n, acc + i * lda, lda);
   } else if (num_q - i == 1) {
-    f16_value_rows<V, 1, 2>(w.h + i * w.padded, w.padded, w.up + i, row_scale + i, v, row_stride,
+    f16_value_rows<V, 1, 4>(w.h + i * w.padded, w.padded, w.up + i, row_scale + i, v, row_stride,
                             num_rows, n, acc + i * lda, lda);
   }
 }
