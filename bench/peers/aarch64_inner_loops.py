@@ -8,7 +8,8 @@ For each kernel it finds the function by its (demangled) name, the loops in it (
 an earlier address of the same function), and the innermost loop that multiplies. The
 multiply-adds an instruction does (sdot 16, smmla 32, fmla .8h 8, fmla .4s 4, smull/smlal .8h 8,
 bfdot 8, bfmmla 16) give the loop's work; for decode (one token) a multiply-add is one weight,
-so "per 32 MACs" is "per 32 weights". Two figures:
+so "per 32 MACs" is "per 32 weights" (for the KV-cache value sums, per 32 cache values).
+Two figures:
   inner  the innermost multiplying loop alone: the steady state of a long block (int8 per
          channel: one scale per row and token, so the block is the whole row);
   block  the loop around it, when that inner loop runs once per iteration of its parent: with
@@ -49,6 +50,12 @@ PAGODA_KERNELS = [
      r"arm::bf16_dot_tile<[^>]*NeonBf16, 4, 1>", "bfdot"),
     ("bf16 prefill, bfdot (4 rows x 4 tokens)", "neon_bf16",
      r"arm::bf16_dot_tile<[^>]*NeonBf16, 4, 4>", "bfdot"),
+    ("fp16 KV values decode, fmla .8h (axpy_rows, 1 row x 32 columns)", "neon_dotprod",
+     r"arm::f16_value_tile<[^>]*NeonDotprod, 1, 4, false>", "fmla"),
+    ("fp16 KV values prefill, fmla .8h (3 rows x 32 columns)", "neon_dotprod",
+     r"arm::f16_value_tile<[^>]*NeonDotprod, 3, 4, false>", "fmla"),
+    ("fp16 KV values, widened: fcvtl + fmla .4s (axpy_rows, Armv8.0)", "neon",
+     r"simd::axpy_rows<[^>]*::Neon>", "fmla+fcvtl"),
     ("f32/bf16 panel prefill, fmla .4s (sweep tile)", "neon_dotprod",
      r"simd::sweep_panel<[^>]*NeonDotprod>", "fmla"),
 ]
@@ -128,12 +135,16 @@ def measure(insns, need):
     """(inner count, inner MACs, block count or None) for the innermost multiplying loop."""
     body = lambda iv: [i for i in insns if iv[0] <= i[0] <= iv[1]]
     # With `need` only that instruction's multiply-adds count (an int8 loop's float finish
-    # would otherwise add its fmla lanes to the integer work).
+    # would otherwise add its fmla lanes to the integer work). "fmla+fcvtl": fmla counts, and
+    # the loop must hold an fcvtl too (the f16 loop of a function that also has an f32 one).
+    need, *also = need.split("+") if need else (None,)
     work = lambda iv: sum(macs(m, o) for _, m, o in body(iv) if need is None or m == need)
     inside = lambda a, b: a != b and b[0] <= a[0] and a[1] <= b[1]
     all_loops = loops(insns)
+    has = lambda iv, name: any(m == name for _, m, _ in body(iv))
     candidates = [iv for iv in all_loops
-                  if work(iv) > 0 and (need is None or any(m == need for _, m, _ in body(iv)))]
+                  if work(iv) > 0 and (need is None or has(iv, need))
+                  and all(has(iv, a) for a in also)]
     # Innermost: no multiplying loop inside; of those, the one doing the most work (a main
     # loop rather than its remainder loop).
     innermost = [iv for iv in candidates if not any(inside(o, iv) for o in candidates)]

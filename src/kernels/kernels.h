@@ -60,7 +60,10 @@ struct KernelTable {
   // products per lane summed in fp16, then in fp32: within 10 * 2^-11 * sum|x w| (plus
   // 2^-25 * 2^k per step near fp16's subnormals, 2^k the scale), not widened exactly.
   // Products of weights up to kF16ArithmeticMaxWeight in magnitude stay finite; the loader
-  // widens f16 matrices with larger weights to fp32.
+  // widens f16 matrices with larger weights to fp32. axpy_rows and attention_values on f16
+  // rows likewise (arm/fp16_values.h), with the coefficients scaled into [1/32, 1/16) so that
+  // any finite cache value stays finite: within 10 * 2^-11 * sum|c v| plus 2^-20 * max|c| per
+  // step near the subnormals.
   bool f16_arithmetic = false;
   // True when matmul on kI8 W8A8 weights reads WeightView::lane_panels, and reads them for
   // every token count: the loader then packs int8 matrices once (x86 without AVX512_VNNI).

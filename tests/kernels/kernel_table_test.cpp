@@ -9,6 +9,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -70,6 +71,23 @@ double f16_arithmetic_bound(const float* x, const float* w, int64_t n) {
     absmax = std::max(absmax, std::fabs(double{x[c]}));
   }
   return 10.0 * std::ldexp(1.0, -11) * sum_abs + (n + 8 + sum_w) * std::ldexp(1.0, -28) * absmax;
+}
+
+// The value sums (axpy_rows, attention_values) of such a table on fp16 rows, for one output
+// element y += sum_j c_j v_j (arm/fp16_values.h): c scaled by 2^-k so max|c| lands in
+// [1/32, 1/16) and rounded to fp16, runs of 8 rows summed in fp16, then added into fp32:
+// 10 u sum|c v| as above; near fp16's subnormals each step (the rounding of every c, every
+// product, every run's flush, weighted by |v|) may be off by 2^-25 * 2^k <= 2^-20 * max|c|.
+double f16_value_bound(const float* c, const float* v, int64_t v_stride, int64_t num_rows) {
+  double sum_abs = 0.0, sum_v = 0.0, absmax = 0.0;
+  for (int64_t j = 0; j < num_rows; ++j) {
+    const double vj = v[j * v_stride];
+    sum_abs += std::fabs(double{c[j]} * vj);
+    sum_v += std::fabs(vj);
+    absmax = std::max(absmax, std::fabs(double{c[j]}));
+  }
+  return 10.0 * std::ldexp(1.0, -11) * sum_abs +
+         (2.0 * num_rows + 8 + sum_v) * std::ldexp(1.0, -20) * absmax;
 }
 
 class KernelIsaTest : public ::testing::TestWithParam<std::string> {
@@ -361,9 +379,65 @@ TEST_P(KernelIsaTest, DotRowsAndAxpyRowsEqualTheOneRowCalls) {
           }
           table_->axpy(coeffs[j], row, n, y.data());
         }
-        ASSERT_EQ(y_rows, y) << where;
+        if (dtype == DType::kF16 && table_->f16_arithmetic) {
+          // fp16 products (f16_value_bound) against the one-row axpy calls, which round in
+          // fp32 once per row, and so does the fp32 part here, at most once per row.
+          for (int64_t i = 0; i < n; ++i) {
+            double sum_abs = std::fabs(double{y[i]});
+            for (int64_t j = 0; j < num_rows; ++j) {
+              sum_abs += std::fabs(double{coeffs[j]} * rows.f32[j * stride + i]);
+            }
+            ASSERT_NEAR(y_rows[i], y[i],
+                        2.0 * (num_rows + 1) * kUnitRoundoff * sum_abs +
+                            f16_value_bound(coeffs.data(), rows.f32.data() + i, stride, num_rows))
+                << where << " i=" << i;
+          }
+          // Each column's bits do not depend on the columns computed with it (the 4-vector
+          // chunks, single vectors and the tail): the call on columns [8, n) gives the same.
+          if (n > 8) {
+            std::vector<float> y_whole = random_floats(rng_, n);
+            std::vector<float> y_cols(y_whole.begin() + 8, y_whole.end());
+            table_->axpy_rows(coeffs.data(), rows.view.data, dtype, stride, num_rows, n,
+                              y_whole.data());
+            table_->axpy_rows(coeffs.data(), static_cast<const uint16_t*>(rows.view.data) + 8,
+                              dtype, stride, num_rows, n - 8, y_cols.data());
+            for (int64_t i = 8; i < n; ++i) ASSERT_EQ(y_cols[i - 8], y_whole[i]) << where;
+          }
+        } else {
+          ASSERT_EQ(y_rows, y) << where;
+        }
       }
     }
+  }
+}
+
+TEST_P(KernelIsaTest, AxpyRowsOnLargeFp16CacheValuesStaysFinite) {
+  // Values near fp16's largest (65504) weighted by coefficients up to 1: the fp32 result
+  // (up to 16 x 65504) is finite, so the fp16 runs must not overflow (arm/fp16_values.h
+  // scales the coefficients so that they cannot).
+  const int64_t n = 24, num_rows = 16;
+  std::vector<uint16_t> rows(num_rows * n);
+  std::vector<float> rows_f32(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i] = f32_to_f16(i % 3 == 0 ? -65504.0f : 60000.0f + float(i));
+    rows_f32[i] = f16_to_f32(rows[i]);
+  }
+  std::vector<float> coeffs(num_rows);
+  for (int64_t j = 0; j < num_rows; ++j) coeffs[j] = j % 5 == 0 ? 1.0f : 0.75f;
+  std::vector<float> y(n, 0.0f), expected(n, 0.0f);
+  table_->axpy_rows(coeffs.data(), rows.data(), DType::kF16, n, num_rows, n, y.data());
+  for (int64_t j = 0; j < num_rows; ++j) {
+    scalar().axpy(coeffs[j], rows_f32.data() + j * n, n, expected.data());
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(std::isfinite(y[i])) << "i=" << i;
+    double sum_abs = 0.0;
+    for (int64_t j = 0; j < num_rows; ++j) sum_abs += std::fabs(coeffs[j] * rows_f32[j * n + i]);
+    double tolerance = 2.0 * (num_rows + 1) * kUnitRoundoff * sum_abs;
+    if (table_->f16_arithmetic) {
+      tolerance += f16_value_bound(coeffs.data(), rows_f32.data() + i, n, num_rows);
+    }
+    ASSERT_NEAR(y[i], expected[i], tolerance) << "i=" << i;
   }
 }
 
@@ -559,6 +633,38 @@ TEST(KernelDispatch, DefaultIsTheVariantTheCpuModelCallsFor) {
   const char* expected = std::getenv("PAGODA_EXPECTED_ISA");
   if (expected == nullptr) GTEST_SKIP() << "PAGODA_EXPECTED_ISA is not set";
   EXPECT_STREQ(kernels().isa, expected) << cpu_features().describe();
+}
+
+// No variant leaves an entry empty or to the scalar reference (issue 23: nothing falls back to
+// scalar on a Kunpeng 920; qemu-kernel-tests.sh runs this on each CPU model, neoverse-n1 for
+// neon_dotprod). Code inside a variant's entry is checked by reading it: docs/kernels.md.
+TEST(KernelDispatch, NoVariantEntryIsTheScalarOne) {
+  const KernelTable& ref = *kernels_for("scalar");
+  for (const std::string& name : kernel_isa_names()) {
+    const KernelTable* t = kernels_for(name);
+    if (t == nullptr || name == "scalar") continue;
+    const std::pair<const char*, bool> entries[] = {
+        {"matmul", t->matmul != nullptr && t->matmul != ref.matmul},
+        {"rms_norm", t->rms_norm != nullptr && t->rms_norm != ref.rms_norm},
+        {"add_rms_norm", t->add_rms_norm != nullptr && t->add_rms_norm != ref.add_rms_norm},
+        {"silu_mul", t->silu_mul != nullptr && t->silu_mul != ref.silu_mul},
+        {"softmax", t->softmax != nullptr && t->softmax != ref.softmax},
+        {"dot", t->dot != nullptr && t->dot != ref.dot},
+        {"axpy", t->axpy != nullptr && t->axpy != ref.axpy},
+        {"dot_rows", t->dot_rows != nullptr && t->dot_rows != ref.dot_rows},
+        {"axpy_rows", t->axpy_rows != nullptr && t->axpy_rows != ref.axpy_rows},
+        {"attention_scores",
+         t->attention_scores != nullptr && t->attention_scores != ref.attention_scores},
+        {"attention_values",
+         t->attention_values != nullptr && t->attention_values != ref.attention_values},
+        {"rope", t->rope != nullptr && t->rope != ref.rope},
+        {"to_f32", t->to_f32 != nullptr && t->to_f32 != ref.to_f32},
+        {"from_f32", t->from_f32 != nullptr && t->from_f32 != ref.from_f32},
+        {"dequantize_row", t->dequantize_row != nullptr && t->dequantize_row != ref.dequantize_row},
+        {"exp_shifted", t->exp_shifted != nullptr && t->exp_shifted != ref.exp_shifted},
+    };
+    for (const auto& [entry, own] : entries) EXPECT_TRUE(own) << name << "." << entry;
+  }
 }
 
 #if defined(__x86_64__)

@@ -21,6 +21,7 @@
 //     For comparison, AVX-512's vdpbf16ps rounds x to bf16: 2^-8 per product, 8x larger.
 // Every (row, token) pair runs the same operations at the same columns (the run boundaries
 // are fixed multiples of 64 columns), so results are batch- and thread-split invariant.
+// The value sums over an fp16 cache (axpy_rows, attention_values) are arm/fp16_values.h.
 //
 // Templates on the vector traits V (ODR rules of simd/simd_kernels.h); only files compiled
 // with +fp16 may include this header.
@@ -44,8 +45,10 @@ inline float16x8_t load_f16x8(const uint16_t* p) {
 
 // Writes x [n] scaled by a power of two 2^-k and rounded to fp16 into out [padded] (zeros
 // past n) and returns 2^k, by which a dot product with the fp16 values is multiplied back.
-// absmax 0, subnormal, inf or NaN: k = 0.
-template <class V>
+// The scaled largest magnitude lies in [2^kTopExponent, 2^(kTopExponent + 1)): [8, 16) for
+// activations and queries (above), [1/32, 1/16) for the softmax weights of the value sums
+// (arm/fp16_values.h). absmax 0, subnormal, inf or NaN: k = 0.
+template <class V, int kTopExponent = 3>
 float to_f16_scaled(const float* x, int64_t n, int64_t padded, uint16_t* out) {
   float32x4_t m = vdupq_n_f32(0.0f);
   int64_t i = 0;
@@ -55,7 +58,7 @@ float to_f16_scaled(const float* x, int64_t n, int64_t padded, uint16_t* out) {
   const int exponent = static_cast<int>(bits >> 23);  // biased; absmax in [2^(e-127), 2^(e-126))
   int k = 0;
   if (exponent != 0 && exponent != 255) {
-    k = exponent - 130;  // absmax * 2^-k in [8, 16)
+    k = exponent - 127 - kTopExponent;  // absmax * 2^-k in [2^kTopExponent, 2^(kTop + 1))
     k = k < -126 ? -126 : (k > 126 ? 126 : k);
   }
   const float down =
@@ -146,7 +149,7 @@ struct F16Activations {
   int64_t padded = 0;
 };
 
-template <class V>
+template <class V, int kTopExponent = 3>
 F16Activations<V> f16_activations(const float* x, int64_t num_tokens, int64_t n, int64_t ldx) {
   static thread_local simd::Scratch<V> scratch;
   F16Activations<V> a;
@@ -156,7 +159,7 @@ F16Activations<V> f16_activations(const float* x, int64_t num_tokens, int64_t n,
   auto* h = reinterpret_cast<uint16_t*>(base);
   auto* up = reinterpret_cast<float*>(base + h_bytes);
   for (int64_t t = 0; t < num_tokens; ++t) {
-    up[t] = to_f16_scaled<V>(x + t * ldx, n, a.padded, h + t * a.padded);
+    up[t] = to_f16_scaled<V, kTopExponent>(x + t * ldx, n, a.padded, h + t * a.padded);
   }
   a.h = h;
   a.up = up;
@@ -235,14 +238,28 @@ void attention_scores(const float* q, int64_t ldq, int64_t num_q, const void* ro
   }
 }
 
+// The value sums over an fp16 cache block (the softmax-weighted v rows of decode, MLA and the
+// prefill tiles): defined in arm/fp16_values.h, included at the end of this file.
+template <class V>
+void axpy_rows(const float* coeffs, const void* rows, DType rows_dtype, int64_t row_stride,
+               int64_t num_rows, int64_t n, float* y);
+template <class V>
+void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
+                      const void* rows, DType rows_dtype, int64_t row_stride, int64_t num_rows,
+                      int64_t n, float* acc, int64_t lda);
+
 // The shared table with fp16 arithmetic for f16 weights and fp16 cache rows.
 template <class V>
 KernelTable with_f16_arithmetic(KernelTable t) {
   t.matmul = matmul<V>;
   t.dot_rows = dot_rows<V>;
+  t.axpy_rows = axpy_rows<V>;
   t.attention_scores = attention_scores<V>;
+  t.attention_values = attention_values<V>;
   t.f16_arithmetic = true;
   return t;
 }
 
 }  // namespace pagoda::arm
+
+#include "kernels/arm/fp16_values.h"  // IWYU pragma: keep

@@ -6,6 +6,7 @@
 
 #include <arm_neon.h>
 
+#include "kernels/arm/arm_table.h"
 #include "kernels/arm/int8_kernels.h"
 #include "kernels/arm/neon_traits.h"
 #include "kernels/simd/quant_kernels.h"
@@ -29,7 +30,7 @@ struct Neon : NeonBase {
 }  // namespace
 
 const KernelTable& neon_table() {
-  static const KernelTable table = simd::make_table<Neon>("neon");
+  static const KernelTable table = arm::make_table<Neon>("neon");
   return table;
 }
 

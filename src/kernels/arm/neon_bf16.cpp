@@ -7,6 +7,7 @@
 
 #include <arm_neon.h>
 
+#include "kernels/arm/arm_table.h"
 #include "kernels/arm/bf16_kernels.h"
 #include "kernels/arm/fp16_kernels.h"
 #include "kernels/arm/i8mm_kernels.h"
@@ -29,7 +30,7 @@ struct NeonBf16 : NeonBase {
 
 const KernelTable& neon_bf16_table() {
   static const KernelTable table = [] {
-    KernelTable t = arm::with_f16_arithmetic<NeonBf16>(simd::make_table<NeonBf16>("neon_bf16"));
+    KernelTable t = arm::with_f16_arithmetic<NeonBf16>(arm::make_table<NeonBf16>("neon_bf16"));
     t.matmul = arm::matmul_bf16_dot<NeonBf16, &arm::matmul<NeonBf16>>;
     t.matmul_bf16_activations = true;
     return t;

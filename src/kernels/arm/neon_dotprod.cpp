@@ -8,6 +8,7 @@
 
 #include <arm_neon.h>
 
+#include "kernels/arm/arm_table.h"
 #include "kernels/arm/fp16_kernels.h"
 #include "kernels/arm/int8_kernels.h"
 #include "kernels/arm/neon_traits.h"
@@ -26,7 +27,7 @@ struct NeonDotprod : NeonBase {
 
 const KernelTable& neon_dotprod_table() {
   static const KernelTable table =
-      arm::with_f16_arithmetic<NeonDotprod>(simd::make_table<NeonDotprod>("neon_dotprod"));
+      arm::with_f16_arithmetic<NeonDotprod>(arm::make_table<NeonDotprod>("neon_dotprod"));
   return table;
 }
 

@@ -8,6 +8,7 @@
 
 #include <arm_neon.h>
 
+#include "kernels/arm/arm_table.h"
 #include "kernels/arm/fp16_kernels.h"
 #include "kernels/arm/i8mm_kernels.h"
 #include "kernels/arm/int8_kernels.h"
@@ -30,7 +31,7 @@ struct NeonI8mm : NeonBase {
 
 const KernelTable& neon_i8mm_table() {
   static const KernelTable table =
-      arm::with_f16_arithmetic<NeonI8mm>(simd::make_table<NeonI8mm>("neon_i8mm"));
+      arm::with_f16_arithmetic<NeonI8mm>(arm::make_table<NeonI8mm>("neon_i8mm"));
   return table;
 }
 
