@@ -15,7 +15,11 @@
 #   -r N                rounds per engine and file (default 2)
 #   --pagoda PATH       the pagoda binary (default: build/pagoda beside this script's repo)
 #   --out DIR           keep every run's JSON there (default: a temporary directory)
-# Prints one line per engine and file: median pp and tg tokens/s, and pagoda / llama.cpp ratios.
+#   --best              report each engine's best round instead of the median (the "best of N"
+#                       convention: on a shared machine the best round is the least disturbed)
+#   --summary-json FILE also write the printed figures as JSON (for scripts that build a table)
+# Prints one line per engine and file: median (or best) pp and tg tokens/s, and pagoda / llama.cpp
+# ratios.
 set -euo pipefail
 
 prompt_len=512
@@ -25,6 +29,8 @@ rounds=2
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 pagoda="$repo/build/pagoda"
 out=""
+stat=median
+summary_json=""
 args=()
 while (($#)); do
   case "$1" in
@@ -34,7 +40,9 @@ while (($#)); do
     -r) rounds=$2; shift 2 ;;
     --pagoda) pagoda=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --best) stat=best; shift ;;
+    --summary-json) summary_json=$2; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done
@@ -84,14 +92,18 @@ for ((round = 0; round < rounds; round++)); do
   done
 done
 
-# Summary: medians over rounds. llama-bench -o json writes one object per test (pp then tg)
-# with avg_ts; pagoda writes one object with pp_tokens_per_s and tg_tokens_per_s.
-"$PY" - "$out" "$prompt_len" "$gen_len" "$threads" "${models[@]}" <<'PYEOF'
+# Summary: medians (or the best) over rounds. llama-bench -o json writes one object per test (pp
+# then tg) with avg_ts; pagoda writes one object with pp_tokens_per_s and tg_tokens_per_s.
+"$PY" - "$out" "$prompt_len" "$gen_len" "$threads" "$stat" "$summary_json" "${models[@]}" <<'PYEOF'
 import glob, json, os, statistics, sys
-out, p, n, t, models = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
+out, p, n, t, stat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+summary_json, models = sys.argv[6], sys.argv[7:]
+summary = {"prompt_len": p, "gen_len": n, "threads": int(t), "stat": stat, "models": {}}
 
 def med(xs):
-    return statistics.median(xs) if xs else None
+    if not xs:
+        return None
+    return max(xs) if stat == "best" else statistics.median(xs)
 
 def fmt(x):
     return "   failed" if x is None else f"{x:9.1f}"
@@ -99,7 +111,8 @@ def fmt(x):
 def ratio(a, b):
     return "    -" if a is None or b is None or b == 0 else f"{a / b:5.2f}"
 
-print(f"pp{p} / tg{n}, {t} threads, tokens/s (median over rounds); ratio = pagoda / llama.cpp")
+over = "best of" if stat == "best" else "median over"
+print(f"pp{p} / tg{n}, {t} threads, tokens/s ({over} rounds); ratio = pagoda / llama.cpp")
 print(f"{'model':32} {'engine':10} {'pp':>9} {'tg':>9}")
 for m in models:
     base = os.path.basename(m)
@@ -118,5 +131,10 @@ for m in models:
     print(f"{base:32} {'llama.cpp':10} {fmt(lp)} {fmt(lt)}")
     print(f"{'':32} {'pagoda':10} {fmt(pp)} {fmt(pt)}")
     print(f"{'':32} {'ratio':10} {ratio(pp, lp):>9} {ratio(pt, lt):>9}")
+    summary["models"][m] = {"llama_cpp": {"pp": lp, "tg": lt, "rounds": len(lpp)},
+                            "pagoda": {"pp": pp, "tg": pt, "rounds": len(ppp)}}
 print(f"raw JSON: {out}")
+if summary_json:
+    with open(summary_json, "w") as f:
+        json.dump(summary, f, indent=2)
 PYEOF
