@@ -21,7 +21,8 @@
 #
 # Needs root, debootstrap, qemu-user-static and binfmt-support (apt-get install debootstrap
 # qemu-user-static binfmt-support) and a kernel that allows binfmt_misc (not every container
-# does). Downloads ~0.5 GB of arm64 packages each run. Not part of scripts/test.sh: too slow.
+# does). Downloads about 0.7 GB of arm64 packages each run, and dpkg runs emulated: (a) to (c)
+# took 51 minutes on a shared 2-core VM (README, "Setup on arm64"). Not part of scripts/test.sh.
 # --keep leaves the run's root (with its logs under /root/check-logs) in
 # $PAGODA_CHROOT_CACHE/arm64-run-root. Only committed files are checked (a clone of HEAD).
 # Exits 0 when every step passed, 1 otherwise; prints one line per step.
