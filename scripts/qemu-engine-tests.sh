@@ -5,8 +5,7 @@
 # features select (the engine has no kernels of its own; its tests run whole tiny models):
 #   scripts/qemu-engine-tests.sh aarch64 neoverse-n1    (TaiShan v110's features: Kunpeng 920)
 # Prints each binary's counts and the total passed / failed / skipped (from GoogleTest's XML).
-# One OpenMP thread, as in scripts/qemu-kernel-tests.sh (Debian 12's qemu-user hangs OpenMP
-# teams). Exits 77 (CTest's "skipped") without qemu-user or without the cross build.
+# One OpenMP thread, as in scripts/qemu-kernel-tests.sh. Exits 77 (CTest's "skipped") without qemu-user or without the cross build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
