@@ -18,12 +18,12 @@
 # run the results with scripts/qemu-run.sh. Exits 77 (CTest's "skipped") when the cross
 # compiler is absent.
 #
-# The engine links the hub room, and the hub libcurl. Multiarch installs a package for arm64
-# only at the version the host has for amd64, so on a machine whose amd64 packages are not the
-# newest, libcurl4-openssl-dev:arm64 would upgrade sixteen of the host's packages. Instead the
-# engine build unpacks the arm64 libcurl, and those of its dependencies that are not installed
-# for arm64, into build-aarch64-engine/sysroot (apt-get download, dpkg -x: no root, no change
-# to the host), and its test binaries find them there through their RPATH.
+# The engine links the hub room, and the hub libcurl and nettle. Multiarch installs a package for
+# arm64 only at the version the host has for amd64, so on a machine whose amd64 packages are not
+# the newest, libcurl4-openssl-dev:arm64 would upgrade sixteen of the host's packages. Instead
+# the engine build unpacks the arm64 libcurl and nettle, and those of their dependencies that
+# are not installed for arm64, into build-aarch64-engine/sysroot (apt-get download, dpkg -x: no
+# root, no change to the host), and its test binaries find them there through their RPATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,17 +42,20 @@ if ! command -v "$triple-g++" >/dev/null 2>&1; then
   exit 77
 fi
 
-# Unpacks PACKAGE:$debian_arch and the part of its dependency closure not installed for
-# $debian_arch into DIR; its .pc files are rewritten to point into DIR (libcurl.pc names its
-# include directory in full).
+# Unpacks PACKAGES (for $debian_arch) and the part of their dependency closure not installed for
+# $debian_arch into DIR; their .pc files are rewritten to point into DIR (libcurl.pc names its
+# include directory in full). DIR/.complete lists the packages, so that a sysroot unpacked for
+# another list is unpacked again.
 unpack_sysroot() {
-  local dir=$1 package=$2
-  [ -e "$dir/.complete" ] && return 0
+  local dir=$1
+  shift
+  local packages=("$@")
+  [ "$(cat "$dir/.complete" 2>/dev/null)" = "${packages[*]}" ] && return 0
   rm -rf "$dir"
   mkdir -p "$dir/debs"
   local wanted=()
   for dep in $(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
-      --no-breaks --no-replaces --no-enhances "$package:$debian_arch" |
+      --no-breaks --no-replaces --no-enhances "${packages[@]/%/:$debian_arch}" |
       grep -E "^[a-z0-9].*:$debian_arch\$" | sort -u); do
     dpkg-query -W -f='${Status}' "$dep" 2>/dev/null | grep -q 'ok installed' || wanted+=("$dep")
   done
@@ -62,7 +65,7 @@ unpack_sysroot() {
   fi
   for deb in "$dir"/debs/*.deb; do dpkg -x "$deb" "$dir"; done
   sed -E -i "s#^(prefix|includedir)=/usr#\1=$dir/usr#" "$dir"/usr/lib/$triple/pkgconfig/*.pc
-  touch "$dir/.complete"
+  echo "${packages[*]}" >"$dir/.complete"
 }
 
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
@@ -75,7 +78,7 @@ jobs=${PAGODA_BUILD_JOBS:-$(nproc)}
 if [ "$level" = --engine ]; then
   build=build-$arch-engine
   sysroot=$PWD/$build/sysroot
-  unpack_sysroot "$sysroot" libcurl4-openssl-dev
+  unpack_sysroot "$sysroot" libcurl4-openssl-dev nettle-dev
   # zlib1g still installs into /lib; DT_RPATH rather than DT_RUNPATH: it also serves libcurl's
   # own dependencies.
   rpath=$sysroot/usr/lib/$triple:$sysroot/lib/$triple

@@ -5,8 +5,7 @@
 # features select (the engine has no kernels of its own; its tests run whole tiny models):
 #   scripts/qemu-engine-tests.sh aarch64 neoverse-n1    (TaiShan v110's features: Kunpeng 920)
 # Prints each binary's counts and the total passed / failed / skipped (from GoogleTest's XML).
-# One OpenMP thread, as in scripts/qemu-kernel-tests.sh (Debian 12's qemu-user hangs OpenMP
-# teams). Exits 77 (CTest's "skipped") without qemu-user or without the cross build.
+# One OpenMP thread, as in scripts/qemu-kernel-tests.sh. Exits 77 (CTest's "skipped") without qemu-user or without the cross build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +20,11 @@ tests=$(find "$build/tests/engine" -maxdepth 1 -name '*_test' -type f -perm -u+x
   { echo "skipped: $build/tests/engine is not built (scripts/cross-build.sh $arch --engine)" >&2
     exit 77; }
 
+# qemu-user 7.2 answers madvise() with success and does nothing ("a hint"), so
+# MADV_POPULATE_WRITE faults nothing in and the prefault case sees no resident page; the
+# prefault runs natively only.
+not_under_qemu=-HugeBuffer.PrefaultBringsEveryPageInAndOnlyThen
+
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
@@ -28,7 +32,7 @@ for t in $tests; do
   name=$(basename "$t")
   echo "== $name on $cpu"
   OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive timeout "${PAGODA_QEMU_TEST_TIMEOUT:-1800}" \
-    scripts/qemu-run.sh "$arch" --cpu "$cpu" "$t" --gtest_brief=1 \
+    scripts/qemu-run.sh "$arch" --cpu "$cpu" "$t" --gtest_brief=1 --gtest_filter="$not_under_qemu" \
     --gtest_output="xml:$work/$name.xml" || status=1
 done
 # A binary that crashed or timed out wrote no XML: it is a failure, named here.

@@ -12,8 +12,7 @@
 # - f16 weights too large for the fp16 arithmetic the model's variant may use are widened at
 #   load (tests/model/f16_weights_test);
 # - the DeepSeek unit tests (config, MoE router, MLA attention with the fp16 cache).
-# One OpenMP thread, as in scripts/qemu-kernel-tests.sh (Debian 12's qemu-user hangs OpenMP
-# teams). Exits 77 (CTest's "skipped") without qemu-user or without the cross build.
+# One OpenMP thread, as in scripts/qemu-kernel-tests.sh. Exits 77 (CTest's "skipped") without qemu-user or without the cross build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
