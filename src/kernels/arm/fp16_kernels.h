@@ -245,8 +245,8 @@ void axpy_rows(const float* coeffs, const void* rows, DType rows_dtype, int64_t 
                int64_t num_rows, int64_t n, float* y);
 template <class V>
 void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
-                      const void* rows, DType rows_dtype, int64_t row_stride, int64_t num_rows,
-                      int64_t n, float* acc, int64_t lda);
+                      const void* const* blocks, int64_t block_rows, DType rows_dtype,
+                      int64_t row_stride, int64_t num_rows, int64_t n, float* acc, int64_t lda);
 
 // The shared table with fp16 arithmetic for f16 weights and fp16 cache rows.
 template <class V>

@@ -28,6 +28,7 @@
 
 #include <arm_neon.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/arm/fp16_kernels.h"
@@ -169,31 +170,47 @@ void axpy_rows(const float* coeffs, const void* rows, DType rows_dtype, int64_t 
                           row_stride, num_rows, n, y, 0);
 }
 
-// Prefill: 3 query rows x 4 vectors per pass (12 fp16 runs + 4 cache vectors + 3 weights),
-// each cache vector loaded once for 3 fmla; then the 1-2 rows left.
+// Prefill, one cache block: 3 query rows x 4 vectors per pass (12 fp16 runs + 4 cache
+// vectors + 3 weights), each cache vector loaded once for 3 fmla; then the 1-2 rows left.
+// row_scale may be null (no rescale).
 template <class V>
-void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
-                      const void* rows, DType rows_dtype, int64_t row_stride, int64_t num_rows,
-                      int64_t n, float* acc, int64_t lda) {
-  if (rows_dtype != DType::kF16) {
-    simd::attention_values<V>(p, ldp, num_q, row_scale, rows, rows_dtype, row_stride, num_rows, n,
-                              acc, lda);
-    return;
-  }
+void f16_block_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
+                      const uint16_t* v, int64_t row_stride, int64_t num_rows, int64_t n,
+                      float* acc, int64_t lda) {
   const F16Activations<V> w = f16_activations<V, kF16WeightTopExponent>(p, num_q, num_rows, ldp);
-  const auto* v = static_cast<const uint16_t*>(rows);
+  const auto scale_of = [&](int64_t i) { return row_scale == nullptr ? nullptr : row_scale + i; };
   constexpr int kRows = 3;
   int64_t i = 0;
   for (; i + kRows <= num_q; i += kRows) {
-    f16_value_rows<V, kRows, 4>(w.h + i * w.padded, w.padded, w.up + i, row_scale + i, v,
-                                row_stride, num_rows, n, acc + i * lda, lda);
+    f16_value_rows<V, kRows, 4>(w.h + i * w.padded, w.padded, w.up + i, scale_of(i), v, row_stride,
+                                num_rows, n, acc + i * lda, lda);
   }
   if (num_q - i == 2) {
-    f16_value_rows<V, 2, 4>(w.h + i * w.padded, w.padded, w.up + i, row_scale + i, v, row_stride,
+    f16_value_rows<V, 2, 4>(w.h + i * w.padded, w.padded, w.up + i, scale_of(i), v, row_stride,
                             num_rows, n, acc + i * lda, lda);
   } else if (num_q - i == 1) {
-    f16_value_rows<V, 1, 4>(w.h + i * w.padded, w.padded, w.up + i, row_scale + i, v, row_stride,
+    f16_value_rows<V, 1, 4>(w.h + i * w.padded, w.padded, w.up + i, scale_of(i), v, row_stride,
                             num_rows, n, acc + i * lda, lda);
+  }
+}
+
+// Prefill over a key tile of several cache blocks: block by block, the rescale with the first
+// (x 1 after it would be exact anyway). Each block is its own call because the fp16 weights'
+// power-of-two scale and the runs of 8 start at a block's first row in axpy_rows too, which
+// decode calls once per block: so one query row here gives decode's bits.
+template <class V>
+void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
+                      const void* const* blocks, int64_t block_rows, DType rows_dtype,
+                      int64_t row_stride, int64_t num_rows, int64_t n, float* acc, int64_t lda) {
+  if (rows_dtype != DType::kF16) {
+    simd::attention_values<V>(p, ldp, num_q, row_scale, blocks, block_rows, rows_dtype, row_stride,
+                              num_rows, n, acc, lda);
+    return;
+  }
+  for (int64_t first = 0, b = 0; first < num_rows; first += block_rows, ++b) {
+    const int64_t rows = std::min(block_rows, num_rows - first);
+    f16_block_values<V>(p + first, ldp, num_q, b == 0 ? row_scale : nullptr,
+                        static_cast<const uint16_t*>(blocks[b]), row_stride, rows, n, acc, lda);
   }
 }
 
