@@ -18,6 +18,10 @@
 //                    per weight type, at TOKENS tokens (default 128 and 32): the experts' token
 //                    groups run through the same tiles as a dense prefill, so the same shares
 //                    of peak are the aim. Ops count the router, the routed and shared MLPs.
+// GGUF files run as these rows (loader/gguf_repack.h): Q8_0, Q5_0, Q6_K and Q5_K become int8
+// g32 and Q4_K int4 g32 with mins, both with int8 activations, and on the CPU device they stay
+// row-major (no panels): "int8 g32 W8A8 (Q8_0 Q6_K)" and "int4 g32 W4A8 (Q4_K)" are their exact
+// layouts (a Q4_K_M file mixes Q4_K, Q6_K, Q5_0 and Q8_0); Q4_0 is its own row.
 // The "panels" rows (avx2, and avx512 without VNNI) are the int8 W8A8 rows above with the
 // weights packed into lane panels as the loader packs them: decode streams the panels, and no
 // call repacks; set beside their row-major rows they give what packing at load changes.
@@ -77,11 +81,11 @@ const Variant kVariants[] = {
     {"bf16", DType::kBF16, 0, false},
     {"int8 weight-only", DType::kI8, 0, false},
     {"int8 W8A8", DType::kI8, 0, true},
-    {"int8 g32 W8A8 (Q8_0)", DType::kI8, 32, true},
+    {"int8 g32 W8A8 (Q8_0 Q6_K)", DType::kI8, 32, true},
     {"int8 W8A8 panels", DType::kI8, 0, true, false, true},
     {"int8 g32 W8A8 panels", DType::kI8, 32, true, false, true},
     {"int4 g32 weight-only", DType::kI4, 32, false},
-    {"int4 g32 W4A8", DType::kI4, 32, true},
+    {"int4 g32 W4A8 (Q4_K)", DType::kI4, 32, true},
     {"int4 g32 W4A8 (Q4_0)", DType::kI4, 32, true, true},
     {"int4 g128 W4A8", DType::kI4, 128, true},
 };
@@ -192,7 +196,7 @@ void prefill_only(int repeats, int64_t tokens, const pagoda::bench::ComputePeak&
       "GOP/s = 2 * tokens * rows * cols / time (best of %d); %%fma / %%int8: of the peaks "
       "above (/CPU: both per CPU-second, the ratio to trust on a shared machine)\n",
       repeats);
-  std::printf("  %-22s %-11s %6s %9s %7s %7s %12s %9s %9s\n", "weights", "shape", "tokens", "GOP/s",
+  std::printf("  %-26s %-11s %6s %9s %7s %7s %12s %9s %9s\n", "weights", "shape", "tokens", "GOP/s",
               "%fma", "%int8", "GOP/s/CPU-s", "%fma/CPU", "%int8/CPU");
   for (const Shape& s : {kShapes[0], kShapes[1], kShapes[2]}) {
     for (int64_t n : {tokens, int64_t{1}}) {
@@ -206,7 +210,7 @@ void prefill_only(int repeats, int64_t tokens, const pagoda::bench::ComputePeak&
         const double ops = 2.0 * static_cast<double>(n * s.rows * s.cols);
         const double gops = ops / t.wall_s / 1e9;
         const double per_cpu = ops / t.cpu_s / 1e9;
-        std::printf("  %-22s %-11s %6lld %9.1f %6.1f%% %6.1f%% %12.1f %8.1f%% %8.1f%%\n", v.name,
+        std::printf("  %-26s %-11s %6lld %9.1f %6.1f%% %6.1f%% %12.1f %8.1f%% %8.1f%%\n", v.name,
                     s.name, static_cast<long long>(n), gops, 100.0 * gops / peak.fp32_gflops,
                     100.0 * gops / peak.int8_gops, per_cpu,
                     100.0 * per_cpu / peak.fp32_gflops_per_cpu,
@@ -231,7 +235,7 @@ void moe_layer(int repeats, const std::vector<int64_t>& token_counts,
       "MoE layer, V2-Lite shape (GOP/s = 2 * (router + routed + shared MACs) / time, best of "
       "%d); %%peak: W8A8/W4A8 of the int8 peak, the rest of the fp32 FMA peak\n",
       repeats);
-  std::printf("  %-22s %6s %13s %9s %7s %12s %9s\n", "weights", "tokens", "tokens/expert", "GOP/s",
+  std::printf("  %-26s %6s %13s %9s %7s %12s %9s\n", "weights", "tokens", "tokens/expert", "GOP/s",
               "%peak", "GOP/s/CPU-s", "%peak/CPU");
   for (const Variant& v : kVariants) {
     if (v.group_size == 128 || skipped(v)) continue;  // 1408 is not a multiple of 128
@@ -262,7 +266,7 @@ void moe_layer(int repeats, const std::vector<int64_t>& token_counts,
       const double peak_gops = v.int8_activations ? peak.int8_gops : peak.fp32_gflops;
       const double peak_per_cpu =
           v.int8_activations ? peak.int8_gops_per_cpu : peak.fp32_gflops_per_cpu;
-      std::printf("  %-22s %6lld %13.1f %9.1f %6.1f%% %12.1f %8.1f%%\n", v.name,
+      std::printf("  %-26s %6lld %13.1f %9.1f %6.1f%% %12.1f %8.1f%%\n", v.name,
                   static_cast<long long>(tokens),
                   static_cast<double>(tokens * kTopK) / static_cast<double>(kExperts), gops,
                   100.0 * gops / peak_gops, per_cpu, 100.0 * per_cpu / peak_per_cpu);
@@ -324,7 +328,7 @@ int main(int argc, char** argv) {
       peak.int8_instructions, peak.int8_gops, peak.fp32_instructions, peak.fp32_gflops);
 
   std::printf("decode, 1 token (GB/s = weight bytes incl. scales / time):\n");
-  std::printf("  %-22s %-11s %9s %8s %7s %12s %9s\n", "weights", "shape", "ms/matrix", "GB/s",
+  std::printf("  %-26s %-11s %9s %8s %7s %12s %9s\n", "weights", "shape", "ms/matrix", "GB/s",
               "%probe", "GB/s/CPU-s", "%probe/CPU");
   for (const Variant& v : kVariants) {
     if (skipped(v)) continue;
@@ -346,19 +350,19 @@ int main(int argc, char** argv) {
       all_wall += t.wall_s;
       all_cpu += t.cpu_s;
       const double gbps = bytes / t.wall_s / 1e9, per_cpu = bytes / t.cpu_s / 1e9;
-      std::printf("  %-22s %-11s %9.3f %8.2f %6.1f%% %12.2f %8.1f%%\n", v.name, s.name,
+      std::printf("  %-26s %-11s %9.3f %8.2f %6.1f%% %12.2f %8.1f%%\n", v.name, s.name,
                   t.wall_s / static_cast<double>(copies.size()) * 1e3, gbps,
                   100.0 * gbps / probe_gbps, per_cpu, 100.0 * per_cpu / probe_per_cpu);
     }
     const double gbps = all_bytes / all_wall / 1e9, per_cpu = all_bytes / all_cpu / 1e9;
-    std::printf("  %-22s %-11s %9s %8.2f %6.1f%% %12.2f %8.1f%%\n\n", v.name, "all shapes", "",
+    std::printf("  %-26s %-11s %9s %8.2f %6.1f%% %12.2f %8.1f%%\n\n", v.name, "all shapes", "",
                 gbps, 100.0 * gbps / probe_gbps, per_cpu, 100.0 * per_cpu / probe_per_cpu);
   }
 
   // %peak: W8A8 / W4A8 against the int8 peak, the float paths (fp32 FMAs on widened weights)
   // against the fp32 FMA peak (bf16 on AVX512_BF16 runs vdpbf16ps, up to twice that).
   std::printf("prefill / batched decode (GOP/s = 2 * tokens * rows * cols / time):\n");
-  std::printf("  %-22s %-11s %6s %9s %7s %12s\n", "weights", "shape", "tokens", "GOP/s", "%peak",
+  std::printf("  %-26s %-11s %6s %9s %7s %12s\n", "weights", "shape", "tokens", "GOP/s", "%peak",
               "GOP/s/CPU-s");
   for (int64_t tokens : {int64_t{512}, int64_t{32}}) {
     for (const Shape& s : {kShapes[0], kShapes[1]}) {
@@ -373,7 +377,7 @@ int main(int argc, char** argv) {
         const double ops = 2.0 * static_cast<double>(tokens * s.rows * s.cols);
         const double gops = ops / t.wall_s / 1e9;
         const double peak_gops = v.int8_activations ? peak.int8_gops : peak.fp32_gflops;
-        std::printf("  %-22s %-11s %6lld %9.1f %6.1f%% %12.1f\n", v.name, s.name,
+        std::printf("  %-26s %-11s %6lld %9.1f %6.1f%% %12.1f\n", v.name, s.name,
                     static_cast<long long>(tokens), gops,
                     peak_gops > 0.0 ? 100.0 * gops / peak_gops : 0.0, ops / t.cpu_s / 1e9);
       }

@@ -19,7 +19,9 @@
 #                       convention: on a shared machine the best round is the least disturbed)
 #   --summary-json FILE also write the printed figures as JSON (for scripts that build a table)
 # Prints one line per engine and file: median (or best) pp and tg tokens/s, and pagoda / llama.cpp
-# ratios.
+# ratios, under the file's type mix as llama-bench names it ("Q4_K - Medium": a K-quant file
+# mixes types, e.g. Q4_K with Q6_K and, where a row is not a multiple of 256, Q5_0 / Q8_0).
+# Any file both engines load works (F16, BF16, Q8_0, Q5_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K).
 set -euo pipefail
 
 prompt_len=512
@@ -42,7 +44,7 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --best) stat=best; shift ;;
     --summary-json) summary_json=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done
@@ -117,8 +119,10 @@ print(f"{'model':32} {'engine':10} {'pp':>9} {'tg':>9}")
 for m in models:
     base = os.path.basename(m)
     lpp, ltg, ppp, ptg = [], [], [], []
+    model_type = None  # llama-bench's name of the file's type mix, e.g. "llama 1B Q4_K - Medium"
     for f in sorted(glob.glob(os.path.join(out, f"llama.{base}.*.json"))):
         for e in json.load(open(f)):
+            model_type = e.get("model_type", model_type)
             if e.get("n_prompt") == p and e.get("n_gen") == 0:
                 lpp.append(e["avg_ts"])
             elif e.get("n_gen") == n and e.get("n_prompt") == 0:
@@ -128,10 +132,14 @@ for m in models:
     for f in sorted(glob.glob(os.path.join(out, f"pagoda.{base}.*.tg.json"))):
         ptg.append(json.load(open(f))["tg_tokens_per_s"])
     lp, lt, pp, pt = med(lpp), med(ltg), med(ppp), med(ptg)
+    if model_type:
+        print(f"{base} ({model_type})")
+        base = ""
     print(f"{base:32} {'llama.cpp':10} {fmt(lp)} {fmt(lt)}")
     print(f"{'':32} {'pagoda':10} {fmt(pp)} {fmt(pt)}")
     print(f"{'':32} {'ratio':10} {ratio(pp, lp):>9} {ratio(pt, lt):>9}")
-    summary["models"][m] = {"llama_cpp": {"pp": lp, "tg": lt, "rounds": len(lpp)},
+    summary["models"][m] = {"model_type": model_type,
+                            "llama_cpp": {"pp": lp, "tg": lt, "rounds": len(lpp)},
                             "pagoda": {"pp": pp, "tg": pt, "rounds": len(ppp)}}
 print(f"raw JSON: {out}")
 if summary_json:

@@ -11,6 +11,7 @@
 #include "kernels/simd/simd_kernels.h"
 #include "kernels/tables.h"
 #include "kernels/x86/int8_kernels.h"
+#include "kernels/x86/interleaved_rope.h"
 
 namespace pagoda::detail {
 namespace {
@@ -228,6 +229,7 @@ const KernelTable& avx2_table() {
   static const KernelTable table = [] {
     KernelTable t = simd::make_table<Avx2>("avx2");
     t.int8_lane_panels = true;  // int8_lane_panels.h
+    t.rope = x86::rope<Avx2>;   // interleaved pairs vectorised (interleaved_rope.h)
     return t;
   }();
   return table;

@@ -13,6 +13,7 @@
 #include "kernels/simd/simd_kernels.h"
 #include "kernels/tables.h"
 #include "kernels/x86/int8_kernels.h"
+#include "kernels/x86/interleaved_rope.h"
 
 namespace pagoda::detail {
 namespace {
@@ -1021,6 +1022,7 @@ KernelTable make_avx512_table() {
   t.matmul = matmul<Bf16, kVnni>;
   t.matmul_bf16_activations = !std::is_void_v<Bf16>;
   t.int8_lane_panels = !kVnni;  // the ymm lane panels; VNNI has its zmm panels
+  t.rope = x86::rope<Avx512>;   // interleaved pairs vectorised (interleaved_rope.h)
   return t;
 }
 
