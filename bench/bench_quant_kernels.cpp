@@ -7,12 +7,16 @@
 //  - the machine's int8 multiply-add and fp32 FMA peaks (bench/compute_peak.h), so that each
 //    prefill figure is also a fraction of the peak of the instructions it runs on.
 // Threads: OMP_NUM_THREADS (default: every core).
-// Usage: bench_quant_kernels [repeats] [--isa NAME] [--prefill-only [TOKENS]]
+// Usage: bench_quant_kernels [repeats] [--isa NAME] [--only NAME] [--prefill-only [TOKENS]]
+//                            [--moe [TOKENS]] [--moe-cached]
 //   --isa NAME       force a kernel table (as --isa / PAGODA_ISA do for the engine); with avx2
 //                    the peaks are those of the 256-bit instructions, also on an AVX-512 CPU.
 //   --prefill-only   skip the 512 MiB decode streams: one call of TOKENS (default 128) tokens
 //                    and one of 1 token (compute-bound decode, matrix in cache) per weight type
 //                    at 2048x2048, 5504x2048 and 2048x5504, each as a share of both peaks.
+//   --only NAME      only the weight types whose name holds NAME (e.g. "W8A8 panels").
+//   --moe-cached     with --moe: every expert shares one set of weights, which then stays in
+//                    cache: the layer's compute side without its weight stream.
 //   --moe [TOKENS]   instead, one DeepSeek-V2-Lite MoE layer (hidden 2048, 64 experts of 1408,
 //                    top-6, 2 shared fused into one MLP of 2816) through MoeDispatcher::forward,
 //                    per weight type, at TOKENS tokens (default 128 and 32): the experts' token
@@ -103,7 +107,15 @@ struct OwnedWeight {
   int64_t bytes = 0;
 };
 
+// --only NAME: the variants whose name holds NAME (one weight type at a time for perf).
+std::string only_variant;
+// --moe-cached: every expert computes with the same weights (the layer without its weight stream).
+bool moe_cached_experts = false;
+
 bool skipped(const Variant& v) {
+  if (!only_variant.empty() && std::string(v.name).find(only_variant) == std::string::npos) {
+    return true;
+  }
   return v.lane_panels && !pagoda::kernels().int8_lane_panels;
 }
 
@@ -250,7 +262,12 @@ void moe_layer(int repeats, const std::vector<int64_t>& token_counts,
     };
     pagoda::MoeWeights w;
     w.router = WeightView{router_f32.data(), DType::kF32, kExperts, kHidden};
-    for (int64_t e = 0; e < kExperts; ++e) w.experts.push_back(mlp(kMoeInter, 3 * e + 1));
+    if (moe_cached_experts) {  // one weight set for every expert: it stays in cache
+      const pagoda::ExpertMlp one = mlp(kMoeInter, 1);
+      w.experts.assign(kExperts, one);
+    } else {
+      for (int64_t e = 0; e < kExperts; ++e) w.experts.push_back(mlp(kMoeInter, 3 * e + 1));
+    }
     w.has_shared = true;
     w.shared = mlp(2 * kMoeInter, 1000);
     pagoda::MoeDispatcher moe;
@@ -285,6 +302,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--isa") == 0 && i + 1 < argc) {
       isa = argv[++i];
+    } else if (std::strcmp(argv[i], "--moe-cached") == 0) {
+      moe_cached_experts = true;
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only_variant = argv[++i];
     } else if (std::strcmp(argv[i], "--prefill-only") == 0) {
       prefill = true;
       if (i + 1 < argc && argv[i + 1][0] != '-') prefill_tokens = std::atoll(argv[++i]);

@@ -4,7 +4,10 @@
 // the scalar table running each token alone. The scalar table is itself checked against plain
 // definitions by quant_kernel_test and kernel_table_test; here the question is whether
 // gathering, tiling and scattering an expert's tokens gives each token what it gets alone.
+#include <omp.h>
+
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -167,6 +170,29 @@ TEST_P(MoeDispatchIsaTest, GroupedTokensMatchEachTokenAloneOnTheSameTable) {
                   1e-5 * (1.0 + std::abs(want[static_cast<size_t>(i)])))
           << "token " << t << " column " << i;
     }
+  }
+}
+
+// The gather and the scatter are split across threads (rows, then column slices): the bits
+// must not depend on how many threads ran them (3: shares that do not divide evenly).
+TEST_P(MoeDispatchIsaTest, GroupedTokensGiveTheSameBitsOnOneAndThreeThreads) {
+  const auto& [isa, weights] = GetParam();
+  const KernelTable* table = kernels_for(isa);
+  if (table == nullptr) GTEST_SKIP() << "this CPU does not run " << isa;
+  const Layer layer(weights);
+  ExecutionContext ctx(cpu_device(), *table);
+  const int saved_threads = omp_get_max_threads();
+  std::vector<float> one(static_cast<size_t>(kTokens * kHidden));
+  std::vector<float> three(one.size());
+  MoeDispatcher moe;
+  omp_set_num_threads(1);
+  moe.forward(ctx, layer.router, layer.w, layer.x.data(), kTokens, one.data());
+  omp_set_num_threads(3);
+  moe.forward(ctx, layer.router, layer.w, layer.x.data(), kTokens, three.data());
+  omp_set_num_threads(saved_threads);
+  for (size_t i = 0; i < one.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(one[i]), std::bit_cast<uint32_t>(three[i]))
+        << "token " << i / kHidden << " column " << i % kHidden;
   }
 }
 

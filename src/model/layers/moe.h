@@ -89,8 +89,8 @@ class MoeDispatcher {
     float* up = nullptr;      // [num_rows, inter]
     float* output = nullptr;  // [num_rows, hidden]
   };
-  void run_groups(const KernelTable& k, size_t first, size_t last, const float* x);
-  void scatter_groups(size_t first, size_t last, float* out) const;
+  void run_groups(const ExecutionContext& ctx, size_t first, size_t last, const float* x);
+  void scatter_groups(const ThreadPool& threads, size_t first, size_t last, float* out) const;
 
   int64_t hidden_ = 0;
   int64_t max_inter_ = 0;
