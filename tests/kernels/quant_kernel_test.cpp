@@ -174,6 +174,9 @@ struct Layout {
 // decode tiles' scale transposes take as 32 + 8 + 1.
 const Layout kLayouts[] = {{128, 32}, {224, 32},  {256, 64},    {384, 128},
                            {192, 96}, {160, 160}, {2048, 2048}, {1312, 32}};
+// The lane panel layouts the tables read (kernels/lane_panels.h): x86 vpmaddwd, AArch64 sdot
+// by element, smmla.
+const LanePanelLayout kPanelLayouts[] = {{16, 2}, {4, 4}, {4, 8}};
 const int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13, 17, 24, 33, 40};
 
 TEST_P(QuantKernelTest, MatmulMatchesScalar) {
@@ -311,6 +314,7 @@ TEST_P(QuantKernelTest, Aarch64Int8ActivationsAreTheScalarBits) {
     }
   }
 }
+
 #endif
 
 TEST_P(QuantKernelTest, ExtremeIntegerSumsDoNotOverflow) {
@@ -401,9 +405,12 @@ TEST_P(QuantKernelTest, LanePanelsPackedAtLoadGiveTheRowMajorBits) {
   for (const Layout& layout : kLayouts) {
     QuantWeights w = random_quant_weights(rng_, DType::kI8, kRows, layout.cols, layout.group_size);
     w.view.int8_activations = true;
-    const LanePanels panels = pack_int8_lane_panels(w.view);
-    ASSERT_EQ(panels.size_bytes, 3 * lane_panel_bytes(layout.cols, layout.group_size));
-    const WeightView packed = with_lane_panels(w.view, panels.bytes.get());
+    const LanePanelLayout panel_layout = table_->int8_lane_panels;
+    const LanePanels panels = pack_int8_lane_panels(w.view, panel_layout);
+    ASSERT_EQ(panels.size_bytes,
+              num_lane_panels(kRows, panel_layout) *
+                  lane_panel_bytes(layout.cols, layout.group_size, panel_layout));
+    const WeightView packed = with_lane_panels(w.view, panels.bytes.get(), panel_layout);
     ASSERT_EQ(packed.data, nullptr);
     ASSERT_EQ(packed.scales, nullptr);
     for (int64_t num_tokens : kTokenCounts) {
@@ -424,20 +431,25 @@ TEST_P(QuantKernelTest, LanePanelsPackedAtLoadGiveTheRowMajorBits) {
   }
 }
 
-// Every table's dequantize_row reads packed panels (an int8 matrix's row outside matmul).
+// Every table's dequantize_row reads packed panels of every layout (an int8 matrix's row
+// outside matmul).
 TEST_P(QuantKernelTest, DequantizeRowReadsLanePanels) {
-  for (const Layout& layout : kLayouts) {
-    const QuantWeights w =
-        random_quant_weights(rng_, DType::kI8, 21, layout.cols, layout.group_size);
-    const LanePanels panels = pack_int8_lane_panels(w.view);
-    const WeightView packed = with_lane_panels(w.view, panels.bytes.get());
-    std::vector<float> expected(layout.cols), actual(layout.cols), reference(layout.cols);
-    for (int64_t r = 0; r < 21; ++r) {
-      dequantize_row_reference(w.view, r, expected.data());
-      table_->dequantize_row(packed, r, actual.data());
-      dequantize_row_reference(packed, r, reference.data());
-      ASSERT_EQ(actual, expected) << "group=" << layout.group_size << " r=" << r;
-      ASSERT_EQ(reference, expected) << "group=" << layout.group_size << " r=" << r;
+  for (const LanePanelLayout panel_layout : kPanelLayouts) {
+    for (const Layout& layout : kLayouts) {
+      const QuantWeights w =
+          random_quant_weights(rng_, DType::kI8, 21, layout.cols, layout.group_size);
+      const LanePanels panels = pack_int8_lane_panels(w.view, panel_layout);
+      const WeightView packed = with_lane_panels(w.view, panels.bytes.get(), panel_layout);
+      std::vector<float> expected(layout.cols), actual(layout.cols), reference(layout.cols);
+      for (int64_t r = 0; r < 21; ++r) {
+        dequantize_row_reference(w.view, r, expected.data());
+        table_->dequantize_row(packed, r, actual.data());
+        dequantize_row_reference(packed, r, reference.data());
+        ASSERT_EQ(actual, expected) << panel_layout.rows << " x " << panel_layout.row_bytes
+                                    << " group=" << layout.group_size << " r=" << r;
+        ASSERT_EQ(reference, expected) << panel_layout.rows << " x " << panel_layout.row_bytes
+                                       << " group=" << layout.group_size << " r=" << r;
+      }
     }
   }
 }

@@ -227,7 +227,7 @@ struct Avx2 {
 const KernelTable& avx2_table() {
   static const KernelTable table = [] {
     KernelTable t = simd::make_table<Avx2>("avx2");
-    t.int8_lane_panels = true;  // int8_lane_panels.h
+    t.int8_lane_panels = x86::kLanePanelLayout;  // int8_lane_panels.h
     return t;
   }();
   return table;
