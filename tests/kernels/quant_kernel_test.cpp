@@ -315,6 +315,36 @@ TEST_P(QuantKernelTest, Aarch64Int8ActivationsAreTheScalarBits) {
   }
 }
 
+// The AArch64 tiles on int8 lane panels packed at load (arm/int8_panels.h: sdot by element on
+// 4 x 4 panels, smmla on 4 x 8) finish every block as the row-major tiles do, so they too must
+// give the scalar table's bits: every group size (32 is Q8_0, cols is per channel), decode and
+// prefill token counts (odd ones: a pair's second token repeated), 37 rows (a last panel of one
+// row) and ranges that start and end inside a panel.
+TEST_P(QuantKernelTest, Aarch64Int8LanePanelsAreTheScalarBits) {
+  if (!table_->int8_lane_panels) GTEST_SKIP() << GetParam().name << " reads no lane panels";
+  const int64_t kRows = 37, kLdy = kRows + 1;
+  for (const Layout& layout : kLayouts) {
+    QuantWeights w = random_quant_weights(rng_, DType::kI8, kRows, layout.cols, layout.group_size);
+    w.view.int8_activations = true;
+    const LanePanels panels = pack_int8_lane_panels(w.view, table_->int8_lane_panels);
+    const WeightView packed =
+        with_lane_panels(w.view, panels.bytes.get(), table_->int8_lane_panels);
+    for (int64_t num_tokens : {1, 2, 3, 4, 5, 8, 9, 17}) {
+      const std::vector<float> x = activations(rng_, num_tokens, layout.cols);
+      for (auto [row_begin, row_end] : {std::pair<int64_t, int64_t>{0, kRows}, {3, 36}, {5, 6}}) {
+        std::vector<float> expected(num_tokens * kLdy, -7.0f), actual(num_tokens * kLdy, -7.0f);
+        scalar().matmul(x.data(), num_tokens, w.view, row_begin, row_end, expected.data(), kLdy);
+        table_->matmul(x.data(), num_tokens, packed, row_begin, row_end, actual.data(), kLdy);
+        for (int64_t i = 0; i < num_tokens * kLdy; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(actual[i]), std::bit_cast<uint32_t>(expected[i]))
+              << GetParam().name << " cols=" << layout.cols << " group=" << layout.group_size
+              << " tokens=" << num_tokens << " rows [" << row_begin << ", " << row_end
+              << ") t=" << i / kLdy << " r=" << i % kLdy;
+        }
+      }
+    }
+  }
+}
 #endif
 
 TEST_P(QuantKernelTest, ExtremeIntegerSumsDoNotOverflow) {
