@@ -148,26 +148,29 @@ namespace pagoda::arm {
 
 // The smmla tile on a 4 x 8 lane panel (arm/int8_panels.h), declared there: the tile above with
 // the row pairs loaded as packed (a[p][k] is one 16-byte load) instead of zipped, and the 4
-// rows' scales one load. Decode (one or two tokens) is one pair.
-template <class V, int kPairs>
+// rows' scales one load. Decode (one token) is one pair whose second token repeats the first,
+// and only the first is finished.
+template <class V, int kTokens, bool kBlock32>
 [[gnu::noinline]] void mmla_panel_tile(const QuantizedActivations& qa, const int8_t* x_pairs,
-                                       int64_t token, int64_t num_tokens, const Int8Panel& panel,
-                                       int64_t first, int64_t count, float* y, int64_t ldy) {
-  const int64_t cols = qa.cols, block = qa.block;
-  int64_t tokens[2 * kPairs];  // a pair's second past num_tokens repeats the last token
-  for (int t = 0; t < 2 * kPairs; ++t) tokens[t] = simd::min_i64<V>(token + t, num_tokens - 1);
-  const int8_t* xp = x_pairs + token * cols;  // pair token / 2 starts at (token / 2) * 2 * cols
-  float32x4_t acc[2 * kPairs];
-  for (int t = 0; t < 2 * kPairs; ++t) acc[t] = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < qa.num_blocks; ++b) {
+                                       int64_t token, const Int8Panel& panel, int64_t first,
+                                       int64_t count, float* y, int64_t ldy) {
+  constexpr int kPairs = (kTokens + 1) / 2;
+  const int64_t cols = qa.cols, num_blocks = qa.num_blocks;
+  const int64_t block = kBlock32 ? kQuantBlock : qa.block;
+  const int8_t* const values = panel.values;
+  const int8_t* const xp = x_pairs + token * cols;  // pair token / 2 at (token / 2) * 2 * cols
+  const float* const d = qa.d + token * num_blocks;
+  float32x4_t acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < num_blocks; ++b) {
     const float32x4_t scale = panel_scales(panel, b);  // int8: a block is a group
     int32x4_t mm[2][kPairs];
     for (int p = 0; p < 2; ++p) {
       for (int q = 0; q < kPairs; ++q) mm[p][q] = vdupq_n_s32(0);
     }
     for (int64_t c = b * block; c < (b + 1) * block; c += kQuantBlock) {
-      const int8_t* wc = panel.values + c * kPanelRows;  // 32 values of 4 rows: 128 bytes
-      if constexpr (kPairs == 1) {  // decode: one stream from DRAM, 512 values of 4 rows ahead
+      const int8_t* wc = values + c * kPanelRows;  // 32 values of 4 rows: 128 bytes
+      if constexpr (kTokens <= 2) {  // decode: one stream from DRAM, 512 values of 4 rows ahead
         V::prefetch_l2(wc + 16 * kQuantBlock * kPanelRows);
         V::prefetch_l2(wc + 16 * kQuantBlock * kPanelRows + 64);
       }
@@ -185,17 +188,14 @@ template <class V, int kPairs>
         }
       }
     }
-    for (int q = 0; q < kPairs; ++q) {
-      const int32x4_t even = vuzp1q_s32(mm[0][q], mm[1][q]);  // token 2q, rows 0..3
-      const int32x4_t odd = vuzp2q_s32(mm[0][q], mm[1][q]);
-      acc[2 * q] =
-          finish_block<V, DType::kI8>(acc[2 * q], even, qa, tokens[2 * q], b, false, scale, scale);
-      acc[2 * q + 1] = finish_block<V, DType::kI8>(acc[2 * q + 1], odd, qa, tokens[2 * q + 1], b,
-                                                   false, scale, scale);
+    for (int t = 0; t < kTokens; ++t) {
+      // Token 2q's rows 0..3 are the even lanes of the pair's two blocks, token 2q + 1's the odd.
+      const int32x4_t dot = t % 2 == 0 ? vuzp1q_s32(mm[0][t / 2], mm[1][t / 2])
+                                       : vuzp2q_s32(mm[0][t / 2], mm[1][t / 2]);
+      acc[t] = finish_panel_block(acc[t], dot, scale, d[t * num_blocks + b]);
     }
   }
-  const int num_valid = static_cast<int>(simd::min_i64<V>(2 * kPairs, num_tokens - token));
-  store_panel_rows<2 * kPairs>(acc, num_valid, first, count, y, ldy);
+  store_panel_rows<kTokens>(acc, kTokens, first, count, y, ldy);
 }
 
 }  // namespace pagoda::arm

@@ -54,6 +54,12 @@ inline float32x4_t panel_scales(const Int8Panel& panel, int64_t g) {
   return vcvt_f32_f16(vreinterpret_f16_u8(bits));
 }
 
+// finish_block (int8_kernels.h) for int8, with the token's d already loaded: the scalar table's
+// float steps in its order, acc + d * (scale * float(dot)).
+inline float32x4_t finish_panel_block(float32x4_t acc, int32x4_t dot, float32x4_t scale, float d) {
+  return vaddq_f32(acc, vmulq_f32(vdupq_n_f32(d), vmulq_f32(scale, vcvtq_f32_s32(dot))));
+}
+
 // Stores the 4 rows of each of `num_tokens` tokens held in acc: rows [first, first + count) of
 // the panel, row first at y, token t at y + t * ldy.
 template <int kTokens>
@@ -67,22 +73,29 @@ inline void store_panel_rows(const float32x4_t (&acc)[kTokens], int num_tokens, 
 }
 
 // One sdot panel (4 x 4 bytes) x kTokens tokens from `token`; rows [first, first + count) are
-// stored. Out of line so that the disassembly names the tile (bench/peers/aarch64_inner_loops.py).
-template <class V, int kTokens>
+// stored. kBlock32: blocks of 32 (Q8_0), so a block is one step and the step loop goes (per
+// channel: one block per row, many steps). Out of line so that the disassembly names the tile
+// (bench/peers/aarch64_inner_loops.py).
+template <class V, int kTokens, bool kBlock32>
 [[gnu::noinline]] void sdot_panel_tile(const QuantizedActivations& qa, int64_t token,
                                        const Int8Panel& panel, int64_t first, int64_t count,
                                        float* y, int64_t ldy) {
-  const int64_t cols = qa.cols, block = qa.block;
+  const int64_t cols = qa.cols, num_blocks = qa.num_blocks;
+  const int64_t block = kBlock32 ? kQuantBlock : qa.block;
+  // Locals, so that the block loop does not reload them after every store-free step.
+  const int8_t* const values = panel.values;
+  const int8_t* const x = qa.q + token * cols;
+  const float* const d = qa.d + token * num_blocks;
   float32x4_t acc[kTokens];
   for (int t = 0; t < kTokens; ++t) acc[t] = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < qa.num_blocks; ++b) {
+  for (int64_t b = 0; b < num_blocks; ++b) {
     const float32x4_t scale = panel_scales(panel, b);  // int8: a block is a group
     // Two sums per token, even and odd chunks, so that a token's sdot do not wait on each other
     // one by one; added once per block (integers: exact in any order).
     int32x4_t even[kTokens], odd[kTokens];
     for (int t = 0; t < kTokens; ++t) even[t] = odd[t] = vdupq_n_s32(0);
     for (int64_t c = b * block; c < (b + 1) * block; c += kQuantBlock) {
-      const int8_t* wc = panel.values + c * kPanelRows;  // 32 values of 4 rows: 128 bytes
+      const int8_t* wc = values + c * kPanelRows;  // 32 values of 4 rows: 128 bytes
       if constexpr (kTokens == 1) {  // decode: one stream from DRAM, 512 values of 4 rows ahead
         V::prefetch_l2(wc + 16 * kQuantBlock * kPanelRows);
         V::prefetch_l2(wc + 16 * kQuantBlock * kPanelRows + 64);
@@ -90,8 +103,7 @@ template <class V, int kTokens>
       int8x16_t w[8];  // w[k]: values c + 4k .. c + 4k + 3 of rows 0..3
       for (int k = 0; k < 8; ++k) w[k] = vld1q_s8(wc + 16 * k);
       for (int t = 0; t < kTokens; ++t) {
-        const int8_t* xq = qa.q + (token + t) * cols + c;
-        const int8x16_t x_lo = vld1q_s8(xq), x_hi = vld1q_s8(xq + 16);
+        const int8x16_t x_lo = vld1q_s8(x + t * cols + c), x_hi = vld1q_s8(x + t * cols + c + 16);
         even[t] = vdotq_laneq_s32(even[t], w[0], x_lo, 0);
         odd[t] = vdotq_laneq_s32(odd[t], w[1], x_lo, 1);
         even[t] = vdotq_laneq_s32(even[t], w[2], x_lo, 2);
@@ -103,20 +115,18 @@ template <class V, int kTokens>
       }
     }
     for (int t = 0; t < kTokens; ++t) {
-      acc[t] = finish_block<V, DType::kI8>(acc[t], vaddq_s32(even[t], odd[t]), qa, token + t, b,
-                                           false, scale, scale);
+      acc[t] = finish_panel_block(acc[t], vaddq_s32(even[t], odd[t]), scale, d[t * num_blocks + b]);
     }
   }
   store_panel_rows<kTokens>(acc, kTokens, first, count, y, ldy);
 }
 
 // The smmla panel tile (4 x 8 bytes) of the files whose V has kMatrixMultiply: defined in
-// arm/i8mm_kernels.h. Token pairs [token / 2, token / 2 + kPairs) of x_pairs (token even), of
-// which tokens below num_tokens are stored.
-template <class V, int kPairs>
+// arm/i8mm_kernels.h. kTokens tokens from `token` (even), read from x_pairs as
+// (kTokens + 1) / 2 pairs; kBlock32 as for sdot_panel_tile.
+template <class V, int kTokens, bool kBlock32>
 void mmla_panel_tile(const QuantizedActivations& qa, const int8_t* x_pairs, int64_t token,
-                     int64_t num_tokens, const Int8Panel& panel, int64_t first, int64_t count,
-                     float* y, int64_t ldy);
+                     const Int8Panel& panel, int64_t first, int64_t count, float* y, int64_t ldy);
 
 // Every token of the call against packed rows [row_begin, row_end), a panel at a time; a range
 // that does not start on a panel (tests; ops splits rows at multiples of 16) computes the whole
@@ -128,20 +138,23 @@ void matmul_int8_panels(const float* x, int64_t num_tokens, const WeightView& w,
   const QuantizedActivations qa = quantize_activations<V>(x, num_tokens, cols, w.group_size);
   const LanePanelLayout layout = int8_panel_layout<V>();
   const int64_t panel_bytes = lane_panel_bytes(cols, w.group_size, layout);
-  const int8_t* x_pairs = nullptr;
+  [[maybe_unused]] const int8_t* x_pairs = nullptr;
   if constexpr (V::kMatrixMultiply) x_pairs = pair_activations<V>(qa, num_tokens);
   for (int64_t r0 = row_begin; r0 < row_end;) {
     const int64_t first = r0 % kPanelRows;
     const int64_t count = simd::min_i64<V>(kPanelRows - first, row_end - r0);
     const int8_t* bytes = w.lane_panels + r0 / kPanelRows * panel_bytes;
     const Int8Panel panel{bytes, reinterpret_cast<const uint16_t*>(bytes + kPanelRows * cols)};
+    const bool block32 = qa.block == kQuantBlock;
     if constexpr (V::kMatrixMultiply) {
-      constexpr int kPairs = V::kIntTileTokens / 2;
-      for (int64_t t = 0; t < num_tokens; t += 2 * kPairs) {
-        const int64_t pairs = simd::min_i64<V>(kPairs, (num_tokens - t + 1) / 2);
-        simd::with_tile_shape<V, 1, kPairs>(1, pairs, [&]<int R, int P>() {
-          mmla_panel_tile<V, P>(qa, x_pairs, t, num_tokens, panel, first, count, y + t * ldy + r0,
-                                ldy);
+      for (int64_t t = 0; t < num_tokens; t += V::kIntTileTokens) {
+        simd::with_tile_shape<V, 1, V::kIntTileTokens>(1, num_tokens - t, [&]<int R, int T>() {
+          if (block32) {
+            mmla_panel_tile<V, T, true>(qa, x_pairs, t, panel, first, count, y + t * ldy + r0, ldy);
+          } else {
+            mmla_panel_tile<V, T, false>(qa, x_pairs, t, panel, first, count, y + t * ldy + r0,
+                                         ldy);
+          }
         });
       }
     } else {
@@ -149,7 +162,11 @@ void matmul_int8_panels(const float* x, int64_t num_tokens, const WeightView& w,
       for (int64_t t = 0; t < num_tokens; t += tile_tokens) {
         const int64_t tokens = simd::min_i64<V>(tile_tokens, num_tokens - t);
         simd::with_tile_shape<V, 1, V::kIntTileTokens>(1, tokens, [&]<int R, int T>() {
-          sdot_panel_tile<V, T>(qa, t, panel, first, count, y + t * ldy + r0, ldy);
+          if (block32) {
+            sdot_panel_tile<V, T, true>(qa, t, panel, first, count, y + t * ldy + r0, ldy);
+          } else {
+            sdot_panel_tile<V, T, false>(qa, t, panel, first, count, y + t * ldy + r0, ldy);
+          }
         });
       }
     }
