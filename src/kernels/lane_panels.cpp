@@ -7,7 +7,10 @@
 
 namespace pagoda {
 
-WeightView pack_int8_lane_panels_into(const WeightView& w, LanePanelLayout layout, void* dst) {
+namespace {
+
+// Throws unless `w` can be packed in `layout` (before any size is computed from either).
+void check_packable(const WeightView& w, LanePanelLayout layout) {
   if (layout.rows <= 0 || layout.row_bytes <= 0 || 32 % layout.row_bytes != 0) {
     fail("lane panels: a layout of {} rows x {} bytes (expected rows > 0, bytes dividing 32)",
          layout.rows, layout.row_bytes);
@@ -20,6 +23,12 @@ WeightView pack_int8_lane_panels_into(const WeightView& w, LanePanelLayout layou
         "over a multiple of 32 columns, got dtype {} [{}, {}] in groups of {}",
         layout.row_bytes, layout.row_bytes, dtype_name(w.dtype), w.rows, w.cols, w.group_size);
   }
+}
+
+}  // namespace
+
+WeightView pack_int8_lane_panels_into(const WeightView& w, LanePanelLayout layout, void* dst) {
+  check_packable(w, layout);
   const int64_t cols = w.cols, num_groups = cols / w.group_size;
   const int64_t num_rows = layout.rows, chunk = layout.row_bytes;
   const int64_t panel_bytes = lane_panel_bytes(cols, w.group_size, layout);
@@ -50,6 +59,7 @@ WeightView pack_int8_lane_panels_into(const WeightView& w, LanePanelLayout layou
 }
 
 LanePanels pack_int8_lane_panels(const WeightView& w, LanePanelLayout layout) {
+  check_packable(w, layout);
   LanePanels out;
   out.size_bytes = lane_panels_bytes(w, layout);
   out.bytes = std::shared_ptr<int8_t[]>(new int8_t[static_cast<size_t>(out.size_bytes)]);

@@ -26,6 +26,7 @@
 #include "kernels/quantize.h"
 #include "kernels/tables.h"
 #include "util/cpu_features.h"
+#include "util/error.h"
 #include "util/half.h"
 
 namespace pagoda {
@@ -491,6 +492,20 @@ INSTANTIATE_TEST_SUITE_P(AllTables, QuantKernelTest, ::testing::ValuesIn(table_c
 
 // ---------------------------------------------------------------------------------------------
 // The scalar table against plain definitions.
+
+// The packer refuses what its layouts cannot hold, with an error rather than wrong panels:
+// groups that split a row's kept bytes, layouts whose bytes do not divide a block of 32, int4.
+TEST(LanePanelPacking, RejectsGroupsAndLayoutsThatDoNotFit) {
+  std::mt19937 rng(5);
+  const QuantWeights g36 = random_quant_weights(rng, DType::kI8, 5, 288, 36);
+  EXPECT_NO_THROW(pack_int8_lane_panels(g36.view, {4, 4}));
+  EXPECT_THROW(pack_int8_lane_panels(g36.view, {4, 8}), Error);
+  const QuantWeights g32 = random_quant_weights(rng, DType::kI8, 5, 64, 32);
+  EXPECT_THROW(pack_int8_lane_panels(g32.view, {4, 3}), Error);
+  EXPECT_THROW(pack_int8_lane_panels(g32.view, {0, 4}), Error);
+  const QuantWeights i4 = random_quant_weights(rng, DType::kI4, 5, 64, 32);
+  EXPECT_THROW(pack_int8_lane_panels(i4.view, {4, 4}), Error);
+}
 
 TEST(SymmetricInt4Mins, HoldsOnlyWhenEveryMinIsMinus8TimesItsScale) {
   std::mt19937 rng(3);
