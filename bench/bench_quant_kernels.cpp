@@ -77,7 +77,8 @@ struct Variant {
   bool int8_activations;
   bool symmetric_int4 = false;
   // int8 W8A8 packed into lane panels as the loader packs it (kernels/lane_panels.h), run only
-  // where the table reads them (KernelTable::int8_lane_panels: avx2, avx512 without VNNI).
+  // where the table reads them (KernelTable::int8_lane_panels: avx2, avx512 without VNNI,
+  // neon_dotprod, neon_i8mm), in the layout it names.
   bool lane_panels = false;
 };
 
@@ -158,8 +159,9 @@ OwnedWeight make_weight(const Variant& v, const Shape& s, uint64_t seed) {
     if (v.symmetric_int4 && !pagoda::symmetric_int4_mins(w.view)) std::abort();
   }
   if (v.lane_panels) {
-    w.panels = pagoda::pack_int8_lane_panels(w.view);
-    w.view = pagoda::with_lane_panels(w.view, w.panels.bytes.get());
+    const pagoda::LanePanelLayout layout = pagoda::kernels().int8_lane_panels;
+    w.panels = pagoda::pack_int8_lane_panels(w.view, layout);
+    w.view = pagoda::with_lane_panels(w.view, w.panels.bytes.get(), layout);
     w.values = {};
     w.scales = {};
   }

@@ -8,7 +8,8 @@ For each kernel it finds the function by its (demangled) name, the loops in it (
 an earlier address of the same function), and the innermost loop that multiplies. The
 multiply-adds an instruction does (sdot 16, smmla 32, fmla .8h 8, fmla .4s 4, smull/smlal .8h 8,
 bfdot 8, bfmmla 16) give the loop's work; for decode (one token) a multiply-add is one weight,
-so "per 32 MACs" is "per 32 weights" (for the KV-cache value sums, per 32 cache values).
+so "per 32 MACs" is "per 32 weights" (for the KV-cache value sums, per 32 cache values); smmla
+decode on a repeated token counts only the kept half of its multiply-adds.
 Two figures:
   inner  the innermost multiplying loop alone: the steady state of a long block (int8 per
          channel: one scale per row and token, so the block is the whole row);
@@ -26,7 +27,9 @@ import re
 import subprocess
 import sys
 
-# (label, object stem, regex on the demangled name, mnemonic the loop must contain or None)
+# (label, object stem, regex on the demangled name, mnemonic the loop must contain or None[,
+# the share of the instruction's multiply-adds that are useful: smmla decode on a token pair
+# whose second token repeats the first does 32 per instruction, of which 16 are kept])
 PAGODA_KERNELS = [
     ("Q8_0/int8 decode, sdot (4 rows x 1 token)", "neon_dotprod",
      r"arm::int_tile<[^>]*NeonDotprod, \(pagoda::DType\)3, 1>", "sdot"),
@@ -40,6 +43,22 @@ PAGODA_KERNELS = [
      r"arm::mmla_tile<[^>]*NeonI8mm, \(pagoda::DType\)3, 4>", "smmla"),
     ("int4 prefill, smmla (4 rows x 8 tokens)", "neon_i8mm",
      r"arm::mmla_tile<[^>]*NeonI8mm, \(pagoda::DType\)4, 4>", "smmla"),
+    # The panel tiles have a Q8_0 instance (blocks of 32: the block is the innermost loop, so
+    # its "inner" figure includes scales and finish) and one for longer groups (per channel).
+    ("Q8_0 decode, sdot by element on 4x4 panels (4 rows x 1 token)", "neon_dotprod",
+     r"arm::sdot_panel_tile<[^>]*NeonDotprod, 1, true>", "sdot"),
+    ("int8 per channel decode, sdot on 4x4 panels", "neon_dotprod",
+     r"arm::sdot_panel_tile<[^>]*NeonDotprod, 1, false>", "sdot"),
+    ("Q8_0 prefill, sdot by element on 4x4 panels (4 rows x 4 tokens)", "neon_dotprod",
+     r"arm::sdot_panel_tile<[^>]*NeonDotprod, 4, true>", "sdot"),
+    ("int8 per channel prefill, sdot on 4x4 panels (4 x 4)", "neon_dotprod",
+     r"arm::sdot_panel_tile<[^>]*NeonDotprod, 4, false>", "sdot"),
+    ("Q8_0 decode, smmla on 4x8 panels (4 rows x 1 token, pair repeated)", "neon_i8mm",
+     r"arm::mmla_panel_tile<[^>]*NeonI8mm, 1, true>", "smmla", 0.5),
+    ("Q8_0 prefill, smmla on 4x8 panels (4 rows x 8 tokens)", "neon_i8mm",
+     r"arm::mmla_panel_tile<[^>]*NeonI8mm, 8, true>", "smmla"),
+    ("int8 per channel prefill, smmla on 4x8 panels (4 x 8)", "neon_i8mm",
+     r"arm::mmla_panel_tile<[^>]*NeonI8mm, 8, false>", "smmla"),
     ("Q8_0/int8 decode, Armv8.0 smull/smlal", "neon",
      r"arm::int_tile<[^>]*::Neon, \(pagoda::DType\)3, 1>", None),
     ("f16 decode, fmla .8h (4 rows x 1 token)", "neon_dotprod",
@@ -155,13 +174,14 @@ def measure(insns, need):
     return len(body(iv)), work(iv), (len(body(parent)) if parent else None)
 
 
-def row(label, insns, need):
+def row(label, insns, need, useful=1.0):
     if insns is None:
         return f"| {label} | not found | | | |"
     r = measure(insns, need)
     if r is None:
         return f"| {label} | no multiplying loop | | | |"
     n, work, parent = r
+    work = int(work * useful)
     per = lambda k: f"{32.0 * k / work:.1f}"
     return f"| {label} | {n} insns / {work} MACs | {per(n)} | {per(parent) if parent else '-'} |"
 
@@ -186,12 +206,12 @@ def main():
     print("Pagoda (" + ", ".join(sorted(objs)) + ")")
     print(header)
     cache = {}
-    for label, stem, pattern, need in PAGODA_KERNELS:
+    for label, stem, pattern, need, *useful in PAGODA_KERNELS:
         if stem not in objs:
             print(f"| {label} | {stem} not built | | |")
             continue
         funcs = cache.setdefault(stem, functions(objs[stem]))
-        print(row(label, find(funcs, pattern), need))
+        print(row(label, find(funcs, pattern), need, *useful))
     for spec in args.peer:
         name, _, obj = spec.partition("=")
         funcs = functions(pathlib.Path(obj))

@@ -17,6 +17,17 @@
 
 namespace pagoda {
 
+// How int8 lane panels (kernels/lane_panels.h) lay out a matrix: `rows` rows per panel, and
+// `row_bytes` consecutive bytes of a row kept together, so that one vector load is what one
+// kernel's instruction takes (x86 vpmaddwd: 16 rows x 2 bytes; AArch64 sdot by element: 4 rows
+// x 4 bytes; smmla: 4 rows x 8 bytes). rows == 0: no panels.
+struct LanePanelLayout {
+  int64_t rows = 0;
+  int64_t row_bytes = 0;
+  constexpr explicit operator bool() const { return rows > 0; }
+  bool operator==(const LanePanelLayout&) const = default;
+};
+
 // A weight matrix W of shape [rows, cols] (rows = output features), stored row-major.
 // Quantized layouts (kI8, kI4; util/dtype.h) carry their fp16 scale planes alongside.
 struct WeightView {
@@ -37,12 +48,13 @@ struct WeightView {
   // stream at group 32 (weight-only paths still read it).
   // Set where symmetric_int4_mins() (kernels/quantize.h) holds.
   bool symmetric_int4 = false;
-  // kI8 with int8_activations only: the weights repacked at load into 16-row lane panels,
-  // values and scales (kernels/lane_panels.h), for the tables with
-  // KernelTable::int8_lane_panels; data and scales are then null. Other tables' matmul never
-  // sees such a view (the loader packs for the table it computes with); dequantize_row reads
-  // it on every table.
+  // kI8 with int8_activations only: the weights repacked at load into lane panels of
+  // lane_panel_layout, values and scales (kernels/lane_panels.h), for the tables whose
+  // KernelTable::int8_lane_panels names that layout; data and scales are then null. Other
+  // tables' matmul never sees such a view (the loader packs for the table it computes with);
+  // dequantize_row reads it on every table, in any layout.
   const int8_t* lane_panels = nullptr;
+  LanePanelLayout lane_panel_layout{};
 };
 
 // The largest |w| of an f16 weight that fp16 arithmetic (KernelTable::f16_arithmetic) multiplies
@@ -65,9 +77,11 @@ struct KernelTable {
   // any finite cache value stays finite: within 10 * 2^-11 * sum|c v| plus 2^-20 * max|c| per
   // step near the subnormals.
   bool f16_arithmetic = false;
-  // True when matmul on kI8 W8A8 weights reads WeightView::lane_panels, and reads them for
-  // every token count: the loader then packs int8 matrices once (x86 without AVX512_VNNI).
-  bool int8_lane_panels = false;
+  // Set (the layout the kernels read) when matmul on kI8 W8A8 weights reads
+  // WeightView::lane_panels in that layout, and reads them for every token count: the loader
+  // then packs int8 matrices once (x86 without AVX512_VNNI: 16 x 2; AArch64 with the dot
+  // product: 4 x 4, with i8mm: 4 x 8). Unset: row-major int8.
+  LanePanelLayout int8_lane_panels{};
 
   // y[t, r] = sum_c x[t, c] * W[r, c] for t in [0, num_tokens), r in [row_begin, row_end).
   // x is [num_tokens, W.cols] (row stride W.cols); y has row stride ldy. Every dtype,

@@ -260,8 +260,9 @@ int64_t WeightLoader::load_group_size(const WeightView& stored) {
 }
 
 bool WeightLoader::packs_lane_panels(const WeightView& w) const {
-  return kernels_->int8_lane_panels && w.dtype == DType::kI8 && w.int8_activations &&
-         w.lane_panels == nullptr && w.cols % 32 == 0 && w.group_size % 2 == 0;
+  const LanePanelLayout layout = kernels_->int8_lane_panels;
+  return layout && w.dtype == DType::kI8 && w.int8_activations && w.lane_panels == nullptr &&
+         w.cols % 32 == 0 && w.group_size % layout.row_bytes == 0;
 }
 
 bool WeightLoader::from_file_map(const WeightView& stored, const std::string& name) const {
@@ -274,10 +275,12 @@ bool WeightLoader::from_file_map(const WeightView& stored, const std::string& na
 WeightView WeightLoader::lane_panels(const WeightView& host, const std::string& name) {
   WeightView packed;
   const void* at = nullptr;
-  void* device = derived(name, static_cast<size_t>(lane_panels_bytes(host)), [&](void* dst) {
-    at = dst;
-    packed = pack_int8_lane_panels_into(host, dst);
-  });
+  const LanePanelLayout layout = kernels_->int8_lane_panels;
+  void* device =
+      derived(name, static_cast<size_t>(lane_panels_bytes(host, layout)), [&](void* dst) {
+        at = dst;
+        packed = pack_int8_lane_panels_into(host, layout, dst);
+      });
   return rebased(packed, at, device);
 }
 

@@ -5,10 +5,11 @@
 // quantized into device memory the loader allocates. Already-quantized tensors (pagoda quantize
 // checkpoints, AWQ/GPTQ, GGUF) are mapped as they come. Small vectors (norms, biases) are
 // widened to fp32 once, into device memory. Where the kernel table reads int8 W8A8 matrices as
-// lane panels (KernelTable::int8_lane_panels, kernels/lane_panels.h) the loader packs them on
-// the host, in place of their row-major bytes, and the panels go to the device like any other
-// converted weight. Every byte a model computes with is a buffer this loader holds, so
-// weight_bytes() is what the device holds for the model's weights.
+// lane panels (KernelTable::int8_lane_panels names their layout, kernels/lane_panels.h) the
+// loader packs them in that layout on the host, in place of their row-major bytes, and the
+// panels go to the device like any other converted weight. Every byte a model computes with is
+// a buffer this loader holds, so weight_bytes() is what the device holds for the model's
+// weights.
 #pragma once
 
 #include <cstdint>

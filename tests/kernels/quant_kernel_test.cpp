@@ -26,6 +26,7 @@
 #include "kernels/quantize.h"
 #include "kernels/tables.h"
 #include "util/cpu_features.h"
+#include "util/error.h"
 #include "util/half.h"
 
 namespace pagoda {
@@ -174,6 +175,9 @@ struct Layout {
 // decode tiles' scale transposes take as 32 + 8 + 1.
 const Layout kLayouts[] = {{128, 32}, {224, 32},  {256, 64},    {384, 128},
                            {192, 96}, {160, 160}, {2048, 2048}, {1312, 32}};
+// The lane panel layouts the tables read (kernels/lane_panels.h): x86 vpmaddwd, AArch64 sdot
+// by element, smmla.
+const LanePanelLayout kPanelLayouts[] = {{16, 2}, {4, 4}, {4, 8}};
 const int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13, 17, 24, 33, 40};
 
 TEST_P(QuantKernelTest, MatmulMatchesScalar) {
@@ -311,6 +315,37 @@ TEST_P(QuantKernelTest, Aarch64Int8ActivationsAreTheScalarBits) {
     }
   }
 }
+
+// The AArch64 tiles on int8 lane panels packed at load (arm/int8_panels.h: sdot by element on
+// 4 x 4 panels, smmla on 4 x 8) finish every block as the row-major tiles do, so they too must
+// give the scalar table's bits: every group size (32 is Q8_0, cols is per channel), decode and
+// prefill token counts (odd ones: a pair's second token repeated), 37 rows (a last panel of one
+// row) and ranges that start and end inside a panel.
+TEST_P(QuantKernelTest, Aarch64Int8LanePanelsAreTheScalarBits) {
+  if (!table_->int8_lane_panels) GTEST_SKIP() << GetParam().name << " reads no lane panels";
+  const int64_t kRows = 37, kLdy = kRows + 1;
+  for (const Layout& layout : kLayouts) {
+    QuantWeights w = random_quant_weights(rng_, DType::kI8, kRows, layout.cols, layout.group_size);
+    w.view.int8_activations = true;
+    const LanePanels panels = pack_int8_lane_panels(w.view, table_->int8_lane_panels);
+    const WeightView packed =
+        with_lane_panels(w.view, panels.bytes.get(), table_->int8_lane_panels);
+    for (int64_t num_tokens : {1, 2, 3, 4, 5, 8, 9, 17}) {
+      const std::vector<float> x = activations(rng_, num_tokens, layout.cols);
+      for (auto [row_begin, row_end] : {std::pair<int64_t, int64_t>{0, kRows}, {3, 36}, {5, 6}}) {
+        std::vector<float> expected(num_tokens * kLdy, -7.0f), actual(num_tokens * kLdy, -7.0f);
+        scalar().matmul(x.data(), num_tokens, w.view, row_begin, row_end, expected.data(), kLdy);
+        table_->matmul(x.data(), num_tokens, packed, row_begin, row_end, actual.data(), kLdy);
+        for (int64_t i = 0; i < num_tokens * kLdy; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(actual[i]), std::bit_cast<uint32_t>(expected[i]))
+              << GetParam().name << " cols=" << layout.cols << " group=" << layout.group_size
+              << " tokens=" << num_tokens << " rows [" << row_begin << ", " << row_end
+              << ") t=" << i / kLdy << " r=" << i % kLdy;
+        }
+      }
+    }
+  }
+}
 #endif
 
 TEST_P(QuantKernelTest, ExtremeIntegerSumsDoNotOverflow) {
@@ -401,9 +436,12 @@ TEST_P(QuantKernelTest, LanePanelsPackedAtLoadGiveTheRowMajorBits) {
   for (const Layout& layout : kLayouts) {
     QuantWeights w = random_quant_weights(rng_, DType::kI8, kRows, layout.cols, layout.group_size);
     w.view.int8_activations = true;
-    const LanePanels panels = pack_int8_lane_panels(w.view);
-    ASSERT_EQ(panels.size_bytes, 3 * lane_panel_bytes(layout.cols, layout.group_size));
-    const WeightView packed = with_lane_panels(w.view, panels.bytes.get());
+    const LanePanelLayout panel_layout = table_->int8_lane_panels;
+    const LanePanels panels = pack_int8_lane_panels(w.view, panel_layout);
+    ASSERT_EQ(panels.size_bytes,
+              num_lane_panels(kRows, panel_layout) *
+                  lane_panel_bytes(layout.cols, layout.group_size, panel_layout));
+    const WeightView packed = with_lane_panels(w.view, panels.bytes.get(), panel_layout);
     ASSERT_EQ(packed.data, nullptr);
     ASSERT_EQ(packed.scales, nullptr);
     for (int64_t num_tokens : kTokenCounts) {
@@ -424,20 +462,25 @@ TEST_P(QuantKernelTest, LanePanelsPackedAtLoadGiveTheRowMajorBits) {
   }
 }
 
-// Every table's dequantize_row reads packed panels (an int8 matrix's row outside matmul).
+// Every table's dequantize_row reads packed panels of every layout (an int8 matrix's row
+// outside matmul).
 TEST_P(QuantKernelTest, DequantizeRowReadsLanePanels) {
-  for (const Layout& layout : kLayouts) {
-    const QuantWeights w =
-        random_quant_weights(rng_, DType::kI8, 21, layout.cols, layout.group_size);
-    const LanePanels panels = pack_int8_lane_panels(w.view);
-    const WeightView packed = with_lane_panels(w.view, panels.bytes.get());
-    std::vector<float> expected(layout.cols), actual(layout.cols), reference(layout.cols);
-    for (int64_t r = 0; r < 21; ++r) {
-      dequantize_row_reference(w.view, r, expected.data());
-      table_->dequantize_row(packed, r, actual.data());
-      dequantize_row_reference(packed, r, reference.data());
-      ASSERT_EQ(actual, expected) << "group=" << layout.group_size << " r=" << r;
-      ASSERT_EQ(reference, expected) << "group=" << layout.group_size << " r=" << r;
+  for (const LanePanelLayout panel_layout : kPanelLayouts) {
+    for (const Layout& layout : kLayouts) {
+      const QuantWeights w =
+          random_quant_weights(rng_, DType::kI8, 21, layout.cols, layout.group_size);
+      const LanePanels panels = pack_int8_lane_panels(w.view, panel_layout);
+      const WeightView packed = with_lane_panels(w.view, panels.bytes.get(), panel_layout);
+      std::vector<float> expected(layout.cols), actual(layout.cols), reference(layout.cols);
+      for (int64_t r = 0; r < 21; ++r) {
+        dequantize_row_reference(w.view, r, expected.data());
+        table_->dequantize_row(packed, r, actual.data());
+        dequantize_row_reference(packed, r, reference.data());
+        ASSERT_EQ(actual, expected) << panel_layout.rows << " x " << panel_layout.row_bytes
+                                    << " group=" << layout.group_size << " r=" << r;
+        ASSERT_EQ(reference, expected) << panel_layout.rows << " x " << panel_layout.row_bytes
+                                       << " group=" << layout.group_size << " r=" << r;
+      }
     }
   }
 }
@@ -449,6 +492,20 @@ INSTANTIATE_TEST_SUITE_P(AllTables, QuantKernelTest, ::testing::ValuesIn(table_c
 
 // ---------------------------------------------------------------------------------------------
 // The scalar table against plain definitions.
+
+// The packer refuses what its layouts cannot hold, with an error rather than wrong panels:
+// groups that split a row's kept bytes, layouts whose bytes do not divide a block of 32, int4.
+TEST(LanePanelPacking, RejectsGroupsAndLayoutsThatDoNotFit) {
+  std::mt19937 rng(5);
+  const QuantWeights g36 = random_quant_weights(rng, DType::kI8, 5, 288, 36);
+  EXPECT_NO_THROW(pack_int8_lane_panels(g36.view, {4, 4}));
+  EXPECT_THROW(pack_int8_lane_panels(g36.view, {4, 8}), Error);
+  const QuantWeights g32 = random_quant_weights(rng, DType::kI8, 5, 64, 32);
+  EXPECT_THROW(pack_int8_lane_panels(g32.view, {4, 3}), Error);
+  EXPECT_THROW(pack_int8_lane_panels(g32.view, {0, 4}), Error);
+  const QuantWeights i4 = random_quant_weights(rng, DType::kI4, 5, 64, 32);
+  EXPECT_THROW(pack_int8_lane_panels(i4.view, {4, 4}), Error);
+}
 
 TEST(SymmetricInt4Mins, HoldsOnlyWhenEveryMinIsMinus8TimesItsScale) {
   std::mt19937 rng(3);

@@ -30,7 +30,7 @@
 namespace pagoda {
 namespace {
 
-constexpr int64_t kRows = 37, kCols = 64;  // 3 panels, the last with 5 rows
+constexpr int64_t kRows = 37, kCols = 64;  // a last panel of 5 rows (16-row) or 1 (4-row)
 constexpr int64_t kMaxTokens = 40;
 
 template <class T>
@@ -40,14 +40,21 @@ std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
   return b;
 }
 
-// The x86 tables that read lane panels on this CPU (avx2; avx512 without VNNI).
+// The tables that read lane panels on this CPU (x86: avx2, avx512 without VNNI, in 16 x 2
+// panels; AArch64: neon_dotprod in 4 x 4, neon_i8mm in 4 x 8).
 std::vector<const KernelTable*> panel_tables() {
   std::vector<const KernelTable*> tables;
-  for (const char* isa : {"avx2", "avx512"}) {
+  for (const char* isa : {"avx2", "avx512", "neon_dotprod", "neon_i8mm"}) {
     const KernelTable* t = kernels_for(isa);
     if (t != nullptr && t->int8_lane_panels) tables.push_back(t);
   }
   return tables;
+}
+
+// Bytes of the kRows-row matrix's panels in `table`'s layout.
+int64_t panels_bytes(const KernelTable& table, int64_t group_size) {
+  const LanePanelLayout layout = table.int8_lane_panels;
+  return num_lane_panels(kRows, layout) * lane_panel_bytes(kCols, group_size, layout);
 }
 
 struct LanePanelWeights : ::testing::Test {
@@ -101,7 +108,7 @@ TEST_F(LanePanelWeights, QuantizedAtLoadIsPackedInPlaceOfItsRows) {
   if (tables.empty()) GTEST_SKIP() << "no table here reads lane panels";
   for (const KernelTable* table : tables) {
     KernelTable row_major_table = *table;
-    row_major_table.int8_lane_panels = false;
+    row_major_table.int8_lane_panels = {};
     const ExecutionContext ctx(cpu_device(), *table), plain_ctx(cpu_device(), row_major_table);
     for (int64_t group : {int64_t{32}, int64_t{0}}) {  // 0: per channel
       WeightLoader loader(*store, quantized_at_load(group), ctx);
@@ -111,7 +118,7 @@ TEST_F(LanePanelWeights, QuantizedAtLoadIsPackedInPlaceOfItsRows) {
       EXPECT_EQ(packed.data, nullptr);
       EXPECT_EQ(packed.scales, nullptr);
       const int64_t group_size = group == 0 ? kCols : group;
-      EXPECT_EQ(loader.weight_bytes(), 3 * lane_panel_bytes(kCols, group_size));
+      EXPECT_EQ(loader.weight_bytes(), panels_bytes(*table, group_size));
       EXPECT_EQ(plain_loader.weight_bytes(), kRows * kCols + kRows * (kCols / group_size) * 2);
       expect_same_bits(*table, packed, row_major);
     }
@@ -124,12 +131,12 @@ TEST_F(LanePanelWeights, StoredInt8AndItsShardsArePacked) {
   const Tensor& stored = store->get("int8.weight");
   for (const KernelTable* table : tables) {
     KernelTable row_major_table = *table;
-    row_major_table.int8_lane_panels = false;
+    row_major_table.int8_lane_panels = {};
     const ExecutionContext ctx(cpu_device(), *table), plain_ctx(cpu_device(), row_major_table);
     WeightLoader loader(*store, WeightOptions{}, ctx);  // used as stored: no quantization
     WeightLoader plain_loader(*store, WeightOptions{}, plain_ctx);
     const WeightView packed = loader.matrix("int8.weight", kRows, kCols);
-    EXPECT_EQ(loader.weight_bytes(), 3 * lane_panel_bytes(kCols, 32));
+    EXPECT_EQ(loader.weight_bytes(), panels_bytes(*table, 32));
     const WeightView row_major = plain_loader.matrix("int8.weight", kRows, kCols);
     EXPECT_EQ(row_major.data, stored.data);  // in place
     expect_same_bits(*table, packed, row_major);
@@ -163,7 +170,7 @@ TEST_F(LanePanelWeights, ADeviceTheHostCannotWriteGetsACopyOfThePanels) {
     WeightLoader host_loader(*store, quantized_at_load(32), host_ctx);
     const WeightView on_device = loader.matrix("float.weight", kRows, kCols);
     const WeightView stored_on_device = loader.matrix("int8.weight", kRows, kCols);
-    EXPECT_EQ(loader.weight_bytes(), 2 * 3 * lane_panel_bytes(kCols, 32));
+    EXPECT_EQ(loader.weight_bytes(), 2 * panels_bytes(*table, 32));
     EXPECT_EQ(device.bytes(MemoryPurpose::kWeights), static_cast<size_t>(loader.weight_bytes()));
     const WeightView on_host = host_loader.matrix("float.weight", kRows, kCols);
     ASSERT_NE(on_device.lane_panels, nullptr);
@@ -226,7 +233,7 @@ TEST_F(LanePanelWeights, BytesAConverterHoldsArePackedOnlyForADeviceThatCopies) 
     test::RecordingDevice device(/*host_accessible=*/false);
     WeightLoader copied(converter, WeightOptions{}, ExecutionContext(device, *table));
     const WeightView packed = copied.matrix("int8.weight", kRows, kCols);
-    EXPECT_EQ(copied.weight_bytes(), 3 * lane_panel_bytes(kCols, 32));
+    EXPECT_EQ(copied.weight_bytes(), panels_bytes(*table, 32));
     expect_same_bits(*table, packed, in_place);
   }
 }

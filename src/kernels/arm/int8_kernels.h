@@ -212,6 +212,12 @@ void mmla_tile(const QuantizedActivations& qa, const int8_t* x_pairs, int64_t to
 template <class V>
 const int8_t* pair_activations(const QuantizedActivations& qa, int64_t num_tokens);
 
+// int8 on lane panels packed at load (WeightView::lane_panels), for the files whose V sets
+// kInt8PanelRowBytes: defined in arm/int8_panels.h, which only they include.
+template <class V>
+void matmul_int8_panels(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
+                        int64_t row_end, float* y, int64_t ldy);
+
 template <class V, DType kType>
 void matmul_int8_activations_typed(const float* x, int64_t num_tokens, const WeightView& w,
                                    int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
@@ -251,6 +257,12 @@ namespace pagoda::simd {
 template <class V>
 void matmul_int8_activations(const float* x, int64_t num_tokens, const WeightView& w,
                              int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
+  if constexpr (V::kInt8PanelRowBytes > 0) {
+    if (w.lane_panels != nullptr) {
+      arm::matmul_int8_panels<V>(x, num_tokens, w, row_begin, row_end, y, ldy);
+      return;
+    }
+  }
   if (w.dtype == DType::kI8) {
     arm::matmul_int8_activations_typed<V, DType::kI8>(x, num_tokens, w, row_begin, row_end, y, ldy);
   } else {

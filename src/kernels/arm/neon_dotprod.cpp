@@ -11,6 +11,7 @@
 #include "kernels/arm/arm_table.h"
 #include "kernels/arm/fp16_kernels.h"
 #include "kernels/arm/int8_kernels.h"
+#include "kernels/arm/int8_panels.h"
 #include "kernels/arm/neon_traits.h"
 #include "kernels/simd/quant_kernels.h"
 #include "kernels/simd/simd_kernels.h"
@@ -20,14 +21,20 @@ namespace pagoda::detail {
 namespace {
 
 struct NeonDotprod : NeonBase {
+  // int8 read as 4 x 4 lane panels packed at load (arm/int8_panels.h).
+  static constexpr int kInt8PanelRowBytes = arm::kSdotPanelRowBytes;
   static int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }
 };
 
 }  // namespace
 
 const KernelTable& neon_dotprod_table() {
-  static const KernelTable table =
-      arm::with_f16_arithmetic<NeonDotprod>(arm::make_table<NeonDotprod>("neon_dotprod"));
+  static const KernelTable table = [] {
+    KernelTable t =
+        arm::with_f16_arithmetic<NeonDotprod>(arm::make_table<NeonDotprod>("neon_dotprod"));
+    t.int8_lane_panels = arm::int8_panel_layout<NeonDotprod>();
+    return t;
+  }();
   return table;
 }
 

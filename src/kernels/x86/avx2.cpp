@@ -228,8 +228,8 @@ struct Avx2 {
 const KernelTable& avx2_table() {
   static const KernelTable table = [] {
     KernelTable t = simd::make_table<Avx2>("avx2");
-    t.int8_lane_panels = true;  // int8_lane_panels.h
-    t.rope = x86::rope<Avx2>;   // interleaved pairs vectorised (interleaved_rope.h)
+    t.int8_lane_panels = x86::kLanePanelLayout;  // int8_lane_panels.h
+    t.rope = x86::rope<Avx2>;                    // interleaved pairs vectorised (interleaved_rope.h)
     return t;
   }();
   return table;

@@ -1021,8 +1021,9 @@ KernelTable make_avx512_table() {
   KernelTable t = simd::make_table<Avx512>("avx512");
   t.matmul = matmul<Bf16, kVnni>;
   t.matmul_bf16_activations = !std::is_void_v<Bf16>;
-  t.int8_lane_panels = !kVnni;  // the ymm lane panels; VNNI has its zmm panels
-  t.rope = x86::rope<Avx512>;   // interleaved pairs vectorised (interleaved_rope.h)
+  if (!kVnni)
+    t.int8_lane_panels = x86::kLanePanelLayout;  // the ymm lane panels; VNNI has its zmm panels
+  t.rope = x86::rope<Avx512>;                    // interleaved pairs vectorised (interleaved_rope.h)
   return t;
 }
 

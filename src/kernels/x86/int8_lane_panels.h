@@ -40,6 +40,10 @@
 
 namespace pagoda::x86 {
 
+// The panels these tiles read (kernels/lane_panels.h): 16 rows x 2 bytes.
+inline constexpr LanePanelLayout kLanePanelLayout{16, 2};
+inline constexpr int64_t kLanePanelRows = kLanePanelLayout.rows;
+
 // int8 takes the lane panels from this many tokens on when V has no zmm tiles: the repack
 // costs about as much as 3-4 tokens' products. On Zen 4 with the avx2 table (1 thread, GOP/s
 // per CPU-second, the old tiles / lane panels alternated): 8 tokens 72-93 / 61-77 per channel,
@@ -245,7 +249,7 @@ void matmul_lane_panels(const float* x, int64_t num_tokens, const WeightView& w,
   const int64_t acc_floats = kLanePanelTileTokens * kLanePanelRows;
   if (w.lane_panels != nullptr) {
     float* acc = static_cast<float*>(scratch.get(static_cast<size_t>(acc_floats) * 4));
-    const int64_t panel_bytes = lane_panel_bytes(cols, w.group_size);
+    const int64_t panel_bytes = lane_panel_bytes(cols, w.group_size, kLanePanelLayout);
     // A range that does not start on a panel (tests; ops splits rows at multiples of 16)
     // computes the whole panel and stores its part: every row takes the same operations.
     for (int64_t r0 = row_begin; r0 < row_end;) {
