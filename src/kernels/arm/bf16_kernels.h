@@ -7,8 +7,12 @@
 //
 // Precision: x is rounded to bf16 once per call (bfcvtn, round to nearest even: 2^-8 relative
 // per product, as AVX-512's vdpbf16ps; KernelTable::matmul_bf16_activations says so and the
-// tests add sum|x w| / 256 to their tolerance). bfdot's products of two bf16 values are exact
-// in fp32; each instruction adds a lane's pair and the accumulator in fp32 (Arm's BFDotAdd).
+// tests add sum|x w| / 256 to their tolerance). Each bfdot lane (and each bfmmla result) is a
+// run of the Arm ARM's BFDotAdd: the two products of bf16 values (exact in fp32), their sum,
+// then the sum with the accumulator, each rounded in fp32 to odd with denormals flushed, the
+// FPCR's rounding mode ignored (with FEAT_EBF16 and FPCR.EBF = 1: one fused rounding by the
+// FPCR instead; either way both instructions do the same). Round to odd is off by up to one
+// ulp where nearest even is off by half: 2 n u sum|x w| for n columns, what the tests allow.
 // Every (row, token) pair runs the same operations in the same order: batch invariant.
 //
 // Templates on the vector traits V (ODR rules of simd/simd_kernels.h).
@@ -58,16 +62,21 @@ template <class V, int kRows, int kTokens>
       for (int r = 0; r < kRows; ++r) acc[r][t] = vbfdotq_f32(acc[r][t], wv[r], xv);
     }
   };
-  const int64_t whole = n & ~(kBf16Lanes - 1);
-  for (; c < whole; c += kBf16Lanes) {
+  const auto load_step = [&](int64_t col) {
     bfloat16x8_t wv[kRows];
-    for (int r = 0; r < kRows; ++r) {
-      // One prefetch per 64-byte line of each row, 1 KiB ahead (decode streams from DRAM).
-      if (prefetch && (c & 31) == 0) V::prefetch_l2(w_rows[r] + c + 512);
-      wv[r] = vreinterpretq_bf16_u16(vld1q_u16(w_rows[r] + c));
+    for (int r = 0; r < kRows; ++r) wv[r] = vreinterpretq_bf16_u16(vld1q_u16(w_rows[r] + col));
+    step(wv, col);
+  };
+  const int64_t whole = n & ~(kBf16Lanes - 1);
+  // 32 columns an iteration: one prefetch per 64-byte line of each row, 1 KiB ahead (decode
+  // streams from DRAM).
+  for (; c + 4 * kBf16Lanes <= whole; c += 4 * kBf16Lanes) {
+    if (prefetch) {
+      for (int r = 0; r < kRows; ++r) V::prefetch_l2(w_rows[r] + c + 512);
     }
-    step(wv, c);
+    for (int s = 0; s < 4; ++s) load_step(c + s * kBf16Lanes);
   }
+  for (; c < whole; c += kBf16Lanes) load_step(c);
   if (c < n) {
     bfloat16x8_t wv[kRows];
     for (int r = 0; r < kRows; ++r) {
@@ -109,27 +118,20 @@ template <class V, int kRows, int kTokens>
   store_bf16_dot_sums<kRows, kTokens>(acc, kRows, kTokens, y, ldy);
 }
 
-// Tiles of 4 rows x 4 tokens (16 accumulators + 4 weight vectors + x); decode streams 4 rows.
-constexpr int kBf16TileRows = 4;
-constexpr int kBf16TileTokens = 4;
+// Decode: one token (rounded to bf16 in xb) against rows [row_begin, row_end), streamed 4 rows
+// at a time. Two or more tokens take the bfmmla tiles (arm/bf16_mmla_kernels.h).
+constexpr int kBf16DecodeRows = 4;
 
-// Rows [row_begin, row_end) x num_tokens tokens of x (rounded to bf16 in xb, at stride
-// padded) on bfdot tiles.
 template <class V>
-void matmul_bf16_dot_tiles(const bfloat16_t* xb, int64_t padded, int64_t num_tokens,
-                           const WeightView& w, int64_t row_begin, int64_t row_end, float* y,
-                           int64_t ldy) {
+void matmul_bf16_one_token(const bfloat16_t* xb, const WeightView& w, int64_t row_begin,
+                           int64_t row_end, float* y) {
   const int64_t cols = w.cols;
   const auto* wb = static_cast<const uint16_t*>(w.data);
-  for (int64_t r = row_begin; r < row_end; r += kBf16TileRows) {
-    const int64_t rows = simd::min_i64<V>(kBf16TileRows, row_end - r);
-    for (int64_t t = 0; t < num_tokens; t += kBf16TileTokens) {
-      simd::with_tile_shape<V, kBf16TileRows, kBf16TileTokens>(
-          rows, simd::min_i64<V>(kBf16TileTokens, num_tokens - t), [&]<int R, int T>() {
-            bf16_dot_tile<V, R, T>(xb + t * padded, padded, wb + r * cols, cols, cols,
-                                   num_tokens == 1, y + t * ldy + r, ldy);
-          });
-    }
+  for (int64_t r = row_begin; r < row_end; r += kBf16DecodeRows) {
+    simd::with_tile_shape<V, kBf16DecodeRows, 1>(
+        simd::min_i64<V>(kBf16DecodeRows, row_end - r), 1, [&]<int R, int T>() {
+          bf16_dot_tile<V, R, T>(xb, 0, wb + r * cols, cols, cols, true, y + r, 0);
+        });
   }
 }
 

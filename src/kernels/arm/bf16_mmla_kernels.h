@@ -68,6 +68,15 @@ const bfloat16_t* pair_bf16_activations(const bfloat16_t* xb, int64_t ldx, int64
   return reinterpret_cast<const bfloat16_t*>(out);
 }
 
+// xq = the 16 values at p, then p += 16: one ldp with a post-increment. (GCC 12 computes each
+// address of an unrolled run of vld1q_bf16_x2 from the base with an add of its own.)
+[[gnu::always_inline]] inline void load_32_bytes_and_advance(bfloat16x8x2_t& xq,
+                                                             const bfloat16_t*& p) {
+  __asm__("ldp %q0, %q1, [%2], #32"
+          : "=w"(xq.val[0]), "=w"(xq.val[1]), "+r"(p)
+          : "m"(*reinterpret_cast<const uint8_t(*)[32]>(p)));
+}
+
 // y[t * ldy + r] for rows 0 and 1 of w (row 1 only if num_rows is 2; rows at stride ldw, n
 // values each) and tokens [token, token + 2 kPairs) below num_tokens (token even); x_pairs is
 // pair_bf16_activations' output for num_pairs pairs, xb / ldx the rounded activations it came
@@ -112,17 +121,25 @@ template <class V, int kPairs>
     }
     const uint32x4x4_t a = vld4q_u32(reinterpret_cast<const uint32_t*>(w_rows[0] + c));
     const uint32x4x4_t b = vld4q_u32(reinterpret_cast<const uint32_t*>(w_rows[1] + c));
+    bfloat16x8_t steps01[4], steps23[4];  // per lane: the two operands of rows 0 and 1
 #pragma GCC unroll 4
     for (int l = 0; l < 4; ++l) {
       const uint64x2_t a_l = vreinterpretq_u64_u32(a.val[l]);
       const uint64x2_t b_l = vreinterpretq_u64_u32(b.val[l]);
-      const bfloat16x8_t steps01 = vreinterpretq_bf16_u64(vzip1q_u64(a_l, b_l));
-      const bfloat16x8_t steps23 = vreinterpretq_bf16_u64(vzip2q_u64(a_l, b_l));
+      steps01[l] = vreinterpretq_bf16_u64(vzip1q_u64(a_l, b_l));
+      steps23[l] = vreinterpretq_bf16_u64(vzip2q_u64(a_l, b_l));
+    }
+    // Token pairs outer, lanes inner: the activations are read in storage order, 32 bytes
+    // per ldp with a post-increment.
+    const bfloat16_t* xq_next = xc;
 #pragma GCC unroll 4
-      for (int q = 0; q < kPairs; ++q) {
-        const bfloat16_t* xq = xc + (q * 4 + l) * 16;
-        acc[q][l] = vbfmmlaq_f32(acc[q][l], steps01, vld1q_bf16(xq));
-        acc[q][l] = vbfmmlaq_f32(acc[q][l], steps23, vld1q_bf16(xq + 8));
+    for (int q = 0; q < kPairs; ++q) {
+#pragma GCC unroll 4
+      for (int l = 0; l < 4; ++l) {
+        bfloat16x8x2_t xq;
+        load_32_bytes_and_advance(xq, xq_next);
+        acc[q][l] = vbfmmlaq_f32(acc[q][l], steps01[l], xq.val[0]);
+        acc[q][l] = vbfmmlaq_f32(acc[q][l], steps23[l], xq.val[1]);
       }
     }
     xc += chunk_stride;
@@ -152,7 +169,7 @@ void matmul_bf16_weights(const float* x, int64_t num_tokens, const WeightView& w
   const int64_t cols = w.cols, padded = (cols + kBf16Lanes - 1) & ~(kBf16Lanes - 1);
   const bfloat16_t* xb = round_activations_to_bf16<V>(x, num_tokens, cols, padded);
   if (num_tokens < kBf16MmlaMinTokens) {
-    matmul_bf16_dot_tiles<V>(xb, padded, num_tokens, w, row_begin, row_end, y, ldy);
+    matmul_bf16_one_token<V>(xb, w, row_begin, row_end, y);
     return;
   }
   const int64_t num_chunks = cols / kBf16MmlaColumns, num_pairs = (num_tokens + 1) / 2;
