@@ -816,6 +816,14 @@ TEST_F(EmulatedBf16Dot, MatmulIsBatchInvariant) {
 
 // Identity weights make y the bf16 rounding of x itself: round to nearest even for normal
 // values, ties included (as the scalar f32_to_bf16), and zero for denormals.
+TEST_F(EmulatedBf16Dot, MatmulResultsIndependentOfNeighbouringTokensAndRows) {
+  expect_matmul_results_independent_of_neighbours(emulated(), kBf16Only, rng_);
+}
+
+TEST_F(EmulatedBf16Dot, MatmulBf16WorstCaseRoundingWithinBound) {
+  expect_matmul_bf16_worst_case_rounding_within_bound(emulated(), rng_);
+}
+
 TEST_F(EmulatedBf16Dot, RoundsXToNearestEvenAndFlushesDenormals) {
   constexpr int64_t kCols = 64;
   std::vector<float> x;
