@@ -19,9 +19,10 @@
 // bfdot (bf16_dot_columns) and the lanes are summed in faddp's order: every row and token gets
 // the bits of the bfdot tile, whatever tile shape, batch or thread share it falls in.
 //
-// Tile: 4 rows (2 row pairs; a ragged tile repeats its last row, computed, never stored) x
-// up to 4 tokens (2 token pairs; an odd last token is paired with itself): 16 accumulators +
-// 8 loaded weight vectors + 2 operands + activations fit the 32 q registers.
+// Tile: 2 rows (a single last row is paired with itself, computed, never stored) x up to 8
+// tokens (4 token pairs; an odd last token likewise): 16 accumulators, the 8 registers of the
+// two ld4 (8 operands once zipped) and 2 activation registers fit the 32 q registers. 4 rows x
+// 4 tokens would keep as many accumulators but need twice the operands live.
 #pragma once
 
 #include <arm_neon.h>
@@ -103,7 +104,8 @@ template <class V, int kPairs>
   }
   const int64_t num_chunks = n / kBf16MmlaColumns;
   const int64_t chunk_stride = num_pairs * 2 * kBf16MmlaColumns;  // elements
-  const bfloat16_t* xc = x_pairs + (token / 2) * 2 * kBf16MmlaColumns;
+  // (No chunks, no pairs: x_pairs may be null then.)
+  const bfloat16_t* xc = num_chunks == 0 ? x_pairs : x_pairs + (token / 2) * 2 * kBf16MmlaColumns;
 
   // acc[q][l]: lane l of [row 0 . token 2q, row 0 . token 2q + 1, row 1 . token 2q,
   // row 1 . token 2q + 1]. (Loops with #pragma GCC unroll: unrolled early enough for the
