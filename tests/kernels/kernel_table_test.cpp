@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <span>
 #include <string>
@@ -115,7 +116,9 @@ void expect_matmul_matches_scalar(const KernelTable& table, std::span<const DTyp
   const int64_t kRows = 37;  // not a multiple of the 4-row tile nor the 16-row panel
   const int64_t kLdy = kRows + 3;
   const int64_t token_counts[] = {1, 2, 3, 4, 5, 6, 7, 9, 13, 17, 37};
-  const int64_t col_counts[] = {1, 7, 16, 33, 100, 257};
+  // 48, 56, 64: one or two whole 32-column chunks, then 2, 3 or no 8-column steps (the bfmmla
+  // tiles of arm/bf16_mmla_kernels.h finish the columns past the chunks on bfdot).
+  const int64_t col_counts[] = {1, 7, 16, 33, 48, 56, 64, 100, 257};
   for (DType dtype : dtypes) {
     for (int64_t cols : col_counts) {
       TestWeights w = make_weights(rng, dtype, kRows, cols);
@@ -184,6 +187,116 @@ void expect_matmul_batch_invariant(const KernelTable& table, std::span<const DTy
   }
 }
 
+uint32_t float_bits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  return bits;
+}
+
+void expect_matmul_results_independent_of_neighbours(const KernelTable& table,
+                                                     std::span<const DType> dtypes,
+                                                     std::mt19937& rng) {
+  // A token's result must come from its own values and its row's only: matrix-multiply
+  // instructions (bfmmla, smmla) put two tokens and two rows in one instruction, and a tile
+  // repeats the last row or token of a ragged edge. Here every other token of the batch (or
+  // every other row of the weights) is NaN or inf: the token (row) must get the bits it gets
+  // alone, in every position of tiles with ragged rows and tokens.
+  const float kPoisons[] = {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity()};
+  for (DType dtype : dtypes) {
+    for (int64_t cols : {8, 24, 41, 64, 95}) {
+      for (int64_t rows : {1, 2, 3, 5}) {
+        TestWeights w = make_weights(rng, dtype, rows, cols);
+        for (int64_t num_tokens : {2, 3, 8, 9}) {
+          const std::vector<float> x = random_floats(rng, num_tokens * cols);
+          std::vector<float> clean(num_tokens * rows);
+          table.matmul(x.data(), num_tokens, w.view, 0, rows, clean.data(), rows);
+          for (int64_t t = 0; t < num_tokens; ++t) {
+            std::vector<float> alone(rows);
+            table.matmul(x.data() + t * cols, 1, w.view, 0, rows, alone.data(), rows);
+            for (float poison : kPoisons) {
+              std::vector<float> poisoned(x.size(), poison), y(num_tokens * rows);
+              std::copy_n(x.begin() + t * cols, cols, poisoned.begin() + t * cols);
+              table.matmul(poisoned.data(), num_tokens, w.view, 0, rows, y.data(), rows);
+              for (int64_t r = 0; r < rows; ++r) {
+                ASSERT_EQ(float_bits(y[t * rows + r]), float_bits(alone[r]))
+                    << dtype_name(dtype) << " cols=" << cols << " rows=" << rows
+                    << " tokens=" << num_tokens << " token " << t << " row " << r
+                    << " among tokens of " << poison;
+                ASSERT_EQ(float_bits(clean[t * rows + r]), float_bits(alone[r]))
+                    << dtype_name(dtype) << " cols=" << cols << " tokens=" << num_tokens;
+              }
+            }
+          }
+          for (int64_t r = 0; r < rows; ++r) {
+            for (float poison : kPoisons) {
+              TestWeights poisoned = w;  // every row but r poisoned
+              for (int64_t other = 0; other < rows; ++other) {
+                if (other == r) continue;
+                for (int64_t c = 0; c < cols; ++c) {
+                  const int64_t i = other * cols + c;
+                  if (dtype == DType::kF32) {
+                    poisoned.f32[i] = poison;
+                  } else {
+                    poisoned.bits16[i] =
+                        dtype == DType::kBF16 ? f32_to_bf16(poison) : f32_to_f16(poison);
+                  }
+                }
+              }
+              poisoned.view.data = dtype == DType::kF32
+                                       ? static_cast<const void*>(poisoned.f32.data())
+                                       : static_cast<const void*>(poisoned.bits16.data());
+              std::vector<float> y(num_tokens * rows);
+              table.matmul(x.data(), num_tokens, poisoned.view, 0, rows, y.data(), rows);
+              for (int64_t t = 0; t < num_tokens; ++t) {
+                ASSERT_EQ(float_bits(y[t * rows + r]), float_bits(clean[t * rows + r]))
+                    << dtype_name(dtype) << " cols=" << cols << " rows=" << rows
+                    << " tokens=" << num_tokens << " token " << t << " row " << r
+                    << " among rows of " << poison;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void expect_matmul_bf16_worst_case_rounding_within_bound(const KernelTable& table,
+                                                         std::mt19937& rng) {
+  // Activations that bf16 rounds by almost half its spacing (1 + 2^-8 - 2^-20 rounds to 1:
+  // relative error 2^-8 / (1 + 2^-8)), all of one sign against weights of the same sign, so
+  // that the roundings add up instead of cancelling: the error of a table that rounds x to
+  // bf16 comes within 0.4% of Σ|x w| / 256, the bound KernelTable::matmul_bf16_activations
+  // promises, and the fp32 sums (for bfdot / bfmmla, BFDotAdd's round-to-odd steps) must fit in
+  // the 2 n u Σ|x w| beside it. A sum over 2051 columns, for 1 token (decode) and for 9 (the
+  // many-token tiles).
+  const int64_t rows = 5, cols = 2051;
+  TestWeights w = make_weights(rng, DType::kBF16, rows, cols);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    w.bits16[i] &= 0x7fff;  // |w|
+    w.f32[i] = bf16_to_f32(w.bits16[i]);
+  }
+  std::uniform_int_distribution<int> exponent(-3, 3);
+  for (int64_t num_tokens : {1, 9}) {
+    std::vector<float> x(num_tokens * cols);
+    for (float& v : x) v = std::ldexp(1.0f + 0x1p-8f - 0x1p-20f, exponent(rng));
+    std::vector<float> expected(num_tokens * rows), actual(num_tokens * rows);
+    scalar_table().matmul(x.data(), num_tokens, w.view, 0, rows, expected.data(), rows);
+    table.matmul(x.data(), num_tokens, w.view, 0, rows, actual.data(), rows);
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double sum_abs = 0.0;
+        for (int64_t c = 0; c < cols; ++c) sum_abs += double{x[t * cols + c]} * w.f32[r * cols + c];
+        double tolerance = 2.0 * cols * kUnitRoundoff * sum_abs;
+        if (table.matmul_bf16_activations) tolerance += sum_abs / 256.0;
+        ASSERT_NEAR(actual[t * rows + r], expected[t * rows + r], tolerance)
+            << "tokens=" << num_tokens << " t=" << t << " r=" << r;
+      }
+    }
+  }
+}
+
 void expect_matmul_large_decode_shape_matches_scalar(const KernelTable& table,
                                                      std::span<const DType> dtypes,
                                                      std::mt19937& rng) {
@@ -215,6 +328,14 @@ TEST_P(KernelIsaTest, MatmulMatchesScalarForEveryDtypeAndShape) {
 
 TEST_P(KernelIsaTest, MatmulIsBatchInvariant) {
   expect_matmul_batch_invariant(*table_, kFloatDtypes, rng_);
+}
+
+TEST_P(KernelIsaTest, MatmulResultsIndependentOfNeighbouringTokensAndRows) {
+  expect_matmul_results_independent_of_neighbours(*table_, kFloatDtypes, rng_);
+}
+
+TEST_P(KernelIsaTest, MatmulBf16WorstCaseRoundingWithinBound) {
+  expect_matmul_bf16_worst_case_rounding_within_bound(*table_, rng_);
 }
 
 TEST_P(KernelIsaTest, MatmulLargeDecodeShape) {
@@ -703,6 +824,14 @@ TEST_F(EmulatedBf16Dot, MatmulIsBatchInvariant) {
 
 // Identity weights make y the bf16 rounding of x itself: round to nearest even for normal
 // values, ties included (as the scalar f32_to_bf16), and zero for denormals.
+TEST_F(EmulatedBf16Dot, MatmulResultsIndependentOfNeighbouringTokensAndRows) {
+  expect_matmul_results_independent_of_neighbours(emulated(), kBf16Only, rng_);
+}
+
+TEST_F(EmulatedBf16Dot, MatmulBf16WorstCaseRoundingWithinBound) {
+  expect_matmul_bf16_worst_case_rounding_within_bound(emulated(), rng_);
+}
+
 TEST_F(EmulatedBf16Dot, RoundsXToNearestEvenAndFlushesDenormals) {
   constexpr int64_t kCols = 64;
   std::vector<float> x;

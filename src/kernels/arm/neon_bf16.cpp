@@ -8,7 +8,7 @@
 #include <arm_neon.h>
 
 #include "kernels/arm/arm_table.h"
-#include "kernels/arm/bf16_kernels.h"
+#include "kernels/arm/bf16_mmla_kernels.h"
 #include "kernels/arm/fp16_kernels.h"
 #include "kernels/arm/i8mm_kernels.h"
 #include "kernels/arm/int8_kernels.h"
