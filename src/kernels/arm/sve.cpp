@@ -28,11 +28,11 @@ namespace {
 struct Sve : NeonBase {};
 
 // Whether the SVE tiles take this int8-activation matmul. Decode (fewer than
-// arm::kIntManyTokens tokens) always: per 32 weights of a block the svdot tile issues 13.8
+// arm::kIntManyTokens tokens) always: per 32 weights of a block the svdot tile issues 13.0
 // instructions at 256 bits against the sdot tile's 17.0 (bench/peers/aarch64_inner_loops.py).
 // Many tokens on a CPU with smmla only where svdot does more than smmla's 32 multiply-adds, i.e.
 // above 256 bits: at 256 both do 32 per instruction, and the smmla tile needs fewer
-// instructions around them (5.5 per 32 MACs against 7.6 for the svdot tile).
+// instructions around them (5.5 per 32 MACs against 7.4 for the svdot tile).
 template <bool kNeonHasSmmla>
 bool takes_svdot_tiles(int64_t num_tokens) {
   if (num_tokens < arm::kIntManyTokens || !kNeonHasSmmla) return true;

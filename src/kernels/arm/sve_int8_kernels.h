@@ -81,8 +81,13 @@ template <class V, DType kType, int kTokens>
     if constexpr (kTokens > 2) f(dot2, acc2, 2);
     if constexpr (kTokens > 3) f(dot3, acc3, 3);
   };
+  // Block b's weight group: b itself for int8 (its blocks are its groups); int4's 32-value
+  // blocks counted through their groups, not divided (integer division is not pipelined on
+  // the cores this targets, and a block of a decode tile is a few cycles' work).
+  const int64_t blocks_per_group = w.group_size / block;
+  int64_t int4_group = 0, block_in_group = 0;
   for (int64_t b = 0; b < qa.num_blocks; ++b) {
-    const int64_t g = b * block / w.group_size;
+    const int64_t g = kType == DType::kI8 ? b : int4_group;
     const svfloat32_t scale = gather_f16(scales + g, s_offsets);
     const svfloat32_t min = asymmetric_int4 ? gather_f16(mins + g, s_offsets) : svdup_n_f32(0.0f);
     for_each_token([](svint32_t& dot, svfloat32_t&, int) { dot = svdup_n_s32(0); });
@@ -127,6 +132,10 @@ template <class V, DType kType, int kTokens>
       }
       acc = svadd_f32_x(all32, acc, svmul_f32_x(all32, svdup_n_f32(qa.d[at]), value));
     });
+    if (kType == DType::kI4 && ++block_in_group == blocks_per_group) {
+      block_in_group = 0;
+      ++int4_group;
+    }
   }
   const svbool_t stored = svwhilelt_b32(int64_t{0}, num_rows);  // rows are adjacent in y
   for_each_token([&](svint32_t&, svfloat32_t& acc, int t) { svst1_f32(stored, y + t * ldy, acc); });
