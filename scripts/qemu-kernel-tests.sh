@@ -4,8 +4,12 @@
 #   scripts/qemu-kernel-tests.sh aarch64 cortex-a53    neon          (Armv8.0-A: no sdot)
 #   scripts/qemu-kernel-tests.sh aarch64 neoverse-n1   neon_dotprod  (sdot + fp16, no SVE,
 #                                                                     i8mm or bf16: Kunpeng 920)
-#   scripts/qemu-kernel-tests.sh aarch64 max           neon_bf16 neon_i8mm scalar  (every
-#                                                                     feature: i8mm, bf16, SVE)
+#   scripts/qemu-kernel-tests.sh aarch64 max,sve-default-vector-length=16 neon_bf16 neon_i8mm scalar
+#                                      (every feature: i8mm, bf16, SVE at 128 bits, too short for sve)
+#   scripts/qemu-kernel-tests.sh aarch64 max,sve-default-vector-length=32 sve   (SVE at 256 bits)
+#   scripts/qemu-kernel-tests.sh aarch64 a64fx         sve           (SVE at 512 bits, no sdot:
+#                                                                     sve over plain neon)
+#   (max,sve-default-vector-length=64, qemu-user's default for max, is sve at 512 over neon_bf16)
 # Each run also checks that the dispatcher picks, on that model, the first variant it runs
 # (KernelDispatch.*, PAGODA_EXPECTED_ISA). A test skipped for a missing feature ("this CPU cannot run") fails the
 # run: the model was chosen for the variant, so such a skip means the features were read wrong. Exits 77 (CTest's

@@ -3,6 +3,7 @@
 disassembly of the cross-built objects (static counts: no hardware needed).
 
     bench/peers/aarch64_inner_loops.py [--build build-aarch64] [--peer NAME=OBJ ...]
+                                       [--sve-bits 256]
 
 For each kernel it finds the function by its (demangled) name, the loops in it (a branch back to
 an earlier address of the same function), and the innermost loop that multiplies. The
@@ -20,6 +21,10 @@ Static counts ignore how often branches inside a loop are taken; prefetches and 
 instructions. --peer NAME=OBJ adds objects built elsewhere (e.g. llama.cpp's
 ggml-cpu/arch/arm/quants.c or repack.cpp compiled for aarch64): their kernels listed in
 PEER_KERNELS are counted the same way. Needs aarch64-linux-gnu-objdump (binutils-aarch64-linux-gnu).
+
+SVE instructions (z registers) do as many multiply-adds as the vector is long, which the code
+does not fix: they are counted at --sve-bits (default 256, Neoverse V1 / Graviton 3; an svdot
+then does 32, as smmla); at 512 (A64FX) each SVE row's figures halve where the loop is all SVE.
 """
 import argparse
 import pathlib
@@ -80,6 +85,14 @@ PAGODA_KERNELS = [
      r"simd::axpy_rows<[^>]*::Neon>", "fmla+fcvtl"),
     ("f32/bf16 panel prefill, fmla .4s (sweep tile)", "neon_dotprod",
      r"simd::sweep_panel<[^>]*NeonDotprod>", "fmla"),
+    ("SVE Q8_0/int8 decode, svdot (VL/64 rows x 1 token)", "sve",
+     r"arm::sve::svdot_tile<[^>]*Sve, \(pagoda::DType\)3, 1>", "sdot"),
+    ("SVE int4 decode, svdot (VL/64 rows x 1 token)", "sve",
+     r"arm::sve::svdot_tile<[^>]*Sve, \(pagoda::DType\)4, 1>", "sdot"),
+    ("SVE Q8_0/int8 prefill, svdot (VL/64 rows x 4 tokens)", "sve",
+     r"arm::sve::svdot_tile<[^>]*Sve, \(pagoda::DType\)3, 4>", "sdot"),
+    ("SVE int4 prefill, svdot (VL/64 rows x 4 tokens)", "sve",
+     r"arm::sve::svdot_tile<[^>]*Sve, \(pagoda::DType\)4, 4>", "sdot"),
 ]
 
 # llama.cpp's names (ggml-cpu); which object holds them is given with --peer.
@@ -99,8 +112,20 @@ INSN_RE = re.compile(r"^\s+([0-9a-f]+):\s+(\S+)\s*(.*)$")
 BRANCH_TARGET_RE = re.compile(r"^(?:b\.\w+|b|cbz|cbnz|tbz|tbnz)$")
 
 
+SVE_BITS = 256  # --sve-bits
+
+
 def macs(mnemonic, operands):
     """Multiply-adds one instruction performs (0 for everything else)."""
+    if operands.startswith("z"):  # SVE: the element size of the destination, VL wide
+        if mnemonic in ("sdot", "udot", "usdot", "sudot"):
+            return SVE_BITS // 8
+        if mnemonic in ("smmla", "ummla", "usmmla"):
+            return 32 * SVE_BITS // 128
+        if mnemonic in ("fmla", "fmls", "fmad", "fmsb"):
+            first = operands.split(",")[0]
+            return SVE_BITS // (16 if ".h" in first else 64 if ".d" in first else 32)
+        return 0
     if mnemonic in ("sdot", "udot", "usdot", "sudot"):
         return 16 if ".4s" in operands else 8
     if mnemonic in ("smmla", "ummla", "usmmla"):
@@ -199,7 +224,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build-aarch64")
     ap.add_argument("--peer", action="append", default=[], metavar="NAME=OBJ")
+    ap.add_argument("--sve-bits", type=int, default=256,
+                    help="the SVE vector length the z-register counts assume")
     args = ap.parse_args()
+    global SVE_BITS
+    SVE_BITS = args.sve_bits
     build = pathlib.Path(args.build)
     objs = {p.name.split(".")[0]: p for p in build.rglob("*.cpp.o")
             if p.parent.name == "arm"}

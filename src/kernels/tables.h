@@ -47,6 +47,10 @@ const KernelTable& neon_dotprod_table();
 const KernelTable& neon_i8mm_table();
 // neon_i8mm plus bfdot for bf16 weights (activations rounded to bf16).
 const KernelTable& neon_bf16_table();
+// SVE with a vector above 128 bits: W8A8 / W4A8 on svdot, a tile's rows in the lanes; every
+// other entry is the table of the best NEON variant this CPU runs (neon_bf16, neon_i8mm,
+// neon_dotprod or neon).
+const KernelTable& sve_table(const CpuFeatures& cpu);
 #endif
 
 }  // namespace pagoda::detail

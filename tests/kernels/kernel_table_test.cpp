@@ -729,8 +729,8 @@ TEST(KernelDispatch, NamesAndForce) {
 #if defined(__x86_64__)
   EXPECT_EQ(names, (std::vector<std::string>{"avx512", "avx2", "scalar"}));
 #elif defined(__aarch64__)
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"neon_bf16", "neon_i8mm", "neon_dotprod", "neon", "scalar"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"sve", "neon_bf16", "neon_i8mm", "neon_dotprod",
+                                             "neon", "scalar"}));
 #endif
   EXPECT_EQ(kernels_for("sse9"), nullptr);
   EXPECT_THROW(set_kernel_isa("sse9"), Error);
@@ -763,6 +763,17 @@ TEST(KernelDispatch, DefaultIsTheVariantTheCpuModelCallsFor) {
   if (expected == nullptr) GTEST_SKIP() << "PAGODA_EXPECTED_ISA is not set";
   EXPECT_STREQ(kernels().isa, expected) << cpu_features().describe();
 }
+
+#if defined(__aarch64__)
+// The sve variant runs exactly where SVE's vector is longer than NEON's 128 bits
+// (arm/variants.cpp), with or without NEON's dot product; qemu-kernel-tests.sh runs this at
+// 128 bits (max), 256 (max) and 512 (a64fx, no asimddp).
+TEST(KernelDispatch, SveOnlyWithVectorsAbove128Bits) {
+  const CpuFeatures& cpu = cpu_features();
+  const bool wide_sve = cpu.asimd && cpu.sve && cpu.sve_vector_bytes > 16;
+  EXPECT_EQ(kernels_for("sve") != nullptr, wide_sve) << cpu.describe();
+}
+#endif
 
 // No variant leaves an entry empty or to the scalar reference (issue 23: nothing falls back to
 // scalar on a Kunpeng 920; qemu-kernel-tests.sh runs this on each CPU model, neoverse-n1 for
