@@ -166,9 +166,10 @@ void expect_matmul_batch_invariant(const KernelTable& table, std::span<const DTy
     for (int64_t cols : {7, 33, 257, 2051}) {
       TestWeights w = make_weights(rng, dtype, rows, cols);
       // More than one block of the many-token sweep and, at 2051 columns, than one outer
-      // block of tokens (96: about 1 MiB of x, simd_kernels.h), so the tokens past the first
-      // outer block are checked against the one-token path too.
-      const int64_t kBatch = 200;
+      // block of tokens (about 1 MiB of x: 96 tokens in fp32, simd_kernels.h; 288 in bf16,
+      // vdpbf16ps), so the tokens past the first outer block are checked against the
+      // one-token path too.
+      const int64_t kBatch = 300;
       const std::vector<float> x = random_floats(rng, kBatch * cols);
       std::vector<float> batched(kBatch * rows);
       table.matmul(x.data(), kBatch, w.view, 0, rows, batched.data(), rows);

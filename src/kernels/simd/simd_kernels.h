@@ -432,8 +432,7 @@ void widen_rows_pair_order(const uint16_t* w, int64_t row, int64_t num_rows, int
 // blocking: every output is one accumulator chain over its columns.
 constexpr int64_t kOuterBlockBytes = int64_t{1} << 20;
 
-inline int64_t outer_block_tokens(int64_t ldx) {
-  const int64_t bytes_per_token = ldx * int64_t{sizeof(float)};
+inline int64_t outer_block_tokens(int64_t bytes_per_token) {
   const int64_t blocks = (kOuterBlockBytes / bytes_per_token + kBlockTokens / 2) / kBlockTokens;
   return (blocks < 1 ? 1 : blocks) * kBlockTokens;
 }
@@ -452,7 +451,7 @@ void matmul_many_tokens(const float* x, int64_t num_tokens, const WeightView& w,
     n = pair_stride<V>(cols);
     ldx = ldp = n + 2 * V::kLanes;
   }
-  const int64_t outer_tokens = outer_block_tokens(ldx);
+  const int64_t outer_tokens = outer_block_tokens(ldx * int64_t{sizeof(float)});
   for (int64_t t0 = 0; t0 < num_tokens; t0 += outer_tokens) {
     const int64_t block_tokens = min_i64<V>(outer_tokens, num_tokens - t0);
     const float* xs = x + t0 * cols;
