@@ -419,22 +419,23 @@ void widen_rows_pair_order(const uint16_t* w, int64_t row, int64_t num_rows, int
   }
 }
 
-// The tokens are taken in outer blocks of about kOuterBlockBytes of x (whole kBlockTokens
-// blocks, at least one), each swept by every panel of the row range before the next block
-// starts; each panel is widened again per outer block. Sweeping all the tokens per panel would
-// stream the whole of x through the caches once per 16 rows: 33 MiB at 4096 tokens x 2048
-// columns, from DRAM, about 11 GB/s per thread at the FMA rate, where a 512-token x (4 MiB)
-// stays in L3 — so a long prompt's linear layers ran ~30% slower per token than a short one's
-// (measured, docs/kernels.md "Paged attention"). A 1 MiB block stays in L2 across the panels;
-// re-widening a panel costs ~1/100 of its sweep at 96 tokens, re-reading the weights 96
-// multiply-adds per weight. The bf16 pair permutation of x is done per outer block too, into a
-// scratch of one block instead of the whole of x. Results are the same bits whatever the
-// blocking: every output is one accumulator chain over its columns.
-constexpr int64_t kOuterBlockBytes = int64_t{1} << 20;
+// The tokens are taken in outer blocks of at most kOuterBlockBytes of x, as few as fit and of
+// equal size, each swept by every panel of the row range before the next block starts; each
+// panel is widened again per outer block. Sweeping all the tokens per panel would stream the
+// whole of x through the caches once per 16 rows: 33 MiB at 4096 tokens x 2048 columns, from
+// DRAM, about 11 GB/s per thread at the FMA rate, where a 512-token x (4 MiB) stays in L3 — so
+// a long prompt's linear layers ran ~30% slower per token than a short one's (measured,
+// docs/kernels.md "Matmul"). Blocks of 96 tokens (1 MiB) measured best under load but ~10%
+// slower at 512 tokens on a quieter machine (a panel widened 6 times, a short last block); 4 MiB
+// blocks keep a short prompt's sweep as it was (one or two blocks). The bf16 pair permutation
+// (or rounding) of x is done per outer block too, into a scratch of one block. Results are the
+// same bits whatever the blocking: every output is one accumulator chain over its columns.
+constexpr int64_t kOuterBlockBytes = int64_t{4} << 20;
 
-inline int64_t outer_block_tokens(int64_t bytes_per_token) {
-  const int64_t blocks = (kOuterBlockBytes / bytes_per_token + kBlockTokens / 2) / kBlockTokens;
-  return (blocks < 1 ? 1 : blocks) * kBlockTokens;
+inline int64_t outer_block_tokens(int64_t num_tokens, int64_t bytes_per_token) {
+  const int64_t num_blocks =
+      (num_tokens * bytes_per_token + kOuterBlockBytes - 1) / kOuterBlockBytes;
+  return (num_tokens + num_blocks - 1) / (num_blocks < 1 ? 1 : num_blocks);
 }
 
 template <class V, DType kType>
@@ -451,7 +452,7 @@ void matmul_many_tokens(const float* x, int64_t num_tokens, const WeightView& w,
     n = pair_stride<V>(cols);
     ldx = ldp = n + 2 * V::kLanes;
   }
-  const int64_t outer_tokens = outer_block_tokens(ldx * int64_t{sizeof(float)});
+  const int64_t outer_tokens = outer_block_tokens(num_tokens, ldx * int64_t{sizeof(float)});
   for (int64_t t0 = 0; t0 < num_tokens; t0 += outer_tokens) {
     const int64_t block_tokens = min_i64<V>(outer_tokens, num_tokens - t0);
     const float* xs = x + t0 * cols;

@@ -969,11 +969,12 @@ void matmul_bf16_dot(const float* x, int64_t num_tokens, const WeightView& w, in
   const int64_t cols = w.cols;
   const int64_t ldx = (cols + kBf16Lanes - 1) / kBf16Lanes * kBf16Lanes;
   const auto* wb = static_cast<const uint16_t*>(w.data);
-  // Same blocking as the fp32 panel path (simd::matmul_many_tokens): outer blocks of about
-  // 1 MiB of x, narrowed to bf16 one block at a time, each swept by every panel of rows (in
+  // Same blocking as the fp32 panel path (simd::matmul_many_tokens): outer blocks of at most
+  // 4 MiB of x, narrowed to bf16 one block at a time, each swept by every panel of rows (in
   // L2) in tiles of tokens (in L1). Sweeping all the tokens per panel streamed a 4096-token x
   // (16 MiB in bf16) from DRAM once per 16 rows.
-  const int64_t outer_tokens = simd::outer_block_tokens(ldx * int64_t{sizeof(uint16_t)});
+  const int64_t outer_tokens =
+      simd::outer_block_tokens(num_tokens, ldx * int64_t{sizeof(uint16_t)});
   for (int64_t b0 = 0; b0 < num_tokens; b0 += outer_tokens) {
     const int64_t block_tokens = num_tokens - b0 < outer_tokens ? num_tokens - b0 : outer_tokens;
     auto* xb = static_cast<uint16_t*>(x_scratch.get(block_tokens * ldx * sizeof(uint16_t)));
