@@ -297,6 +297,27 @@ void expect_matmul_bf16_worst_case_rounding_within_bound(const KernelTable& tabl
   }
 }
 
+void expect_matmul_outer_blocks_batch_invariant(const KernelTable& table,
+                                                std::span<const DType> dtypes, std::mt19937& rng) {
+  // A prefill whose x exceeds one outer block of tokens (4 MiB of x, simd_kernels.h: 64 tokens
+  // at 16411 fp32 columns, 128 rounded to bf16 for vdpbf16ps) is swept a block at a time; every
+  // token must still get the bits it gets alone.
+  const int64_t rows = 5, cols = 16411, num_tokens = 150;
+  for (DType dtype : dtypes) {
+    TestWeights w = make_weights(rng, dtype, rows, cols);
+    const std::vector<float> x = random_floats(rng, num_tokens * cols);
+    std::vector<float> batched(num_tokens * rows), alone(rows);
+    table.matmul(x.data(), num_tokens, w.view, 0, rows, batched.data(), rows);
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      table.matmul(x.data() + t * cols, 1, w.view, 0, rows, alone.data(), rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(alone[r], batched[t * rows + r])
+            << dtype_name(dtype) << " token " << t << " row " << r;
+      }
+    }
+  }
+}
+
 void expect_matmul_large_decode_shape_matches_scalar(const KernelTable& table,
                                                      std::span<const DType> dtypes,
                                                      std::mt19937& rng) {
@@ -336,6 +357,10 @@ TEST_P(KernelIsaTest, MatmulResultsIndependentOfNeighbouringTokensAndRows) {
 
 TEST_P(KernelIsaTest, MatmulBf16WorstCaseRoundingWithinBound) {
   expect_matmul_bf16_worst_case_rounding_within_bound(*table_, rng_);
+}
+
+TEST_P(KernelIsaTest, MatmulOuterTokenBlocksAreBatchInvariant) {
+  expect_matmul_outer_blocks_batch_invariant(*table_, kFloatDtypes, rng_);
 }
 
 TEST_P(KernelIsaTest, MatmulLargeDecodeShape) {
@@ -831,6 +856,10 @@ TEST_F(EmulatedBf16Dot, MatmulMatchesScalar) {
 
 TEST_F(EmulatedBf16Dot, MatmulIsBatchInvariant) {
   expect_matmul_batch_invariant(emulated(), kBf16Only, rng_);
+}
+
+TEST_F(EmulatedBf16Dot, MatmulOuterTokenBlocksAreBatchInvariant) {
+  expect_matmul_outer_blocks_batch_invariant(emulated(), kBf16Only, rng_);
 }
 
 // Identity weights make y the bf16 rounding of x itself: round to nearest even for normal

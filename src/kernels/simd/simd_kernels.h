@@ -419,6 +419,25 @@ void widen_rows_pair_order(const uint16_t* w, int64_t row, int64_t num_rows, int
   }
 }
 
+// The tokens are taken in outer blocks of at most kOuterBlockBytes of x, as few as fit and of
+// equal size, each swept by every panel of the row range before the next block starts; each
+// panel is widened again per outer block. Sweeping all the tokens per panel would stream the
+// whole of x through the caches once per 16 rows: 33 MiB at 4096 tokens x 2048 columns, from
+// DRAM, about 11 GB/s per thread at the FMA rate, where a 512-token x (4 MiB) stays in L3 — so
+// a long prompt's linear layers ran ~30% slower per token than a short one's (measured,
+// docs/kernels.md "Matmul"). Blocks of 96 tokens (1 MiB) measured best under load but ~10%
+// slower at 512 tokens on a quieter machine (a panel widened 6 times, a short last block); 4 MiB
+// blocks keep a short prompt's sweep as it was (one or two blocks). The bf16 pair permutation
+// (or rounding) of x is done per outer block too, into a scratch of one block. Results are the
+// same bits whatever the blocking: every output is one accumulator chain over its columns.
+constexpr int64_t kOuterBlockBytes = int64_t{4} << 20;
+
+inline int64_t outer_block_tokens(int64_t num_tokens, int64_t bytes_per_token) {
+  const int64_t num_blocks =
+      (num_tokens * bytes_per_token + kOuterBlockBytes - 1) / kOuterBlockBytes;
+  return (num_tokens + num_blocks - 1) / (num_blocks < 1 ? 1 : num_blocks);
+}
+
 template <class V, DType kType>
 void matmul_many_tokens(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
                         int64_t row_end, float* y, int64_t ldy) {
@@ -429,30 +448,36 @@ void matmul_many_tokens(const float* x, int64_t num_tokens, const WeightView& w,
   // both into scratch with one zero block of padding per row, so that rows are not a power of
   // two bytes apart: 2048 fp32 columns would put every row of a tile in the same L1 set.
   int64_t n = cols, ldx = cols, ldp = cols;
-  const float* xs = x;
   if constexpr (kType == DType::kBF16) {
     n = pair_stride<V>(cols);
     ldx = ldp = n + 2 * V::kLanes;
-    float* xp = static_cast<float*>(x_scratch.get(num_tokens * ldx * sizeof(float)));
-    permute_even_odd<V>(x, num_tokens, cols, ldx, xp);
-    xs = xp;
   }
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
-    const int64_t panel_rows = min_i64<V>(kPanelRows, row_end - r0);
-    const float* panel;
-    if constexpr (kType == DType::kF32) {
-      panel = static_cast<const float*>(w.data) + r0 * cols;
-    } else {
-      float* widened = static_cast<float*>(panel_scratch.get(kPanelRows * ldp * sizeof(float)));
-      if constexpr (kType == DType::kBF16) {
-        widen_rows_pair_order<V>(static_cast<const uint16_t*>(w.data), r0, panel_rows, cols, ldp,
-                                 widened);
-      } else {
-        widen_rows<V, kType>(w.data, r0, panel_rows, cols, widened);
-      }
-      panel = widened;
+  const int64_t outer_tokens = outer_block_tokens(num_tokens, ldx * int64_t{sizeof(float)});
+  for (int64_t t0 = 0; t0 < num_tokens; t0 += outer_tokens) {
+    const int64_t block_tokens = min_i64<V>(outer_tokens, num_tokens - t0);
+    const float* xs = x + t0 * cols;
+    if constexpr (kType == DType::kBF16) {
+      float* xp = static_cast<float*>(x_scratch.get(block_tokens * ldx * sizeof(float)));
+      permute_even_odd<V>(xs, block_tokens, cols, ldx, xp);
+      xs = xp;
     }
-    sweep_panel<V>(xs, ldx, num_tokens, panel, ldp, panel_rows, n, y + r0, ldy);
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
+      const int64_t panel_rows = min_i64<V>(kPanelRows, row_end - r0);
+      const float* panel;
+      if constexpr (kType == DType::kF32) {
+        panel = static_cast<const float*>(w.data) + r0 * cols;
+      } else {
+        float* widened = static_cast<float*>(panel_scratch.get(kPanelRows * ldp * sizeof(float)));
+        if constexpr (kType == DType::kBF16) {
+          widen_rows_pair_order<V>(static_cast<const uint16_t*>(w.data), r0, panel_rows, cols, ldp,
+                                   widened);
+        } else {
+          widen_rows<V, kType>(w.data, r0, panel_rows, cols, widened);
+        }
+        panel = widened;
+      }
+      sweep_panel<V>(xs, ldx, block_tokens, panel, ldp, panel_rows, n, y + t0 * ldy + r0, ldy);
+    }
   }
 }
 

@@ -969,29 +969,37 @@ void matmul_bf16_dot(const float* x, int64_t num_tokens, const WeightView& w, in
   static thread_local simd::Scratch<Avx512> x_scratch;
   const int64_t cols = w.cols;
   const int64_t ldx = (cols + kBf16Lanes - 1) / kBf16Lanes * kBf16Lanes;
-  auto* xb = static_cast<uint16_t*>(x_scratch.get(num_tokens * ldx * sizeof(uint16_t)));
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    for (int64_t c = 0; c < ldx; c += 16) {
-      const int64_t left = cols - c;
-      const int n = left >= 16 ? 16 : (left > 0 ? static_cast<int>(left) : 0);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + t * ldx + c),
-                          Bf16::narrow(Avx512::load_n(x + t * cols + c, n)));
-    }
-  }
   const auto* wb = static_cast<const uint16_t*>(w.data);
-  // Same blocking as the fp32 panel path: a panel of rows stays in L2 while tiles of tokens
-  // (in L1) sweep it.
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += simd::kPanelRows) {
-    const int64_t panel_end = r0 + simd::kPanelRows < row_end ? r0 + simd::kPanelRows : row_end;
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += kBf16TileTokens) {
-      const int64_t tokens = num_tokens - t0 < kBf16TileTokens ? num_tokens - t0 : kBf16TileTokens;
-      for (int64_t r = r0; r < panel_end; r += 4) {
-        const uint16_t* xt = xb + t0 * ldx;
-        const uint16_t* wr = wb + r * cols;
-        float* yt = y + t0 * ldy + r;
-        simd::with_tile_shape<Avx512, 4, kBf16TileTokens>(
-            panel_end - r, tokens,
-            [&]<int R, int T>() { bf16_dot_tile<Bf16, R, T>(xt, ldx, wr, cols, yt, ldy); });
+  // Same blocking as the fp32 panel path (simd::matmul_many_tokens): outer blocks of at most
+  // 4 MiB of x, narrowed to bf16 one block at a time, each swept by every panel of rows (in
+  // L2) in tiles of tokens (in L1). Sweeping all the tokens per panel streamed a 4096-token x
+  // (16 MiB in bf16) from DRAM once per 16 rows.
+  const int64_t outer_tokens =
+      simd::outer_block_tokens(num_tokens, ldx * int64_t{sizeof(uint16_t)});
+  for (int64_t b0 = 0; b0 < num_tokens; b0 += outer_tokens) {
+    const int64_t block_tokens = num_tokens - b0 < outer_tokens ? num_tokens - b0 : outer_tokens;
+    auto* xb = static_cast<uint16_t*>(x_scratch.get(block_tokens * ldx * sizeof(uint16_t)));
+    for (int64_t t = 0; t < block_tokens; ++t) {
+      for (int64_t c = 0; c < ldx; c += 16) {
+        const int64_t left = cols - c;
+        const int n = left >= 16 ? 16 : (left > 0 ? static_cast<int>(left) : 0);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + t * ldx + c),
+                            Bf16::narrow(Avx512::load_n(x + (b0 + t) * cols + c, n)));
+      }
+    }
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += simd::kPanelRows) {
+      const int64_t panel_end = r0 + simd::kPanelRows < row_end ? r0 + simd::kPanelRows : row_end;
+      for (int64_t t0 = 0; t0 < block_tokens; t0 += kBf16TileTokens) {
+        const int64_t tokens =
+            block_tokens - t0 < kBf16TileTokens ? block_tokens - t0 : kBf16TileTokens;
+        for (int64_t r = r0; r < panel_end; r += 4) {
+          const uint16_t* xt = xb + t0 * ldx;
+          const uint16_t* wr = wb + r * cols;
+          float* yt = y + (b0 + t0) * ldy + r;
+          simd::with_tile_shape<Avx512, 4, kBf16TileTokens>(
+              panel_end - r, tokens,
+              [&]<int R, int T>() { bf16_dot_tile<Bf16, R, T>(xt, ldx, wr, cols, yt, ldy); });
+        }
       }
     }
   }
