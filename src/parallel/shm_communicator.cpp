@@ -163,9 +163,12 @@ void ShmCommunicator::attach(const ShmCommunicatorOptions& options) {
     for (;;) {
       fd = shm_open(name_.c_str(), O_RDWR, 0600);
       if (fd >= 0) {
+        // One fstat for both questions: rank 0 may size the segment between two calls, and a
+        // second call then saw the full size after the first saw none, and refused a right size.
         struct stat st {};
-        if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == mapped_bytes_) break;
-        if (fstat(fd, &st) == 0 && st.st_size != 0) {
+        const bool sized = fstat(fd, &st) == 0;
+        if (sized && static_cast<size_t>(st.st_size) == mapped_bytes_) break;
+        if (sized && st.st_size != 0) {
           close(fd);
           fail(
               "shared-memory segment {} is {} bytes, this rank expects {}: the ranks disagree "
