@@ -58,7 +58,8 @@ VARIANTS = {
 }
 GGML_ARCH = {"dotprod": "armv8.2-a+dotprod+fp16", "i8mm": "armv8.2-a+dotprod+fp16+i8mm"}
 
-# One row per weight type: the label, Pagoda's cases, llama.cpp's cases (workload case names).
+# One row per weight type: the label, Pagoda's cases, llama.cpp's cases (the workloads' case
+# names; a new Pagoda layout, e.g. int4 lane panels, is its workload case named here).
 WEIGHT_TYPES = [
     ("Q8_0", ["q8_0", "q8_0_panels"], ["q8_0", "q8_0_repack"]),
     ("int8 per channel", ["int8", "int8_panels"], []),

@@ -37,14 +37,14 @@ namespace {
 using pagoda::DType;
 using pagoda::WeightView;
 
-// A weight type as Pagoda holds it after loading. A new layout (e.g. int4 lane panels) is one
-// row here and one branch in packed_for().
+// A weight type as Pagoda holds it after loading. A new packed layout (e.g. int4 lane panels)
+// is one row here and one branch in pack_lane_panels().
 struct WorkloadCase {
   const char* name;
   DType dtype;
   int64_t group_size;  // kI8 / kI4; 0: one group per row (per output channel)
   bool symmetric_int4;
-  bool int8_lane_panels;  // packed into the layout the table's W8A8 tiles read
+  bool lane_panels;  // packed into the layout the table's tiles read
 };
 
 constexpr WorkloadCase kWorkloadCases[] = {
@@ -54,7 +54,8 @@ constexpr WorkloadCase kWorkloadCases[] = {
     {"int8_panels", DType::kI8, 0, false, true},   // per-channel int8 packed at load (-q int8)
     {"q4_0", DType::kI4, 32, true, false},         // GGUF Q4_0: symmetric, no mins read
     {"q4_k", DType::kI4, 32, false, false},        // GGUF Q4_K / Q4_1: int4 with mins
-    {"f16", DType::kF16, 0, false, false},        {"bf16", DType::kBF16, 0, false, false},
+    {"f16", DType::kF16, 0, false, false},         // fp16 arithmetic where the table has it
+    {"bf16", DType::kBF16, 0, false, false},       // bfdot / bfmmla, or widened to fp32
     {"f32", DType::kF32, 0, false, false},
 };
 
@@ -72,6 +73,18 @@ std::vector<uint16_t> random_halves(std::mt19937& rng, size_t n, float lo, float
   for (uint16_t& h : out)
     h = bf16 ? pagoda::f32_to_bf16(value(rng)) : pagoda::f32_to_f16(value(rng));
   return out;
+}
+
+// Whether the table reads lane panels of this case's dtype.
+bool has_lane_panels(const WorkloadCase& c, const pagoda::KernelTable& k) {
+  return c.dtype == DType::kI8 && k.int8_lane_panels;
+}
+
+// v packed as the loader packs it for table k, into `storage`.
+WeightView pack_lane_panels(const WeightView& v, const pagoda::KernelTable& k,
+                            pagoda::LanePanels& storage) {
+  storage = pagoda::pack_int8_lane_panels(v, k.int8_lane_panels);
+  return pagoda::with_lane_panels(v, storage.bytes.get(), k.int8_lane_panels);
 }
 
 // Random values: the instruction counts do not depend on them (no data-dependent branches in
@@ -115,10 +128,7 @@ WorkloadWeights make_weights(const WorkloadCase& c, int64_t rows, int64_t cols,
   }
   v.data = w.values.data();
   v.scales = w.scales.data();
-  if (c.int8_lane_panels) {
-    w.panels = pagoda::pack_int8_lane_panels(v, k.int8_lane_panels);
-    v = pagoda::with_lane_panels(v, w.panels.bytes.get(), k.int8_lane_panels);
-  }
+  if (c.lane_panels) v = pack_lane_panels(v, k, w.panels);
   return w;
 }
 
@@ -162,7 +172,7 @@ int main(int argc, char** argv) {
   if (tokens < 1 || rows < 1 || cols < 1 || cols % 32 != 0) return usage();
 
   const pagoda::KernelTable& k = pagoda::kernels();
-  if (chosen->int8_lane_panels && !k.int8_lane_panels) {
+  if (chosen->lane_panels && !has_lane_panels(*chosen, k)) {
     std::fprintf(stderr, "%s: table %s reads no int8 lane panels\n", chosen->name, k.isa);
     return 3;
   }
