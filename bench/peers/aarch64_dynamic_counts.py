@@ -4,7 +4,7 @@ qemu-user by a TCG plugin (dynamic counts: no AArch64 hardware needed).
 
     bench/peers/aarch64_dynamic_counts.py [--llama-cpp SRC] [--tokens 1,32,128]
                                           [--shape ROWS,COLS] [--variants NAMES] [--out DIR]
-                                          [--reuse]
+                                          [--threads N] [--reuse]
 
 Builds the plugin (tcg_insn_counts.c) with the host's gcc, and pagoda_matmul_workload in
 build-aarch64 (scripts/cross-build.sh aarch64 first if that build does not exist); with
@@ -14,7 +14,7 @@ with llamafile's sgemm, as llama.cpp's own build has it), into SRC/build-pagoda-
 llama_cpp_matmul_workload.cpp against each. Nothing of llama.cpp's is copied here.
 
 Each workload runs one matmul of ROWS x COLS weights (default 2048 x 2048) on TOKENS tokens, on
-one thread, once to warm up and then between two marker functions whose execution switches the
+one thread (--threads: Pagoda's on more), once to warm up and then between two marker functions whose execution switches the
 plugin's counting on and off: "call" is every instruction executed in the call (activation
 quantization, thread split or graph dispatch, the tiles, the finish, code in shared libraries
 included), "kernel" the function that executed the most of them, all instances of a template
@@ -36,7 +36,6 @@ each, mangled (c++filt demangles). Needs gcc, g++-aarch64-linux-gnu and qemu-use
 plugins; its plugin header is not needed).
 """
 import argparse
-import os
 import pathlib
 import re
 import shutil
@@ -113,11 +112,11 @@ def build_ggml(src, name):
     return binary
 
 
-def count(plugin, cpu, binary, args, tsv, reuse):
+def count(plugin, cpu, binary, args, threads, tsv, reuse):
     """{symbol: instructions} of one workload run's regions, and the number of regions (None
     and 0 when the workload cannot run the case). With reuse, an earlier run's TSV is read."""
     if not (reuse and tsv.exists()):
-        run_workload(plugin, cpu, binary, args, tsv)
+        run_workload(plugin, cpu, binary, args, threads, tsv)
     counts, regions = {}, 0
     for line in tsv.read_text().splitlines():
         if line.startswith("# regions"):
@@ -128,13 +127,13 @@ def count(plugin, cpu, binary, args, tsv, reuse):
     return (counts, regions) if regions else (None, 0)
 
 
-def run_workload(plugin, cpu, binary, args, tsv):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+def run_workload(plugin, cpu, binary, args, threads, tsv):
+    # Waiting threads sleep (passive): spinning would add instructions that measure timing.
     done = subprocess.run(
         ["qemu-aarch64", "-cpu", cpu, "-L", CROSS_PREFIX, "-E", "LD_LIBRARY_PATH=/lib",
-         "-E", "OMP_NUM_THREADS=1",
+         "-E", f"OMP_NUM_THREADS={threads}", "-E", "OMP_WAIT_POLICY=passive",
          "-plugin", f"{plugin},out={tsv},on=tcg_region_on,off=tcg_region_off",
-         str(binary), *args], env=env, capture_output=True, text=True)
+         str(binary), *args], capture_output=True, text=True)
     # 3: the table (or ggml) cannot run this case; the plugin's report then has no region.
     if done.returncode not in (0, 3):
         sys.exit(f"{binary.name} {' '.join(args)} on {cpu} failed:\n{done.stderr}")
@@ -196,6 +195,9 @@ def main():
     ap.add_argument("--tokens", default="1,32,128")
     ap.add_argument("--shape", default="2048,2048", help="ROWS,COLS of the weight")
     ap.add_argument("--variants", default="dotprod,i8mm,bf16")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="OpenMP threads of Pagoda's runs (llama.cpp's stay at 1: ggml's "
+                         "threads spin at their barriers)")
     ap.add_argument("--out", type=pathlib.Path, default=REPO / "build-aarch64" / "tcg-counts")
     ap.add_argument("--reuse", action="store_true",
                     help="read the per-symbol counts an earlier run left in --out, run nothing")
@@ -223,12 +225,13 @@ def main():
                 ggml[name] = None if args.reuse else build_ggml(args.llama_cpp.resolve(), name)
 
     print(f"Executed instructions per 32 multiply-adds (per 32 weights at 1 token), one "
-          f"{rows} x {cols} matmul on one thread; call / kernel alone (its function)")
+          f"{rows} x {cols} matmul on {args.threads} thread(s) (llama.cpp: 1); call / kernel "
+          "alone (its function)")
     for v in variants:
         cpu, isa, ggml_name, only = VARIANTS[v]
-        engines = [("Pagoda " + isa, pagoda, 1, ["--isa", isa])]
+        engines = [("Pagoda " + isa, pagoda, 1, ["--isa", isa], args.threads)]
         if ggml_name in ggml:
-            engines.append((f"llama.cpp ({GGML_ARCH[ggml_name]})", ggml[ggml_name], 2, []))
+            engines.append((f"llama.cpp ({GGML_ARCH[ggml_name]})", ggml[ggml_name], 2, [], 1))
         print(f"\n### {v}: qemu -cpu {cpu}\n")
         print("| weight type | engine, case | " +
               " | ".join(f"{t} tok: call | kernel" for t in tokens) + " | kernel function |")
@@ -236,14 +239,17 @@ def main():
         for label, *cases in WEIGHT_TYPES:
             if only and label not in only:
                 continue
-            for engine, binary, which, extra in engines:
+            for engine, binary, which, extra, threads in engines:
                 for case in cases[which - 1]:
                     cells, kernel_names = [], []
                     for t in tokens:
-                        tsv = args.out / f"{engine.split()[0].lower()}-{v}-{case}-{t}.tsv"
+                        run_name = f"{engine.split()[0].lower()}-{v}-{case}-{t}"
+                        if threads > 1:
+                            run_name += f"-{threads}threads"
                         counts, regions = count(plugin, cpu, binary,
                                                 [case, str(t), str(rows), str(cols), "--calls",
-                                                 "1", *extra], tsv, args.reuse)
+                                                 "1", *extra], threads,
+                                                args.out / f"{run_name}.tsv", args.reuse)
                         if counts is None:
                             cells.append("- | -")
                             continue
