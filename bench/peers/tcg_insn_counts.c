@@ -17,9 +17,9 @@
  * "# counted N", "# regions N" and "# all N" (every instruction, inside a region or not).
  * Symbols stay mangled; c++filt demangles them.
  *
- * Written against qemu's plugin API version 1 (qemu 5.x-7.x; Debian 12 ships 7.2). qemu-plugin.h
- * is not packaged there, so the few entry points used are declared here from the API's
- * documentation. */
+ * Written against qemu's plugin API version 1, which Debian 12's qemu-user 7.2 loads (the one
+ * tested; a qemu whose minimum API version is higher refuses it at load). qemu-plugin.h is not
+ * packaged there, so the few entry points used are declared here from the API's documentation. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
