@@ -1,7 +1,7 @@
 /* A qemu-user TCG plugin that counts the guest instructions executed in each function symbol of
- * the guest binary, for bench/peers/aarch64_dynamic_counts.sh.
+ * the guest binary, for bench/peers/aarch64_dynamic_counts.py.
  *
- *   qemu-aarch64 -plugin tcg_insn_counts.so,out=FILE[,on=SYMBOL,off=SYMBOL] BINARY ARGS...
+ *   qemu-aarch64 -plugin tcg_insn_counts.so,out=FILE[,on=SYM,off=SYM][,blocks=on] BINARY ARGS...
  *
  * Each translated block, when it is translated, is cut into runs of instructions that share a
  * symbol (qemu_plugin_insn_symbol: the main binary's symbol table as qemu loaded it, with the
@@ -15,7 +15,9 @@
  *
  * At exit it writes "COUNT<TAB>SYMBOL" lines, largest first, to FILE (or qemu's log), then
  * "# counted N", "# regions N" and "# all N" (every instruction, inside a region or not).
- * Symbols stay mangled; c++filt demangles them.
+ * Symbols stay mangled; c++filt demangles them. With blocks=on each run is its own line,
+ * "SYMBOL@0xADDRESS+INSTRUCTIONS" (the guest address of its first instruction; a PIE is loaded
+ * at 0x5500000000): which paths of a function run, and how often, to set against objdump.
  *
  * Written against qemu's plugin API version 1, which Debian 12's qemu-user 7.2 loads (the one
  * tested; a qemu whose minimum API version is higher refuses it at load). qemu-plugin.h is not
@@ -59,6 +61,7 @@ void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t 
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb* tb);
 struct qemu_plugin_insn* qemu_plugin_tb_get_insn(const struct qemu_plugin_tb* tb, size_t idx);
 const char* qemu_plugin_insn_symbol(const struct qemu_plugin_insn* insn);
+uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn* insn);
 void qemu_plugin_outs(const char* string);
 
 #define PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -89,6 +92,7 @@ static pthread_mutex_t symbol_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char* out_path;
 static const char* on_symbol;
 static const char* off_symbol;
+static bool by_block;
 static int counting = 1;     /* atomic: 0 inside no region when on= is given */
 static uint64_t num_regions; /* atomic */
 static uint64_t all_insns;   /* atomic */
@@ -136,13 +140,20 @@ static enum run_kind run_kind_of(const char* name) {
   return kCountedRun;
 }
 
-static void register_run(struct qemu_plugin_tb* tb, const char* name, uint64_t num_insns) {
+static void register_run(struct qemu_plugin_tb* tb, const char* name, uint64_t vaddr,
+                         uint64_t num_insns) {
   /* Lives as long as the translated block may run: until exit (a block flushed from qemu's
    * cache leaks its few bytes). */
   struct insn_run* run = malloc(sizeof *run);
-  run->symbol = symbol_count_for(name);
-  run->num_insns = num_insns;
   run->kind = run_kind_of(name);
+  if (by_block && run->kind == kCountedRun) {
+    char key[4096];
+    snprintf(key, sizeof key, "%s@0x%" PRIx64 "+%" PRIu64, name, vaddr, num_insns);
+    run->symbol = symbol_count_for(key);
+  } else {
+    run->symbol = symbol_count_for(name);
+  }
+  run->num_insns = num_insns;
   qemu_plugin_register_vcpu_tb_exec_cb(
       tb, run->kind == kCountedRun ? on_run_executed : on_region_marker, QEMU_PLUGIN_CB_NO_REGS,
       run);
@@ -152,18 +163,20 @@ static void on_block_translated(qemu_plugin_id_t id, struct qemu_plugin_tb* tb) 
   (void)id;
   const size_t n = qemu_plugin_tb_n_insns(tb);
   const char* run_name = NULL;
-  uint64_t run_length = 0;
+  uint64_t run_vaddr = 0, run_length = 0;
   for (size_t i = 0; i < n; ++i) {
-    const char* name = qemu_plugin_insn_symbol(qemu_plugin_tb_get_insn(tb, i));
+    const struct qemu_plugin_insn* insn = qemu_plugin_tb_get_insn(tb, i);
+    const char* name = qemu_plugin_insn_symbol(insn);
     if (!name) name = kNoSymbol;
     if (run_name && strcmp(name, run_name) != 0) {
-      register_run(tb, run_name, run_length);
+      register_run(tb, run_name, run_vaddr, run_length);
       run_length = 0;
     }
+    if (run_length == 0) run_vaddr = qemu_plugin_insn_vaddr(insn);
     run_name = name;
     ++run_length;
   }
-  if (run_name) register_run(tb, run_name, run_length);
+  if (run_name) register_run(tb, run_name, run_vaddr, run_length);
 }
 
 static int by_count_descending(const void* a, const void* b) {
@@ -218,8 +231,12 @@ PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* in
       on_symbol = argv[i] + 3;
     } else if (strncmp(argv[i], "off=", 4) == 0) {
       off_symbol = argv[i] + 4;
+    } else if (strcmp(argv[i], "blocks=on") == 0) {
+      by_block = true;
     } else {
-      fprintf(stderr, "tcg_insn_counts: unknown argument %s (out=FILE, on=SYMBOL, off=SYMBOL)\n",
+      fprintf(stderr,
+              "tcg_insn_counts: unknown argument %s (out=FILE, on=SYMBOL, off=SYMBOL, "
+              "blocks=on)\n",
               argv[i]);
       return 1;
     }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/peers/tcg_insn_counts.c against a program whose executed instructions are known exactly
 # (tcg_known_counts.S): every symbol's count, a translated block that runs across two symbols,
-# and the on=/off= regions. Exits 77 (CTest's "skipped") without gcc, the aarch64 cross
-# compiler or qemu-user.
+# the on=/off= regions and the per-block listing (blocks=on). Exits 77 (CTest's "skipped")
+# without gcc, the aarch64 cross compiler or qemu-user.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -38,6 +38,17 @@ for line in $'6006\tspin' $'9\t_start' $'6\tlanding' $'3\tfalls_through' '# coun
   '# regions 3' '# all 6043'; do
   expect "$work/regions.tsv" "regions" "$line"
 done
+# blocks=on: spin's three blocks, each with its count (entry 3 instructions, the loop's 2, ret).
+qemu-aarch64 -plugin "$work/plugin.so,out=$work/blocks.tsv,blocks=on" "$work/known"
+for line in $'9\tspin@0x[0-9a-f]+\\+3' $'5994\tspin@0x[0-9a-f]+\\+2' $'3\tspin@0x[0-9a-f]+\\+1' \
+  $'3\tfalls_through@0x[0-9a-f]+\\+1' $'6\tlanding@0x[0-9a-f]+\\+2' '# all 6043'; do
+  if ! grep -qxE "$line" "$work/blocks.tsv"; then
+    echo "FAIL (blocks): expected a line matching \"$line\" in:" >&2
+    cat "$work/blocks.tsv" >&2
+    failures=$((failures + 1))
+  fi
+done
+
 if grep -q 'count_o' "$work/regions.tsv"; then
   echo "FAIL (regions): the markers' own instructions were counted" >&2
   failures=$((failures + 1))
