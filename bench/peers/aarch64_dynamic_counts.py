@@ -44,7 +44,6 @@ import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PEERS = REPO / "bench" / "peers"
-CROSS_PREFIX = "/usr/aarch64-linux-gnu"
 
 # name: (qemu -cpu, Pagoda --isa, ggml build or None, the weight types run or None for all)
 VARIANTS = {
@@ -128,9 +127,10 @@ def count(plugin, cpu, binary, args, threads, tsv, reuse):
 
 
 def run_workload(plugin, cpu, binary, args, threads, tsv):
-    # Waiting threads sleep (passive): spinning would add instructions that measure timing.
+    # qemu-run.sh sets up the guest's libraries; waiting threads sleep (passive): spinning
+    # would add instructions that measure timing, not work.
     done = subprocess.run(
-        ["qemu-aarch64", "-cpu", cpu, "-L", CROSS_PREFIX, "-E", "LD_LIBRARY_PATH=/lib",
+        [str(REPO / "scripts" / "qemu-run.sh"), "aarch64", "--cpu", cpu,
          "-E", f"OMP_NUM_THREADS={threads}", "-E", "OMP_WAIT_POLICY=passive",
          "-plugin", f"{plugin},out={tsv},on=tcg_region_on,off=tcg_region_off",
          str(binary), *args], capture_output=True, text=True)
