@@ -306,6 +306,7 @@ TEST_F(LanePanelWeights, BytesAConverterHoldsArePackedWhenTheStoreLetsGoOfThem) 
 // A tied embedding read through prepare() stays row-major in the store even when the store
 // lets go of what is packed: the embedding reads those rows.
 TEST_F(LanePanelWeights, ATiedEmbeddingAConverterHoldsStaysInTheStore) {
+  if (panel_tables().empty()) GTEST_SKIP() << "no table here reads lane panels";
   WeightOptions released;
   released.release_converted = true;
   for (const KernelTable* table : panel_tables()) {
