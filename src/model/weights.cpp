@@ -412,7 +412,7 @@ WeightView WeightLoader::matrix_columns(const std::string& name, int64_t rows, i
     // The columns are cut on the host and packed; the cut copy is freed on return.
     std::vector<std::shared_ptr<const void>> cut;
     const WeightView packed = lane_panels(slice_columns(source, first, count, name, cut), name);
-    if (packs_lane_panels(stored) && releases_converted(name)) store_.release_converted(name);
+    done_with_source(stored, name);  // this rank's columns are all it reads
     return packed;
   }
   WeightView out;
