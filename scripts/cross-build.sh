@@ -10,6 +10,7 @@
 #                                        build-aarch64/tests/deepseek/deepseek_dump,
 #                                        build-aarch64/tests/model/f16_weights_test,
 #                                        build-aarch64/tests/model/lane_panel_weights_test,
+#                                        build-aarch64/tests/loader/gguf_test,
 #                                        build-aarch64/tests/deepseek/deepseek_unit_test
 #   scripts/cross-build.sh aarch64 --engine
 #                                      → every room up to the engine (PAGODA_ENGINE_ONLY: no
@@ -93,5 +94,5 @@ else
   cmake -S . -B "$build" "${common[@]}" -DPAGODA_MODEL_ONLY=ON >/dev/null
   cmake --build "$build" -j "$jobs" \
     --target kernel_table_test quant_kernel_test attention_test dump_logits deepseek_dump \
-    f16_weights_test lane_panel_weights_test deepseek_unit_test
+    f16_weights_test lane_panel_weights_test gguf_test deepseek_unit_test
 fi

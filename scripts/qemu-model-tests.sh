@@ -14,6 +14,8 @@
 # - int8 W8A8 matrices are packed at load into the lane panels of every table this CPU model
 #   runs that reads them (neon_dotprod's 4 x 4, neon_i8mm's 4 x 8), shards included, and give
 #   the row-major bits (tests/model/lane_panel_weights_test);
+# - GGUF files read, repacked and run as models (tests/loader/gguf_test), a Q8_0 model on every
+#   panel table packed with the row-major path's tokens;
 # - the DeepSeek unit tests (config, MoE router, MLA attention with the fp16 cache).
 # One OpenMP thread, as in scripts/qemu-kernel-tests.sh. Exits 77 (CTest's "skipped") without qemu-user or without the cross build.
 set -euo pipefail
@@ -28,7 +30,7 @@ testdata=${PAGODA_TESTDATA_DIR:-$PWD/../shared/testdata}
 command -v "qemu-$arch" >/dev/null 2>&1 ||
   { echo "skipped: qemu-$arch is not installed (scripts/install_deps.sh --tests)" >&2; exit 77; }
 for driver in tests/model/dump_logits tests/deepseek/deepseek_dump tests/model/f16_weights_test \
-  tests/model/lane_panel_weights_test tests/deepseek/deepseek_unit_test; do
+  tests/model/lane_panel_weights_test tests/loader/gguf_test tests/deepseek/deepseek_unit_test; do
   [ -x "$build/$driver" ] ||
     { echo "skipped: $build/$driver is not built (scripts/cross-build.sh $arch)" >&2; exit 77; }
 done
@@ -46,7 +48,8 @@ EOF
 done
 
 status=0
-for t in model/f16_weights_test model/lane_panel_weights_test deepseek/deepseek_unit_test; do
+for t in model/f16_weights_test model/lane_panel_weights_test loader/gguf_test \
+  deepseek/deepseek_unit_test; do
   echo "== $t on $cpu"
   OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive scripts/qemu-run.sh "$arch" --cpu "$cpu" \
     "$build/tests/$t" --gtest_brief=1 || status=1

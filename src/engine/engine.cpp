@@ -193,6 +193,7 @@ ModelOptions model_options_for(const EngineArgs& args, const ParallelGroups* gro
   options.weights.quantize_to = parse_quantization(args.quantization);
   options.weights.group_size = args.quantization_group_size;
   options.weights.int8_activations = args.int8_activations;
+  options.weights.release_converted = true;  // the model is the one reader of its store
   if (groups != nullptr) {
     options.tensor_parallel = groups->tensor_parallel();
     options.pipeline_parallel = groups->pipeline_parallel();

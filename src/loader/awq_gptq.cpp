@@ -196,9 +196,10 @@ int repack_awq_gptq(TensorStore& store, const nlohmann::json& qc) {
     w.scales = r.scales.get();
     w.mins = r.mins.get();
     w.group_size = l.group;
+    const std::string name = w.name;
     store.add(std::move(w), r.packed);
-    store.add_keep_alive(r.scales);
-    store.add_keep_alive(r.mins);
+    store.add_keep_alive(r.scales, name);
+    store.add_keep_alive(r.mins, name);
   }
   return static_cast<int>(layers.size());
 }

@@ -226,9 +226,10 @@ int convert_fp8_weights(TensorStore& store, const json& qc, Fp8Weights mode) {
   for (const Fp8Matrix& m : matrices) {
     Converted c = convert(m, mode);
     store.drop_source_pages(*m.weight);  // before replace() retires the tensor it points to
+    const std::string name = c.tensor.name;
     store.replace(std::move(c.tensor), c.values);
-    if (c.scales) store.add_keep_alive(c.scales);
-    if (c.mins) store.add_keep_alive(c.mins);
+    store.add_keep_alive(c.scales, name);
+    store.add_keep_alive(c.mins, name);
   }
   return static_cast<int>(matrices.size());
 }

@@ -127,6 +127,13 @@ class GgufFile {
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(const std::string& name) const;
 
+  // Drops the whole pages of `info`'s bytes from resident memory, for a tensor repacked into
+  // memory of its own (MappedFile::drop_pages: a map's pages come back from the file if read
+  // again; a copy keeps them). Returns the bytes dropped.
+  size_t drop_tensor_pages(const GgufTensorInfo& info) const {
+    return file_->drop_pages(info.data, info.data + info.size_bytes);
+  }
+
  private:
   std::unique_ptr<MappedFile> file_;
   uint32_t version_ = 0;

@@ -296,6 +296,7 @@ RepackedTensor repack_gguf_tensor(const std::shared_ptr<const GgufFile>& file,
     t.data = dst;
     t.size_bytes = info.size_bytes;
     out.keep_alive = std::move(buffer);
+    file->drop_tensor_pages(info);  // read for the last time: the model is held once
     return out;
   }
 
@@ -321,6 +322,7 @@ RepackedTensor repack_gguf_tensor(const std::shared_ptr<const GgufFile>& file,
   // 1-D quantized tensors do not occur in practice; keep the logical shape 2-D for the kernels.
   if (t.shape.size() == 1) t.shape = {1, cols};
   out.keep_alive = std::move(buffer);
+  file->drop_tensor_pages(info);
   return out;
 }
 

@@ -390,15 +390,38 @@ TensorStore TensorStore::empty(std::string path) {
 void TensorStore::add(Tensor tensor, std::shared_ptr<const void> keep_alive) {
   if (tensors_.count(tensor.name) != 0) fail("{}: tensor {} added twice", path_, tensor.name);
   std::string name = tensor.name;
-  tensors_.emplace(std::move(name), std::move(tensor));
-  if (keep_alive) keep_alive_.push_back(std::move(keep_alive));
+  tensors_.emplace(name, std::move(tensor));
+  add_keep_alive(std::move(keep_alive), name);
 }
 
 void TensorStore::replace(Tensor tensor, std::shared_ptr<const void> keep_alive) {
   const auto it = tensors_.find(tensor.name);
   if (it == tensors_.end()) fail("{}: tensor {} replaced but never added", path_, tensor.name);
+  // The old bytes stay: a converter may have read them for the new ones and still point there.
+  if (auto old = converted_.extract(tensor.name)) {
+    for (auto& buffer : old.mapped()) keep_alive_.push_back(std::move(buffer));
+  }
+  const std::string name = tensor.name;
   it->second = std::move(tensor);
-  if (keep_alive) keep_alive_.push_back(std::move(keep_alive));
+  add_keep_alive(std::move(keep_alive), name);
+}
+
+void TensorStore::add_keep_alive(std::shared_ptr<const void> keep_alive, const std::string& of) {
+  if (!keep_alive) return;
+  if (of.empty()) {
+    keep_alive_.push_back(std::move(keep_alive));
+  } else {
+    converted_[of].push_back(std::move(keep_alive));
+  }
+}
+
+bool TensorStore::holds_converted(const std::string& name) const {
+  return converted_.count(name) != 0;
+}
+
+void TensorStore::release_converted(const std::string& name) const {
+  converted_.erase(name);
+  released_.insert(name);
 }
 
 void TensorStore::fold_quantized_tensors() {
@@ -437,7 +460,11 @@ void TensorStore::fold_quantized_tensors() {
 
 const Tensor* TensorStore::find(const std::string& name) const {
   const auto it = tensors_.find(name);
-  return it == tensors_.end() ? nullptr : &it->second;
+  if (it == tensors_.end()) return nullptr;
+  if (released_.count(name) != 0) {
+    fail("{}: tensor {} was released once the model held it in a form of its own", path_, name);
+  }
+  return &it->second;
 }
 
 const Tensor& TensorStore::get(const std::string& name) const {

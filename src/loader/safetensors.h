@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -88,10 +89,11 @@ class TensorStore {
   int64_t total_bytes() const;             // sum of tensor sizes
 
   // Adds a tensor whose bytes `keep_alive` owns (or maps); the store holds it as long as the
-  // store lives. Throws pagoda::Error if the name is taken.
+  // store lives, or until release_converted(name). Throws pagoda::Error if the name is taken.
   void add(Tensor tensor, std::shared_ptr<const void> keep_alive);
-  // Replaces the tensor of the same name (a converter's result for a stored tensor); the old
-  // tensor's bytes stay mapped. Throws pagoda::Error if there is none.
+  // Replaces the tensor of the same name (a converter's result for a stored tensor), whose
+  // bytes `keep_alive` owns as add's do; the old tensor's bytes stay mapped. Throws
+  // pagoda::Error if there is none.
   void replace(Tensor tensor, std::shared_ptr<const void> keep_alive);
   // Drops `t`'s pages from resident memory when they come straight from a mapped file (see
   // MappedFile::drop_pages): for a converter's source, once converted, so that a model loads
@@ -100,10 +102,19 @@ class TensorStore {
   // True when `t`'s bytes come straight from a mapped file (drop_source_pages releases them);
   // false for bytes a converter made in memory or a file read into memory.
   bool maps_from_file(const Tensor& t) const;
-  // Keeps more bytes alive (a second plane of a tensor added with `add`).
-  void add_keep_alive(std::shared_ptr<const void> keep_alive) {
-    keep_alive_.push_back(std::move(keep_alive));
-  }
+  // Keeps more bytes alive: a second plane of tensor `of` (added with `add` or `replace`),
+  // released with it; for as long as the store lives when `of` is empty.
+  void add_keep_alive(std::shared_ptr<const void> keep_alive, const std::string& of = "");
+
+  // True when a converter's buffers hold `name`'s bytes (the keep_alive of `add` or `replace`:
+  // GGUF's repacked blocks, FP8 or AWQ/GPTQ converted at open), which release_converted frees.
+  bool holds_converted(const std::string& name) const;
+  // For the one reader of `name` that keeps its own form of the bytes (the weight loader's lane
+  // panels, model/weights.h): the store lets go of the buffers holding them, so that a model
+  // is held once. A buffer is freed with the last tensor that shares it (the parts of a
+  // stacked GGUF tensor share their repack). From then on get() and find() of `name` throw;
+  // tensors() still lists it, with pointers to bytes that are gone.
+  void release_converted(const std::string& name) const;
 
  private:
   TensorStore() = default;
@@ -120,7 +131,12 @@ class TensorStore {
   const crypto::ModelKey* key_ = nullptr;  // set only while open() runs
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, Tensor> tensors_;
-  std::vector<std::shared_ptr<const void>> keep_alive_;
+  std::vector<std::shared_ptr<const void>> keep_alive_;  // for as long as the store lives
+  // A converter's buffers by the tensor whose bytes they hold, and the tensors released. Mutable
+  // because a model loads from the const store it is given: letting go of bytes once their
+  // reader has its own copy changes no tensor that anyone may still read.
+  mutable std::map<std::string, std::vector<std::shared_ptr<const void>>> converted_;
+  mutable std::set<std::string> released_;
 };
 
 }  // namespace pagoda

@@ -241,7 +241,7 @@ WeightView WeightLoader::matrix(const std::string& name, int64_t rows, int64_t c
   num_parameters_ += rows * cols;
   const std::optional<WeightView> out = converted(w, name);
   if (!out) return mapped(w, name);
-  store_.drop_source_pages(store_.get(name));  // the source is done with
+  done_with_source(w, name);
   return *out;
 }
 
@@ -265,11 +265,29 @@ bool WeightLoader::packs_lane_panels(const WeightView& w) const {
          w.cols % 32 == 0 && w.group_size % layout.row_bytes == 0;
 }
 
-bool WeightLoader::from_file_map(const WeightView& stored, const std::string& name) const {
-  Tensor values = store_.get(name);
+namespace {
+
+// The store's tensor `name` cut down to the values of `stored`, rows of it.
+Tensor values_of(const TensorStore& store, const WeightView& stored, const std::string& name) {
+  Tensor values = store.get(name);
   values.data = static_cast<const uint8_t*>(stored.data);
   values.size_bytes = dtype_row_bytes(stored.dtype, stored.cols) * stored.rows;
-  return store_.maps_from_file(values);
+  return values;
+}
+
+}  // namespace
+
+bool WeightLoader::from_file_map(const WeightView& stored, const std::string& name) const {
+  return store_.maps_from_file(values_of(store_, stored, name));
+}
+
+bool WeightLoader::releases_converted(const std::string& name) const {
+  return options_.release_converted && store_.holds_converted(name);
+}
+
+void WeightLoader::done_with_source(const WeightView& stored, const std::string& name) {
+  store_.drop_source_pages(values_of(store_, stored, name));
+  if (packs_lane_panels(stored) && releases_converted(name)) store_.release_converted(name);
 }
 
 WeightView WeightLoader::lane_panels(const WeightView& host, const std::string& name) {
@@ -313,11 +331,13 @@ std::optional<WeightView> WeightLoader::converted(const WeightView& stored,
     return q;
   }
   // Stored int8 (a pagoda quantize checkpoint, GGUF's Q8_0): the panels take the place of the
-  // rows where nothing else holds them. Bytes a converter holds in host memory (GGUF's repacked
-  // blocks, a decrypted file) stay in the store for as long as the model runs: the CPU device
-  // uses them in place rather than hold them twice, and a device with memory of its own copies
-  // them in anyway, so it takes panels for the same bytes.
-  if (packs_lane_panels(stored) && (!device_->host_accessible() || from_file_map(stored, name)))
+  // rows where nothing else holds them: a mapped file's pages, or a converter's buffers the
+  // store lets go of (GGUF's repacked blocks). Other bytes in host memory (a file read or
+  // decrypted into memory, a converter's when other models load from the store) stay for as
+  // long as the model runs: the CPU device uses them in place rather than hold them twice, and
+  // a device with memory of its own copies them in anyway, so it takes panels for the same bytes.
+  if (packs_lane_panels(stored) &&
+      (!device_->host_accessible() || from_file_map(stored, name) || releases_converted(name)))
     return lane_panels(stored, name);
   if (stored.dtype != DType::kF16 || !kernels_->f16_arithmetic) return std::nullopt;
   // One pass over the bits (NaN and inf count as large): the pages are read at the first
@@ -359,10 +379,7 @@ WeightView WeightLoader::matrix_rows(const std::string& name, int64_t rows, int6
   num_parameters_ += count * cols;
   const std::optional<WeightView> out = converted(w, name);
   if (!out) return mapped(w, name);
-  Tensor shard = store_.get(name);  // this rank's rows of the source are done with
-  shard.data = static_cast<const uint8_t*>(w.data);
-  shard.size_bytes = dtype_row_bytes(w.dtype, cols) * count;
-  store_.drop_source_pages(shard);
+  done_with_source(w, name);  // this rank's rows
   return *out;
 }
 
@@ -394,7 +411,9 @@ WeightView WeightLoader::matrix_columns(const std::string& name, int64_t rows, i
   if (packs_lane_panels(source)) {
     // The columns are cut on the host and packed; the cut copy is freed on return.
     std::vector<std::shared_ptr<const void>> cut;
-    return lane_panels(slice_columns(source, first, count, name, cut), name);
+    const WeightView packed = lane_panels(slice_columns(source, first, count, name, cut), name);
+    done_with_source(stored, name);  // this rank's columns are all it reads
+    return packed;
   }
   WeightView out;
   const void* host = nullptr;

@@ -7,9 +7,10 @@
 // widened to fp32 once, into device memory. Where the kernel table reads int8 W8A8 matrices as
 // lane panels (KernelTable::int8_lane_panels names their layout, kernels/lane_panels.h) the
 // loader packs them in that layout on the host, in place of their row-major bytes, and the
-// panels go to the device like any other converted weight. Every byte a model computes with is
-// a buffer this loader holds, so weight_bytes() is what the device holds for the model's
-// weights.
+// panels go to the device like any other converted weight; row-major bytes a converter holds
+// are packed only when the store can let go of them (WeightOptions::release_converted). Every byte
+// a model computes with is a buffer this loader holds, so weight_bytes() is what the device holds
+// for the model's weights.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,12 @@ struct WeightOptions {
   // Advanced by the stored bytes of each matrix quantized at load (the slow part of loading a
   // float checkpoint with --quantization); optional.
   Progress* progress = nullptr;
+  // The model is its store's one reader: bytes a converter holds in host memory (GGUF's
+  // repacked blocks, FP8 or AWQ/GPTQ converted at open) that the table reads as lane panels are
+  // packed, and the store lets go of them (TensorStore::release_converted), so that the model
+  // is held once. The engine sets it; where several models load from one store (bench quality),
+  // or the store is read after the load, the CPU device keeps using those bytes in place.
+  bool release_converted = false;
 };
 
 // Rows [first, first + count) of `w` as a matrix of their own (a head's or an expert's slice of
@@ -139,6 +146,12 @@ class WeightLoader {
   // The values of `stored` (rows of tensor `name`) come straight from a mapped file, whose
   // pages can be dropped once they are packed.
   bool from_file_map(const WeightView& stored, const std::string& name) const;
+  // Tensor `name`'s bytes are a converter's that the store lets go of once they are packed.
+  bool releases_converted(const std::string& name) const;
+  // After rows of `stored` (tensor `name`, as stored) went to the device in another form: the
+  // pages of a mapped file are dropped, and a converter's buffers released once the table
+  // reads the stored matrix as panels.
+  void done_with_source(const WeightView& stored, const std::string& name);
   // `stored` (a host view of the checkpoint) as device memory, through Device::map_host.
   WeightView mapped(const WeightView& stored, const std::string& name);
   const void* map_plane(const void* host, int64_t size_bytes, const std::string& name);

@@ -3,6 +3,7 @@
 // interleaved rope, tokenizer as tokenizer.ggml.*), and the GGUF model must give the HF
 // directory's logits at every position, and tokenize the same. Also the real
 // llama-2-tiny-random.gguf opens and runs.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -17,7 +18,9 @@
 
 #include "common/test_paths.h"
 #include "demo/model_generator.h"
+#include "device/cpu_device.h"
 #include "kernels/host_context.h"
+#include "kernels/kernels.h"
 #include "loader/gguf_builder.h"
 #include "loader/safetensors.h"
 #include "model/forward_batch.h"
@@ -25,6 +28,7 @@
 #include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/model_registry.h"
+#include "model/weights.h"
 #include "test_helpers.h"
 #include "util/half.h"
 
@@ -222,16 +226,14 @@ void convert_to_gguf(const std::string& hf_dir, const std::string& out, bool qua
   b.write(out);
 }
 
-// Logits of every position of `ids`, prefilled in one forward pass.
-std::vector<float> all_logits(const ModelConfig& config, const TensorStore& store,
-                              const std::vector<int32_t>& ids,
-                              const ModelOptions& options = ModelOptions{}) {
-  std::unique_ptr<Model> model = create_model(host_execution_context(), config, store, options);
+// Logits of every position of `ids`, prefilled in one forward pass of `model` on `ctx`.
+std::vector<float> prefill_logits(Model& model, const ExecutionContext& ctx,
+                                  const std::vector<int32_t>& ids) {
   constexpr int32_t kBlockSize = 4;
   const int32_t num_blocks = static_cast<int32_t>((ids.size() + kBlockSize - 1) / kBlockSize);
   std::vector<int32_t> block_table;
   for (int32_t b = 0; b < num_blocks; ++b) block_table.push_back(num_blocks - 1 - b);
-  const KvCacheSpec spec = model->kv_cache_spec();
+  const KvCacheSpec spec = model.kv_cache_spec();
   std::vector<float> memory(
       static_cast<size_t>(KvCache::bytes_needed(spec, num_blocks, kBlockSize) / 4 + 1));
   KvCache cache(spec, num_blocks, kBlockSize, memory.data());
@@ -250,9 +252,34 @@ std::vector<float> all_logits(const ModelConfig& config, const TensorStore& stor
         p % kBlockSize);
   }
   batch.sequences.push_back(fs);
-  std::vector<float> logits(static_cast<size_t>(batch.num_logit_rows() * model->vocab_size()));
-  model->forward(host_execution_context(), batch, cache, logits.data());
+  std::vector<float> logits(static_cast<size_t>(batch.num_logit_rows() * model.vocab_size()));
+  model.forward(ctx, batch, cache, logits.data());
   return logits;
+}
+
+// Logits of every position of `ids`, prefilled in one forward pass.
+std::vector<float> all_logits(const ModelConfig& config, const TensorStore& store,
+                              const std::vector<int32_t>& ids,
+                              const ModelOptions& options = ModelOptions{}) {
+  std::unique_ptr<Model> model = create_model(host_execution_context(), config, store, options);
+  return prefill_logits(*model, host_execution_context(), ids);
+}
+
+// `ids` followed by `num_tokens` greedy tokens of `model` on `ctx`, and the logits of each
+// step's last position, one after another; each step prefills the whole sequence again.
+std::pair<std::vector<int32_t>, std::vector<float>> greedy_run(Model& model,
+                                                               const ExecutionContext& ctx,
+                                                               std::vector<int32_t> ids,
+                                                               int num_tokens) {
+  std::vector<float> last_logits;
+  const auto vocab = static_cast<size_t>(model.vocab_size());
+  for (int i = 0; i < num_tokens; ++i) {
+    const std::vector<float> logits = prefill_logits(model, ctx, ids);
+    const auto last = logits.end() - static_cast<std::ptrdiff_t>(vocab);
+    last_logits.insert(last_logits.end(), last, logits.end());
+    ids.push_back(static_cast<int32_t>(std::max_element(last, logits.end()) - last));
+  }
+  return {ids, last_logits};
 }
 
 ModelSpec tiny_spec(const std::string& architecture) {
@@ -391,6 +418,58 @@ TEST_P(GgufModelLogits, Q8_0GgufMatchesDequantizedWeights) {
   EXPECT_LE(max_diff, 6e-2f * max_abs);
   RecordProperty("w8a8_max_diff_over_max_logit", std::to_string(max_diff / max_abs));
   std::printf("W8A8 max |diff| / max |logit| = %.4f\n", max_diff / max_abs);
+}
+
+// On a table that reads int8 lane panels (x86 avx2; AArch64 neon_dotprod and neon_i8mm) an
+// engine's GGUF Q8_0 model (WeightOptions::release_converted) has its matrices packed, the
+// repacked rows let go of, and generates the same tokens, with the same logits bit for bit, as
+// with the panels off; the embedding stays row-major in the store.
+TEST_P(GgufModelLogits, Q8_0GgufIsPackedIntoLanePanelsWithTheSameTokens) {
+  std::vector<const KernelTable*> tables;
+  for (const char* isa : {"avx2", "avx512", "neon_dotprod", "neon_i8mm"}) {
+    const KernelTable* t = kernels_for(isa);
+    if (t != nullptr && t->int8_lane_panels) tables.push_back(t);
+  }
+  if (tables.empty()) GTEST_SKIP() << "no table here reads lane panels";
+  TempDir dir;
+  const std::string hf = dir.file("hf"), gguf = dir.file("model.gguf");
+  const ModelSpec spec = tiny_spec(GetParam());
+  generate_model(spec, hf);
+  convert_to_gguf(hf, gguf, /*quantize=*/true);
+  ModelOptions options;
+  options.weights.release_converted = true;
+  const std::vector<int32_t> prompt = {1, 17, 300, 42, 99};
+  for (const KernelTable* table : tables) {
+    KernelTable row_major_table = *table;
+    row_major_table.int8_lane_panels = {};
+    const ExecutionContext panels(cpu_device(), *table), rows(cpu_device(), row_major_table);
+    const GgufModel packed = open_gguf_model(gguf), row_major = open_gguf_model(gguf);
+    const std::unique_ptr<Model> packed_model =
+        create_model(panels, packed.config, packed.tensors, options);
+    const std::unique_ptr<Model> row_major_model =
+        create_model(rows, row_major.config, row_major.tensors, options);
+    int num_packed = 0;
+    for (const auto& [name, t] : packed.tensors.tensors()) {
+      if (t.dtype != DType::kI8) continue;
+      const bool embedding = name == "model.embed_tokens.weight";
+      EXPECT_EQ(packed.tensors.holds_converted(name), embedding) << table->isa << " " << name;
+      EXPECT_TRUE(row_major.tensors.holds_converted(name)) << name;
+      num_packed += embedding ? 0 : 1;
+    }
+    EXPECT_EQ(num_packed, 7 * spec.num_layers + (spec.tie_word_embeddings ? 0 : 1));
+    {  // What the model's loader hands its layers, on a store of its own.
+      const GgufModel third = open_gguf_model(gguf);
+      WeightLoader loader(third.tensors, options.weights, panels);
+      const WeightView up = loader.matrix("model.layers.0.mlp.up_proj.weight",
+                                          spec.intermediate_size, spec.hidden_size);
+      EXPECT_NE(up.lane_panels, nullptr) << table->isa;
+      EXPECT_EQ(up.data, nullptr);
+    }
+    const auto [packed_ids, packed_logits] = greedy_run(*packed_model, panels, prompt, 8);
+    const auto [row_major_ids, row_major_logits] = greedy_run(*row_major_model, rows, prompt, 8);
+    EXPECT_EQ(packed_ids, row_major_ids) << table->isa;
+    EXPECT_EQ(packed_logits, row_major_logits) << table->isa;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GgufModelLogits,

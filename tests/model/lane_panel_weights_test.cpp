@@ -5,7 +5,8 @@
 // into a device the host cannot write), counted once. They must multiply to the bits the
 // row-major matrix gives on the same table for 1..40 tokens; tables without the flag, a stored
 // table also read by rows (a tied embedding) and bytes a converter holds in memory for the CPU
-// device stay row-major.
+// device stay row-major, unless the store lets go of the converter's bytes once they are
+// packed (WeightOptions::release_converted), which frees a buffer with its last tensor.
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -208,33 +209,115 @@ TEST_F(LanePanelWeights, OtherTablesAndTablesReadByRowsStayRowMajor) {
   }
 }
 
-// Bytes a converter holds in host memory for as long as the store lives (GGUF's repacked Q8_0
-// blocks) are used in place by the CPU device, not held a second time as panels; a device that
-// copies them in anyway takes the panels instead.
-TEST_F(LanePanelWeights, BytesAConverterHoldsArePackedOnlyForADeviceThatCopies) {
+// A converter's store (GGUF's repacked blocks): `int8.weight` stacked twice in one buffer,
+// split into two parts that share it, as gguf_model.cpp splits stacked MoE experts. `buffer`
+// says when the store has let go of it.
+struct ConverterStore {
+  TensorStore store = TensorStore::empty("converted.gguf");
+  std::weak_ptr<const void> buffer;
+  const uint8_t* values = nullptr;
+};
+
+std::unique_ptr<ConverterStore> converter_store(const Tensor& stored) {
+  struct Repack {
+    std::vector<uint8_t> values;
+    std::vector<uint16_t> scales;
+  };
+  auto repack = std::make_shared<Repack>();
+  for (int part = 0; part < 2; ++part) {
+    repack->values.insert(repack->values.end(), stored.data, stored.data + kRows * kCols);
+    repack->scales.insert(repack->scales.end(), stored.scales, stored.scales + kRows * 2);
+  }
+  auto out = std::make_unique<ConverterStore>();
+  out->buffer = repack;
+  out->values = repack->values.data();
+  for (int part = 0; part < 2; ++part) {
+    Tensor t = stored;
+    t.name = "part" + std::to_string(part) + ".weight";
+    t.data = repack->values.data() + part * kRows * kCols;
+    t.scales = repack->scales.data() + part * kRows * 2;
+    out->store.add(t, repack);
+  }
+  EXPECT_FALSE(out->store.maps_from_file(out->store.get("part0.weight")));
+  EXPECT_TRUE(out->store.holds_converted("part0.weight"));
+  return out;
+}
+
+// Bytes a converter holds in host memory are packed when the store lets go of them
+// (WeightOptions::release_converted: the model is its one reader): the buffer is freed once
+// its last part is packed, and the parts can no longer be read from the store. Otherwise the
+// CPU device uses them in place rather than hold them twice, and a device that copies them in
+// anyway takes the panels.
+TEST_F(LanePanelWeights, BytesAConverterHoldsArePackedWhenTheStoreLetsGoOfThem) {
   const std::vector<const KernelTable*> tables = panel_tables();
   if (tables.empty()) GTEST_SKIP() << "no table here reads lane panels";
-  const Tensor& stored = store->get("int8.weight");
-  auto values = std::make_shared<std::vector<uint8_t>>(stored.data, stored.data + kRows * kCols);
-  auto scales = std::make_shared<std::vector<uint16_t>>(stored.scales, stored.scales + kRows * 2);
-  Tensor in_memory = stored;
-  in_memory.data = values->data();
-  in_memory.scales = scales->data();
-  TensorStore converter = TensorStore::empty("converted.gguf");
-  converter.add(in_memory, values);
-  converter.add_keep_alive(scales);
-  ASSERT_FALSE(converter.maps_from_file(converter.get("int8.weight")));
+  WeightOptions released;
+  released.release_converted = true;
   for (const KernelTable* table : tables) {
-    WeightLoader on_cpu(converter, WeightOptions{}, ExecutionContext(cpu_device(), *table));
-    const WeightView in_place = on_cpu.matrix("int8.weight", kRows, kCols);
-    EXPECT_EQ(in_place.lane_panels, nullptr) << table->isa;
-    EXPECT_EQ(in_place.data, values->data());
+    KernelTable row_major_table = *table;
+    row_major_table.int8_lane_panels = {};
+    WeightLoader plain_loader(*store, WeightOptions{},
+                              ExecutionContext(cpu_device(), row_major_table));
+    const WeightView row_major = plain_loader.matrix("int8.weight", kRows, kCols);
 
-    test::RecordingDevice device(/*host_accessible=*/false);
-    WeightLoader copied(converter, WeightOptions{}, ExecutionContext(device, *table));
-    const WeightView packed = copied.matrix("int8.weight", kRows, kCols);
-    EXPECT_EQ(copied.weight_bytes(), panels_bytes(*table, 32));
-    expect_same_bits(*table, packed, in_place);
+    const std::unique_ptr<ConverterStore> kept = converter_store(store->get("int8.weight"));
+    WeightLoader on_cpu(kept->store, WeightOptions{}, ExecutionContext(cpu_device(), *table));
+    const WeightView in_place = on_cpu.matrix("part1.weight", kRows, kCols);
+    EXPECT_EQ(in_place.lane_panels, nullptr) << table->isa;
+    EXPECT_EQ(in_place.data, kept->values + kRows * kCols);
+    EXPECT_FALSE(kept->buffer.expired());
+    EXPECT_TRUE(kept->store.holds_converted("part1.weight"));
+
+    const std::unique_ptr<ConverterStore> let_go = converter_store(store->get("int8.weight"));
+    WeightLoader loader(let_go->store, released, ExecutionContext(cpu_device(), *table));
+    const WeightView first = loader.matrix("part0.weight", kRows, kCols);
+    EXPECT_EQ(loader.weight_bytes(), panels_bytes(*table, 32));
+    EXPECT_FALSE(let_go->buffer.expired()) << "part1 still reads it";
+    test::expect_message(test::error_of([&] { let_go->store.get("part0.weight"); }),
+                         {"converted.gguf", "part0.weight", "released"});
+    const WeightView second = loader.matrix("part1.weight", kRows, kCols);
+    EXPECT_TRUE(let_go->buffer.expired()) << table->isa;
+    EXPECT_FALSE(let_go->store.holds_converted("part1.weight"));
+    expect_same_bits(*table, first, row_major);
+    expect_same_bits(*table, second, row_major);
+    // Every row dequantizes as the row-major matrix's does (the embedding path reads rows).
+    std::vector<float> expected(kCols), actual(kCols);
+    for (int64_t r = 0; r < kRows; ++r) {
+      dequantize_row_reference(row_major, r, expected.data());
+      table->dequantize_row(second, r, actual.data());
+      ASSERT_EQ(actual, expected) << table->isa << " row " << r;
+    }
+
+    // A device that copies the bytes in packs them in either case, and lets go where it may.
+    for (const bool release : {false, true}) {
+      const std::unique_ptr<ConverterStore> copied_store =
+          converter_store(store->get("int8.weight"));
+      test::RecordingDevice device(/*host_accessible=*/false);
+      WeightLoader copied(copied_store->store, release ? released : WeightOptions{},
+                          ExecutionContext(device, *table));
+      const WeightView packed = copied.matrix("part0.weight", kRows, kCols);
+      EXPECT_EQ(copied.weight_bytes(), panels_bytes(*table, 32));
+      EXPECT_EQ(copied_store->store.holds_converted("part0.weight"), !release);
+      expect_same_bits(*table, packed, row_major);
+    }
+  }
+}
+
+// A tied embedding read through prepare() stays row-major in the store even when the store
+// lets go of what is packed: the embedding reads those rows.
+TEST_F(LanePanelWeights, ATiedEmbeddingAConverterHoldsStaysInTheStore) {
+  if (panel_tables().empty()) GTEST_SKIP() << "no table here reads lane panels";
+  WeightOptions released;
+  released.release_converted = true;
+  for (const KernelTable* table : panel_tables()) {
+    const std::unique_ptr<ConverterStore> converted = converter_store(store->get("int8.weight"));
+    WeightLoader loader(converted->store, released, ExecutionContext(cpu_device(), *table));
+    const WeightView embedding = loader.matrix_as_stored("part0.weight", kRows, kCols);
+    const WeightView head = loader.prepare(embedding, "lm_head.weight");
+    EXPECT_EQ(head.lane_panels, nullptr) << table->isa;
+    EXPECT_EQ(head.data, converted->values);
+    EXPECT_TRUE(converted->store.holds_converted("part0.weight"));
+    EXPECT_EQ(converted->store.get("part0.weight").data, converted->values);
   }
 }
 
