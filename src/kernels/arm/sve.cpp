@@ -17,6 +17,7 @@
 #include <arm_sve.h>
 
 #include "kernels/arm/neon_traits.h"
+#include "kernels/arm/sve_float_kernels.h"
 #include "kernels/arm/sve_int8_kernels.h"
 #include "kernels/tables.h"
 
@@ -39,9 +40,30 @@ bool takes_svdot_tiles(int64_t num_tokens) {
   return svcntb() * 8 > 256;
 }
 
+// Whether the SVE float kernels (arm/sve_float_kernels.h) take a matmul on these weights:
+// f32 always (4 multiply-adds per NEON fmla against svcntw() per SVE fmla); f16 and bf16 only
+// where the NEON table widens them to fp32 too (plain neon: A64FX). The NEON fp16 arithmetic
+// (arm/fp16_kernels.h) and bfdot / bfmmla (arm/bf16_kernels.h) do 8 and 16 multiply-adds per
+// instruction on the stored values, which the widening SVE loop does not beat at 256 bits
+// (bench/peers/aarch64_inner_loops.py, docs/kernels.md).
+template <const KernelTable& (*kNeon)()>
+bool takes_sve_float(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return true;
+    case DType::kF16:
+      return !kNeon().f16_arithmetic;
+    case DType::kBF16:
+      return !kNeon().matmul_bf16_activations;
+    default:
+      return false;
+  }
+}
+
 // int8-activation matmuls on kI8 / kI4 in row-major storage take the SVE tiles (as above);
-// everything else (fp32, f16, bf16 weights, weight-only int8 / int4, lane panels) the NEON
-// table's matmul.
+// f32, f16 and bf16 weights the SVE float tiles where takes_sve_float says so; everything else
+// (weight-only int8 / int4, lane panels, and the 16-bit weights the NEON table multiplies as
+// stored) the NEON table's matmul.
 template <const KernelTable& (*kNeon)(), bool kNeonHasSmmla>
 void matmul(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
             int64_t row_end, float* y, int64_t ldy) {
@@ -58,7 +80,50 @@ void matmul(const float* x, int64_t num_tokens, const WeightView& w, int64_t row
       return;
     }
   }
+  if (takes_sve_float<kNeon>(w.dtype)) {
+    arm::sve::matmul<Sve>(x, num_tokens, w, row_begin, row_end, y, ldy);
+    return;
+  }
   kNeon().matmul(x, num_tokens, w, row_begin, row_end, y, ldy);
+}
+
+// The scores and value sums over a KV cache block: SVE on every cache dtype but an fp16 cache
+// of a NEON table with fp16 arithmetic, which keeps its fp16 products (8 per fmla, as many as
+// a 256-bit fp32 fmla, without the widening).
+template <const KernelTable& (*kNeon)()>
+bool neon_keeps_cache(DType rows_dtype) {
+  return rows_dtype == DType::kF16 && kNeon().f16_arithmetic;
+}
+
+template <const KernelTable& (*kNeon)()>
+void dot_rows(const float* a, const void* rows, DType rows_dtype, int64_t row_stride,
+              int64_t num_rows, int64_t n, float* out) {
+  if (neon_keeps_cache<kNeon>(rows_dtype)) {
+    kNeon().dot_rows(a, rows, rows_dtype, row_stride, num_rows, n, out);
+    return;
+  }
+  arm::sve::dot_rows<Sve>(a, rows, rows_dtype, row_stride, num_rows, n, out);
+}
+
+template <const KernelTable& (*kNeon)()>
+void attention_scores(const float* q, int64_t ldq, int64_t num_q, const void* rows,
+                      DType rows_dtype, int64_t row_stride, int64_t num_rows, int64_t n, float* s,
+                      int64_t lds) {
+  if (neon_keeps_cache<kNeon>(rows_dtype)) {
+    kNeon().attention_scores(q, ldq, num_q, rows, rows_dtype, row_stride, num_rows, n, s, lds);
+    return;
+  }
+  arm::sve::attention_scores<Sve>(q, ldq, num_q, rows, rows_dtype, row_stride, num_rows, n, s, lds);
+}
+
+template <const KernelTable& (*kNeon)()>
+void axpy_rows(const float* coeffs, const void* rows, DType rows_dtype, int64_t row_stride,
+               int64_t num_rows, int64_t n, float* y) {
+  if (neon_keeps_cache<kNeon>(rows_dtype)) {
+    kNeon().axpy_rows(coeffs, rows, rows_dtype, row_stride, num_rows, n, y);
+    return;
+  }
+  arm::sve::axpy_rows<Sve>(coeffs, rows, rows_dtype, row_stride, num_rows, n, y);
 }
 
 template <const KernelTable& (*kNeon)(), bool kNeonHasSmmla>
@@ -70,6 +135,13 @@ const KernelTable& sve_over() {
     // int8_lane_panels stays the NEON table's: weights the loader packs run the NEON panel tiles
     // (at 256 bits 8.2 instructions per 32 Q8_0 weights in decode against the row-major svdot
     // tile's 13.0), row-major ones (int4, GGUF Q8_0 held in memory) the svdot tiles.
+    // dot with dot_rows' chains (a score is the same bits either way); axpy, attention_values
+    // and the element-wise entries stay NEON's: the value sums' bits do not depend on the
+    // vector length, so the NEON prefill value tiles agree with SVE's axpy_rows.
+    t.dot = arm::sve::dot<Sve>;
+    t.dot_rows = dot_rows<kNeon>;
+    t.attention_scores = attention_scores<kNeon>;
+    t.axpy_rows = axpy_rows<kNeon>;
     return t;
   }();
   return table;
