@@ -17,6 +17,7 @@
 #include <arm_sve.h>
 
 #include "kernels/arm/neon_traits.h"
+#include "kernels/arm/sve_bf16_kernels.h"
 #include "kernels/arm/sve_float_kernels.h"
 #include "kernels/arm/sve_int8_kernels.h"
 #include "kernels/tables.h"
@@ -40,14 +41,15 @@ bool takes_svdot_tiles(int64_t num_tokens) {
   return svcntb() * 8 > 256;
 }
 
-// Whether the SVE float kernels (arm/sve_float_kernels.h) take a matmul on these weights:
-// f32 always (4 multiply-adds per NEON fmla against svcntw() per SVE fmla); f16 and bf16 only
-// where the NEON table widens them to fp32 too (plain neon: A64FX). The NEON fp16 arithmetic
-// (arm/fp16_kernels.h) and bfdot / bfmmla (arm/bf16_kernels.h) do 8 and 16 multiply-adds per
-// instruction on the stored values, which the widening SVE loop does not beat at 256 bits
+// Whether the widening SVE float tiles (arm/sve_float_kernels.h) take a matmul on these
+// weights: f32 always (4 multiply-adds per NEON fmla against svcntw() per SVE fmla); f16 and
+// bf16 only where the NEON table widens them to fp32 too (plain neon: A64FX). The NEON fp16
+// arithmetic (arm/fp16_kernels.h) does 8 multiply-adds per fmla on the stored values, which the
+// widening loop matches at 256 bits with more instructions around them; NEON's bfdot / bfmmla
+// (arm/bf16_kernels.h) likewise, and where the CPU has SVE's bfdot, bf16 takes that instead
 // (bench/peers/aarch64_inner_loops.py, docs/kernels.md).
 template <const KernelTable& (*kNeon)()>
-bool takes_sve_float(DType dtype) {
+bool takes_sve_widening(DType dtype) {
   switch (dtype) {
     case DType::kF32:
       return true;
@@ -61,10 +63,10 @@ bool takes_sve_float(DType dtype) {
 }
 
 // int8-activation matmuls on kI8 / kI4 in row-major storage take the SVE tiles (as above);
-// f32, f16 and bf16 weights the SVE float tiles where takes_sve_float says so; everything else
-// (weight-only int8 / int4, lane panels, and the 16-bit weights the NEON table multiplies as
-// stored) the NEON table's matmul.
-template <const KernelTable& (*kNeon)(), bool kNeonHasSmmla>
+// bf16 weights SVE's bfdot where the CPU has it (kSveBf16); f32, f16 and bf16 the widening SVE
+// tiles where takes_sve_widening says so; everything else (weight-only int8 / int4, lane
+// panels, and the 16-bit weights the NEON table multiplies as stored) the NEON table's matmul.
+template <const KernelTable& (*kNeon)(), bool kNeonHasSmmla, bool kSveBf16>
 void matmul(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
             int64_t row_end, float* y, int64_t ldy) {
   if (w.int8_activations && w.lane_panels == nullptr &&
@@ -80,7 +82,11 @@ void matmul(const float* x, int64_t num_tokens, const WeightView& w, int64_t row
       return;
     }
   }
-  if (takes_sve_float<kNeon>(w.dtype)) {
+  if (kSveBf16 && w.dtype == DType::kBF16) {
+    arm::sve::matmul_bf16_dot<Sve>(x, num_tokens, w, row_begin, row_end, y, ldy);
+    return;
+  }
+  if (takes_sve_widening<kNeon>(w.dtype)) {
     arm::sve::matmul<Sve>(x, num_tokens, w, row_begin, row_end, y, ldy);
     return;
   }
@@ -126,12 +132,15 @@ void axpy_rows(const float* coeffs, const void* rows, DType rows_dtype, int64_t 
   arm::sve::axpy_rows<Sve>(coeffs, rows, rows_dtype, row_stride, num_rows, n, y);
 }
 
-template <const KernelTable& (*kNeon)(), bool kNeonHasSmmla>
+// kSveBf16: bf16 weights on SVE's bfdot (chosen over neon_bf16 only, which rounds x to bf16
+// for its own bfdot already).
+template <const KernelTable& (*kNeon)(), bool kNeonHasSmmla, bool kSveBf16 = false>
 const KernelTable& sve_over() {
   static const KernelTable table = [] {
     KernelTable t = kNeon();
     t.isa = "sve";
-    t.matmul = matmul<kNeon, kNeonHasSmmla>;
+    t.matmul = matmul<kNeon, kNeonHasSmmla, kSveBf16>;
+    if constexpr (kSveBf16) t.matmul_bf16_activations = true;  // x meets bfdot as bf16
     // int8_lane_panels stays the NEON table's: weights the loader packs run the NEON panel tiles
     // (at 256 bits 8.2 instructions per 32 Q8_0 weights in decode against the row-major svdot
     // tile's 13.0), row-major ones (int4, GGUF Q8_0 held in memory) the svdot tiles.
@@ -152,7 +161,11 @@ const KernelTable& sve_over() {
 const KernelTable& sve_table(const CpuFeatures& cpu) {
   // The NEON variants' own predicates (arm/variants.cpp), best first.
   const bool dotprod = cpu.asimddp && cpu.has_fp16_arith();
-  if (dotprod && cpu.i8mm && cpu.bf16) return sve_over<neon_bf16_table, true>();
+  if (dotprod && cpu.i8mm && cpu.bf16) {
+    // SVE's bfdot only where the CPU reports it (HWCAP2_SVEBF16), not on NEON's bf16 alone.
+    if (cpu.svebf16) return sve_over<neon_bf16_table, true, true>();
+    return sve_over<neon_bf16_table, true>();
+  }
   if (dotprod && cpu.i8mm) return sve_over<neon_i8mm_table, true>();
   if (dotprod) return sve_over<neon_dotprod_table, false>();
   return sve_over<neon_table, false>();
