@@ -119,7 +119,7 @@ PAGODA_KERNELS = [
     ("SVE bf16 KV scores decode, widened (dot_rows, 4 rows)", "sve",
      r"arm::sve::score_tile<[^>]*Sve, \(pagoda::DType\)2, 1, 4>", "fmla"),
     ("f32 KV scores prefill, fmla .4s (3 queries x 4 rows)", "neon_dotprod",
-     r"void pagoda::simd::attention_scores<[^>]*NeonDotprod>", "fmla"),
+     r"simd::attention_scores<[^>]*NeonDotprod>.*operator\(\)<\(pagoda::DType\)0>", "fmla"),
     ("SVE f32 KV scores prefill, fmla (3 queries x 4 rows)", "sve",
      r"arm::sve::score_tile<[^>]*Sve, \(pagoda::DType\)0, 3, 4>", "fmla"),
     ("f32 KV values decode, fmla .4s (axpy_rows, 1 row x 8 vectors)", "neon_dotprod",

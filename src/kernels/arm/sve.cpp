@@ -1,17 +1,31 @@
-// SVE kernels where a vector longer than NEON's 128 bits pays: W8A8 / W4A8 on svdot
-// (arm/sve_int8_kernels.h), a tile's rows in the vector's lanes, so that one instruction does
-// 32 multiply-adds at 256 bits (Neoverse V1 / Graviton 3) and 64 at 512 (A64FX). Every other
-// entry is the table of the NEON variant this CPU would otherwise run (neon_bf16, neon_i8mm,
-// neon_dotprod, or plain neon on A64FX, which has SVE but not NEON's dot product): the f32,
-// f16 and bf16 matmuls, attention and the rest are NEON's at any vector length (widening them
-// is open: docs/kernels.md). Compiled with -march=armv8.2-a+sve (src/kernels/CMakeLists.txt:
-// svdot is SVE's own, so no +dotprod) and only chosen where the CPU reports SVE with a vector
-// above 128 bits (arm/variants.cpp).
+// SVE kernels where a vector longer than NEON's 128 bits pays, vector-length agnostic (each
+// reads svcntw() / svcntd() at run time):
+//   * W8A8 / W4A8 on svdot (arm/sve_int8_kernels.h), a tile's rows in the vector's lanes, so
+//     that one instruction does 32 multiply-adds at 256 bits (Neoverse V1 / Graviton 3) and 64
+//     at 512 (A64FX);
+//   * f32 weights, and f16 / bf16 weights where the NEON table widens them (A64FX's plain
+//     neon), on fp32 fmla tiles of 4 rows x 1-6 tokens along the vector
+//     (arm/sve_float_kernels.h); bf16 weights on SVE's bfdot where the CPU reports svebf16
+//     (arm/sve_bf16_kernels.h);
+//   * dot, dot_rows and attention_scores (the q.k scores of decode, MLA and the prefill tiles)
+//     and axpy_rows (decode's value sums) over an f32 / bf16 cache, and an fp16 cache where the
+//     NEON table has no fp16 arithmetic (arm/sve_float_kernels.h).
+// Every other entry is the table of the NEON variant this CPU would otherwise run (neon_bf16,
+// neon_i8mm, neon_dotprod, or plain neon on A64FX, which has SVE but not NEON's dot product):
+// f16 weights and an fp16 cache in NEON's fp16 arithmetic (8 multiply-adds per fmla on the
+// stored values, which the widening SVE loop needs 256 bits and more instructions to match),
+// bf16 on NEON's bfdot / bfmmla where SVE's bfdot is missing, the prefill value tiles
+// (attention_values: per element the same fused multiply-adds as SVE's axpy_rows, so their bits
+// agree), the int8 lane panels and the element-wise entries. The instruction counts behind each
+// choice: bench/peers/aarch64_inner_loops.py, docs/kernels.md. Compiled with
+// -march=armv8.2-a+sve+bf16 (src/kernels/CMakeLists.txt: svdot is SVE's own, so no +dotprod;
+// +bf16 for svbfdot, reached only with svebf16) and only chosen where the CPU reports SVE with a
+// vector above 128 bits (arm/variants.cpp).
 //
-// Only the integer matmul lives here, and no standard-library code: GCC vectorises with SVE in
-// this file, and an inline function compiled here could be the copy the linker keeps for every
-// file (the ODR rules of simd/simd_kernels.h), so everything here is a template on this file's
-// own traits or a function no other file defines.
+// No standard-library code here: GCC vectorises with SVE in this file, and an inline function
+// compiled here could be the copy the linker keeps for every file (the ODR rules of
+// simd/simd_kernels.h), so everything here is a template on this file's own traits or a
+// function no other file defines.
 #if defined(__aarch64__)
 
 #include <arm_sve.h>
