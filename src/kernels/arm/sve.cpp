@@ -8,15 +8,15 @@
 //     (arm/sve_float_kernels.h); bf16 weights on SVE's bfdot where the CPU reports svebf16
 //     (arm/sve_bf16_kernels.h);
 //   * dot, dot_rows and attention_scores (the q.k scores of decode, MLA and the prefill tiles)
-//     and axpy_rows (decode's value sums) over an f32 / bf16 cache, and an fp16 cache where the
-//     NEON table has no fp16 arithmetic (arm/sve_float_kernels.h).
+//     and axpy_rows / attention_values (the value sums of decode and of the prefill tiles) over
+//     an f32 / bf16 cache, and an fp16 cache where the NEON table has no fp16 arithmetic
+//     (arm/sve_float_kernels.h).
 // Every other entry is the table of the NEON variant this CPU would otherwise run (neon_bf16,
 // neon_i8mm, neon_dotprod, or plain neon on A64FX, which has SVE but not NEON's dot product):
 // f16 weights and an fp16 cache in NEON's fp16 arithmetic (8 multiply-adds per fmla on the
 // stored values, which the widening SVE loop needs 256 bits and more instructions to match),
-// bf16 on NEON's bfdot / bfmmla where SVE's bfdot is missing, the prefill value tiles
-// (attention_values: per element the same fused multiply-adds as SVE's axpy_rows, so their bits
-// agree), the int8 lane panels and the element-wise entries. The instruction counts behind each
+// bf16 on NEON's bfdot / bfmmla where SVE's bfdot is missing, the int8 lane panels, axpy and
+// the element-wise entries. The instruction counts behind each
 // choice: bench/peers/aarch64_inner_loops.py, docs/kernels.md. Compiled with
 // -march=armv8.2-a+sve+bf16 (src/kernels/CMakeLists.txt: svdot is SVE's own, so no +dotprod;
 // +bf16 for svbfdot, reached only with svebf16) and only chosen where the CPU reports SVE with a
@@ -148,6 +148,19 @@ void axpy_rows(const float* coeffs, const void* rows, DType rows_dtype, int64_t 
 
 // kSveBf16: bf16 weights on SVE's bfdot (chosen over neon_bf16 only, which rounds x to bf16
 // for its own bfdot already).
+template <const KernelTable& (*kNeon)()>
+void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
+                      const void* const* blocks, int64_t block_rows, DType rows_dtype,
+                      int64_t row_stride, int64_t num_rows, int64_t n, float* acc, int64_t lda) {
+  if (neon_keeps_cache<kNeon>(rows_dtype)) {
+    kNeon().attention_values(p, ldp, num_q, row_scale, blocks, block_rows, rows_dtype, row_stride,
+                             num_rows, n, acc, lda);
+    return;
+  }
+  arm::sve::attention_values<Sve>(p, ldp, num_q, row_scale, blocks, block_rows, rows_dtype,
+                                  row_stride, num_rows, n, acc, lda);
+}
+
 template <const KernelTable& (*kNeon)(), bool kNeonHasSmmla, bool kSveBf16 = false>
 const KernelTable& sve_over() {
   static const KernelTable table = [] {
@@ -158,13 +171,14 @@ const KernelTable& sve_over() {
     // int8_lane_panels stays the NEON table's: weights the loader packs run the NEON panel tiles
     // (at 256 bits 8.2 instructions per 32 Q8_0 weights in decode against the row-major svdot
     // tile's 13.0), row-major ones (int4, GGUF Q8_0 held in memory) the svdot tiles.
-    // dot with dot_rows' chains (a score is the same bits either way); axpy, attention_values
-    // and the element-wise entries stay NEON's: the value sums' bits do not depend on the
-    // vector length, so the NEON prefill value tiles agree with SVE's axpy_rows.
+    // dot with dot_rows' chains (a score is the same bits either way); axpy and the
+    // element-wise entries stay NEON's (a value sum's bits do not depend on the vector length,
+    // so NEON's axpy gives axpy_rows' bits).
     t.dot = arm::sve::dot<Sve>;
     t.dot_rows = dot_rows<kNeon>;
     t.attention_scores = attention_scores<kNeon>;
     t.axpy_rows = axpy_rows<kNeon>;
+    t.attention_values = attention_values<kNeon>;
     return t;
   }();
   return table;

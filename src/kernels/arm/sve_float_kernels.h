@@ -335,4 +335,87 @@ void axpy_rows(const float* coeffs, const void* rows, DType rows_dtype, int64_t 
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// Prefill value sums: acc_i = acc_i * row_scale[i] + sum_j p[i * ldp + j] * row_j in row order,
+// for kQueries query rows and 4 vectors of dims from d (predicated: the last tile's vectors may
+// be partial or empty), the values' row j being row j % block_rows of blocks[j / block_rows].
+// Per element the rescale, then axpy_rows' multiply-adds in its order, so a query row's bits
+// are the decode path's whatever rows share its tile. Each cache vector loaded (and widened)
+// once serves kQueries multiply-adds; the 12 accumulators stay in registers across the blocks.
+
+template <class V, DType kType, int kQueries>
+[[gnu::noinline]] void value_tile(const float* p, int64_t ldp, const float* row_scale,
+                                  const void* const* blocks, int64_t block_rows, int64_t row_stride,
+                                  int64_t num_rows, int64_t d, int64_t n, float* acc, int64_t lda) {
+  static_assert(kQueries >= 1 && kQueries <= 3);
+  const int64_t step = static_cast<int64_t>(svcntw());
+  const svbool_t pg0 = svwhilelt_b32(d, n), pg1 = svwhilelt_b32(d + step, n);
+  const svbool_t pg2 = svwhilelt_b32(d + 2 * step, n), pg3 = svwhilelt_b32(d + 3 * step, n);
+  const svfloat32_t zero = svdup_n_f32(0.0f);
+  svfloat32_t a00 = zero, a01 = zero, a02 = zero, a03 = zero;  // query 0, vectors 0-3
+  svfloat32_t a10 = zero, a11 = zero, a12 = zero, a13 = zero;
+  svfloat32_t a20 = zero, a21 = zero, a22 = zero, a23 = zero;
+  const auto for_each_query = [&](auto&& f) {
+    f(a00, a01, a02, a03, 0);
+    if constexpr (kQueries > 1) f(a10, a11, a12, a13, 1);
+    if constexpr (kQueries > 2) f(a20, a21, a22, a23, 2);
+  };
+  for_each_query([&](svfloat32_t& v0, svfloat32_t& v1, svfloat32_t& v2, svfloat32_t& v3, int i) {
+    const float* at = acc + i * lda + d;
+    const svfloat32_t scale = svdup_n_f32(row_scale[i]);
+    v0 = svmul_f32_x(pg0, svld1_f32(pg0, at), scale);
+    v1 = svmul_f32_x(pg1, svld1_f32(pg1, at + step), scale);
+    v2 = svmul_f32_x(pg2, svld1_f32(pg2, at + 2 * step), scale);
+    v3 = svmul_f32_x(pg3, svld1_f32(pg3, at + 3 * step), scale);
+  });
+  for (int64_t j0 = 0; j0 < num_rows; j0 += block_rows) {
+    const void* rows = blocks[j0 / block_rows];
+    const int64_t len = simd::min_i64<V>(block_rows, num_rows - j0);
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t at = j * row_stride + d;
+      const svfloat32_t r0 = load_widened<kType>(pg0, rows, at);
+      const svfloat32_t r1 = load_widened<kType>(pg1, rows, at + step);
+      const svfloat32_t r2 = load_widened<kType>(pg2, rows, at + 2 * step);
+      const svfloat32_t r3 = load_widened<kType>(pg3, rows, at + 3 * step);
+      for_each_query(
+          [&](svfloat32_t& v0, svfloat32_t& v1, svfloat32_t& v2, svfloat32_t& v3, int i) {
+            const svfloat32_t w = svdup_n_f32(p[i * ldp + j0 + j]);
+            v0 = svmla_f32_x(pg0, v0, w, r0);
+            v1 = svmla_f32_x(pg1, v1, w, r1);
+            v2 = svmla_f32_x(pg2, v2, w, r2);
+            v3 = svmla_f32_x(pg3, v3, w, r3);
+          });
+    }
+  }
+  for_each_query([&](svfloat32_t& v0, svfloat32_t& v1, svfloat32_t& v2, svfloat32_t& v3, int i) {
+    float* at = acc + i * lda + d;
+    svst1_f32(pg0, at, v0);
+    svst1_f32(pg1, at + step, v1);
+    svst1_f32(pg2, at + 2 * step, v2);
+    svst1_f32(pg3, at + 3 * step, v3);
+  });
+}
+
+template <class V>
+void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
+                      const void* const* blocks, int64_t block_rows, DType rows_dtype,
+                      int64_t row_stride, int64_t num_rows, int64_t n, float* acc, int64_t lda) {
+  const int64_t tile_dims = 4 * static_cast<int64_t>(svcntw());
+  simd::with_cache_dtype<V>(rows_dtype, [&]<DType kType>() {
+    const auto query_rows = [&]<int kQueries>(int64_t i) {
+      for (int64_t d = 0; d < n; d += tile_dims) {
+        value_tile<V, kType, kQueries>(p + i * ldp, ldp, row_scale + i, blocks, block_rows,
+                                       row_stride, num_rows, d, n, acc + i * lda, lda);
+      }
+    };
+    int64_t i = 0;
+    for (; i + 3 <= num_q; i += 3) query_rows.template operator()<3>(i);
+    if (num_q - i == 2) {
+      query_rows.template operator()<2>(i);
+    } else if (num_q - i == 1) {
+      query_rows.template operator()<1>(i);
+    }
+  });
+}
+
 }  // namespace pagoda::arm::sve
