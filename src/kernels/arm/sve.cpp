@@ -146,8 +146,6 @@ void axpy_rows(const float* coeffs, const void* rows, DType rows_dtype, int64_t 
   arm::sve::axpy_rows<Sve>(coeffs, rows, rows_dtype, row_stride, num_rows, n, y);
 }
 
-// kSveBf16: bf16 weights on SVE's bfdot (chosen over neon_bf16 only, which rounds x to bf16
-// for its own bfdot already).
 template <const KernelTable& (*kNeon)()>
 void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* row_scale,
                       const void* const* blocks, int64_t block_rows, DType rows_dtype,
@@ -161,6 +159,8 @@ void attention_values(const float* p, int64_t ldp, int64_t num_q, const float* r
                                   row_stride, num_rows, n, acc, lda);
 }
 
+// kSveBf16: bf16 weights on SVE's bfdot (chosen over neon_bf16 only, which rounds x to bf16
+// for its own bfdot already).
 template <const KernelTable& (*kNeon)(), bool kNeonHasSmmla, bool kSveBf16 = false>
 const KernelTable& sve_over() {
   static const KernelTable table = [] {

@@ -1,10 +1,10 @@
 // fp32 arithmetic on SVE vectors for arm/sve.cpp: the f32, f16 and bf16 weight matmul and the
 // scores and value sums over an f32 / f16 / bf16 KV cache (dot, dot_rows, attention_scores,
-// axpy_rows). Vector-length agnostic: a step is svcntw() columns (8 at 256 bits, 16 at 512),
-// read at run time, and the last partial step is predicated (svwhilelt), so no tail is copied.
-// 16-bit values are widened exactly as they are loaded: ld1h into the low half of each 32-bit
-// lane, then fcvt (f16) or a shift left by 16 (bf16), so a 16-bit row gives the bits of an f32
-// row holding its values.
+// axpy_rows, attention_values). Vector-length agnostic: a step is svcntw() columns (8 at 256 bits,
+// 16 at 512), read at run time, and the last partial step is predicated (svwhilelt), so no tail is
+// copied. 16-bit values are widened exactly as they are loaded: ld1h into the low half of each
+// 32-bit lane, then fcvt (f16) or a shift left by 16 (bf16), so a 16-bit row gives the bits of an
+// f32 row holding its values.
 //
 // Matmul. One accumulator vector per (row, token), the columns left to right a step at a time,
 // the partial step merged into the accumulator under its predicate, one faddv at the end: the
@@ -20,12 +20,12 @@
 // NEON's 4 lanes (simd/simd_kernels.h, simd/attention_tiles.h) but a step of svcntw(). So a
 // position's score is the same whether it is decoded (dot_rows) or prefilled (the tile).
 // axpy_rows adds c_j * v_j into each y element with one fused multiply-add per row, in row
-// order: per element the operations of the NEON table's axpy, axpy_rows and attention_values
-// (the rescale, then those multiply-adds), so the vector length does not change its bits and
-// the NEON prefill value tiles stay valid next to it.
+// order, and attention_values the same after the rescale: per element the operations of the
+// NEON table's axpy (which the sve table keeps), so the vector length does not change the bits
+// and a prefilled position's value sum is the decoded one's.
 //
-// Included by arm/sve.cpp only (compiled with +sve); templates on its traits V, so nothing here
-// is shared with a file compiled for another ISA (the ODR rules of simd/simd_kernels.h).
+// Included by arm/sve.cpp only (compiled with +sve+bf16); templates on its traits V, so nothing
+// here is shared with a file compiled for another ISA (the ODR rules of simd/simd_kernels.h).
 #pragma once
 
 #include <arm_sve.h>
