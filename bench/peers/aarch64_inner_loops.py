@@ -85,6 +85,59 @@ PAGODA_KERNELS = [
      r"simd::axpy_rows<[^>]*::Neon>", "fmla+fcvtl"),
     ("f32/bf16 panel prefill, fmla .4s (sweep tile)", "neon_dotprod",
      r"simd::sweep_panel<[^>]*NeonDotprod>", "fmla"),
+    # The float paths the sve table takes over (arm/sve_float_kernels.h), each after the NEON
+    # loop it replaces: neon_dotprod's for f32 (every NEON table runs the same fp32 loops), plain
+    # neon's for the f16 / bf16 weights and the fp16 cache it widens (A64FX).
+    ("f32 decode, fmla .4s (4 rows x 1 token)", "neon_dotprod",
+     r"simd::matmul_few_tokens<[^>]*NeonDotprod, \(pagoda::DType\)0>\(", "fmla+prfm"),
+    ("SVE f32 decode, fmla (4 rows x 1 token)", "sve",
+     r"arm::sve::matmul_tile<[^>]*Sve, \(pagoda::DType\)0, 1>", "fmla"),
+    ("SVE f32 prefill, fmla (4 rows x 6 tokens)", "sve",
+     r"arm::sve::matmul_tile<[^>]*Sve, \(pagoda::DType\)0, 6>", "fmla"),
+    ("f16 decode, widened: fcvtl + fmla .4s (4 rows x 1 token, Armv8.0)", "neon",
+     r"simd::matmul_few_tokens<[^>]*::Neon, \(pagoda::DType\)1>\(", "fmla+prfm+fcvtl"),
+    ("SVE f16 decode, widened: ld1h + fcvt + fmla (4 rows x 1 token)", "sve",
+     r"arm::sve::matmul_tile<[^>]*Sve, \(pagoda::DType\)1, 1>", "fmla"),
+    ("SVE f16 prefill, widened (4 rows x 6 tokens)", "sve",
+     r"arm::sve::matmul_tile<[^>]*Sve, \(pagoda::DType\)1, 6>", "fmla"),
+    ("bf16 decode, pair order: shl / and + fmla .4s (4 rows x 1 token, Armv8.0)", "neon",
+     r"void pagoda::simd::matmul_bf16_pairs<[^>]*::Neon>", "fmla+prfm"),
+    ("SVE bf16 decode, widened: ld1h + lsl + fmla (4 rows x 1 token)", "sve",
+     r"arm::sve::matmul_tile<[^>]*Sve, \(pagoda::DType\)2, 1>", "fmla"),
+    ("SVE bf16 prefill, widened (4 rows x 6 tokens)", "sve",
+     r"arm::sve::matmul_tile<[^>]*Sve, \(pagoda::DType\)2, 6>", "fmla"),
+    ("SVE bf16 decode, bfdot (4 rows x 1 token)", "sve",
+     r"arm::sve::bfdot_tile<[^>]*Sve, 1>", "bfdot"),
+    ("SVE bf16 prefill, bfdot (4 rows x 6 tokens)", "sve",
+     r"arm::sve::bfdot_tile<[^>]*Sve, 6>", "bfdot"),
+    ("f32 KV scores decode, fmla .4s (dot_rows, 4 rows)", "neon_dotprod",
+     r"simd::dot_rows_typed<[^>]*NeonDotprod, \(pagoda::DType\)0>", "fmla"),
+    ("SVE f32 KV scores decode, fmla (dot_rows, 4 rows)", "sve",
+     r"arm::sve::score_tile<[^>]*Sve, \(pagoda::DType\)0, 1, 4>", "fmla"),
+    ("bf16 KV scores decode, widened: shll + fmla .4s (dot_rows, 4 rows)", "neon_dotprod",
+     r"simd::dot_rows_typed<[^>]*NeonDotprod, \(pagoda::DType\)2>", "fmla"),
+    ("SVE bf16 KV scores decode, widened (dot_rows, 4 rows)", "sve",
+     r"arm::sve::score_tile<[^>]*Sve, \(pagoda::DType\)2, 1, 4>", "fmla"),
+    ("f32 KV scores prefill, fmla .4s (3 queries x 4 rows)", "neon_dotprod",
+     r"simd::attention_scores<[^>]*NeonDotprod>.*operator\(\)<\(pagoda::DType\)0>", "fmla"),
+    ("SVE f32 KV scores prefill, fmla (3 queries x 4 rows)", "sve",
+     r"arm::sve::score_tile<[^>]*Sve, \(pagoda::DType\)0, 3, 4>", "fmla"),
+    ("f32 KV values decode, fmla .4s (axpy_rows, 1 row x 8 vectors)", "neon_dotprod",
+     r"simd::axpy_rows_typed<[^>]*NeonDotprod, \(pagoda::DType\)0>", "fmla"),
+    ("SVE f32 KV values decode, fmla (axpy_rows, 1 row x 4 vectors)", "sve",
+     r"arm::sve::axpy_rows_typed<[^>]*Sve, \(pagoda::DType\)0>", "fmla"),
+    ("bf16 KV values decode, widened (axpy_rows, 1 row x 8 vectors)", "neon_dotprod",
+     r"simd::axpy_rows_typed<[^>]*NeonDotprod, \(pagoda::DType\)2>", "fmla"),
+    ("SVE bf16 KV values decode, widened (axpy_rows, 1 row x 4 vectors)", "sve",
+     r"arm::sve::axpy_rows_typed<[^>]*Sve, \(pagoda::DType\)2>", "fmla"),
+    ("SVE fp16 KV values decode, widened (axpy_rows, 1 row x 4 vectors)", "sve",
+     r"arm::sve::axpy_rows_typed<[^>]*Sve, \(pagoda::DType\)1>", "fmla"),
+    ("f32 KV values prefill, fmla .4s (attention_values, 3 queries x 4 vectors)", "neon_dotprod",
+     r"with_cache_dtype<[^>]*NeonDotprod, pagoda::simd::attention_values", "fmla"),
+    ("SVE f32 KV values prefill, fmla (attention_values, 3 queries x 4 vectors)", "sve",
+     r"arm::sve::value_tile<[^>]*Sve, \(pagoda::DType\)0, 3>", "fmla"),
+    ("SVE bf16 KV values prefill, widened (attention_values, 3 queries x 4 vectors)", "sve",
+     r"arm::sve::value_tile<[^>]*Sve, \(pagoda::DType\)2, 3>", "fmla"),
     ("SVE Q8_0/int8 decode, svdot (VL/64 rows x 1 token)", "sve",
      r"arm::sve::svdot_tile<[^>]*Sve, \(pagoda::DType\)3, 1>", "sdot"),
     ("SVE int4 decode, svdot (VL/64 rows x 1 token)", "sve",
@@ -122,6 +175,8 @@ def macs(mnemonic, operands):
             return SVE_BITS // 8
         if mnemonic in ("smmla", "ummla", "usmmla"):
             return 32 * SVE_BITS // 128
+        if mnemonic == "bfdot":
+            return SVE_BITS // 16
         if mnemonic in ("fmla", "fmls", "fmad", "fmsb"):
             first = operands.split(",")[0]
             return SVE_BITS // (16 if ".h" in first else 64 if ".d" in first else 32)

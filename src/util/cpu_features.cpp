@@ -58,6 +58,7 @@ constexpr unsigned long kHwcapAsimddp = 1ul << 20;
 constexpr unsigned long kHwcapAsimdfhm = 1ul << 23;
 constexpr unsigned long kHwcapSve = 1ul << 22;
 constexpr unsigned long kHwcap2Sve2 = 1ul << 1;
+constexpr unsigned long kHwcap2SveBf16 = 1ul << 12;
 constexpr unsigned long kHwcap2I8mm = 1ul << 13;
 constexpr unsigned long kHwcap2Bf16 = 1ul << 14;
 constexpr int kPrSveGetVl = 51;  // prctl(PR_SVE_GET_VL): the vector length in bytes, low 16 bits
@@ -73,6 +74,7 @@ CpuFeatures detect() {
   f.asimdfhm = hwcap & kHwcapAsimdfhm;
   f.sve = hwcap & kHwcapSve;
   f.sve2 = hwcap2 & kHwcap2Sve2;
+  f.svebf16 = hwcap2 & kHwcap2SveBf16;
   f.i8mm = hwcap2 & kHwcap2I8mm;
   f.bf16 = hwcap2 & kHwcap2Bf16;
   if (f.sve) {
@@ -114,6 +116,7 @@ std::string CpuFeatures::describe() const {
   add(bf16, "bf16");
   add(sve, "sve");
   add(sve2, "sve2");
+  add(svebf16, "svebf16");
   if (sve_vector_bytes > 0) s += " (sve " + std::to_string(sve_vector_bytes * 8) + "-bit)";
   return s.empty() ? "none" : s;
 }

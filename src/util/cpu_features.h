@@ -18,7 +18,8 @@ struct CpuFeatures {
   bool avx512_bf16 = false;
   // AArch64, from the HWCAP / HWCAP2 auxiliary vector entries (Linux's /proc/cpuinfo names):
   // asimd = NEON; asimddp = sdot/udot; fphp / asimdhp = fp16 scalar / vector arithmetic;
-  // asimdfhm = fmlal (fp16 products into fp32); i8mm = smmla; bf16 = bfdot/bfmmla.
+  // asimdfhm = fmlal (fp16 products into fp32); i8mm = smmla; bf16 = bfdot/bfmmla;
+  // svebf16 = SVE's bfdot / bfmmla (z registers).
   bool asimd = false;
   bool asimddp = false;
   bool fphp = false;
@@ -28,6 +29,7 @@ struct CpuFeatures {
   bool bf16 = false;
   bool sve = false;
   bool sve2 = false;
+  bool svebf16 = false;
   int sve_vector_bytes = 0;  // the SVE vector length in use (prctl), 0 without SVE
 
   bool has_avx2_set() const { return avx2 && fma && f16c; }

@@ -4,11 +4,14 @@
 // variant is that plus smmla (not on Kunpeng 920 or Neoverse N1).
 //
 // sve needs a vector above 128 bits, read at run time (prctl(PR_SVE_GET_VL), CpuFeatures):
-// at 128 bits svdot does the 16 multiply-adds of NEON's sdot, and the SVE tiles add gathers
-// and a fold per block that the NEON ones do not, so a 128-bit SVE core (Neoverse N2, newer
-// HiSilicon cores) keeps its NEON variant; at 256 bits (Neoverse V1, Graviton 3) one svdot
-// does 32, at 512 (A64FX) 64. Its other entries are the best NEON variant's (arm/sve.cpp),
-// plain neon on A64FX, which has SVE but not NEON's dot product.
+// at 128 bits svdot does the 16 multiply-adds of NEON's sdot and an SVE fmla the 4 of NEON's,
+// and the SVE tiles add gathers and a fold per block that the NEON ones do not, so a 128-bit
+// SVE core (Neoverse N2, newer HiSilicon cores) keeps its NEON variant; at 256 bits (Neoverse
+// V1, Graviton 3) one svdot does 32 and one fmla 8, at 512 (A64FX) 64 and 16. It takes the
+// int8-activation matmul, the f32 matmul (f16 and bf16 where its NEON table widens them, bf16
+// on SVE's bfdot where the CPU reports svebf16) and the KV-cache scores and value sums; its
+// other entries are the best NEON variant's (arm/sve.cpp), plain neon on A64FX, which has SVE
+// but not NEON's dot product.
 #if defined(__aarch64__)
 
 #include "kernels/tables.h"
