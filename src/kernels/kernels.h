@@ -17,10 +17,11 @@
 
 namespace pagoda {
 
-// How int8 lane panels (kernels/lane_panels.h) lay out a matrix: `rows` rows per panel, and
-// `row_bytes` consecutive bytes of a row kept together, so that one vector load is what one
-// kernel's instruction takes (x86 vpmaddwd: 16 rows x 2 bytes; AArch64 sdot by element: 4 rows
-// x 4 bytes; smmla: 4 rows x 8 bytes). rows == 0: no panels.
+// How lane panels (kernels/lane_panels.h) lay out a matrix: `rows` rows per panel, and
+// `row_bytes` consecutive int8 values of a row kept together, so that one vector load is what
+// one kernel's instruction takes (x86 vpmaddwd: 16 rows x 2 bytes; AArch64 sdot by element: 4
+// rows x 4 bytes; smmla: 4 rows x 8 bytes). int4 panels of a layout hold the same int8 operands
+// two to a byte (one load and a shift or mask gives each). rows == 0: no panels.
 struct LanePanelLayout {
   int64_t rows = 0;
   int64_t row_bytes = 0;
@@ -48,11 +49,12 @@ struct WeightView {
   // stream at group 32 (weight-only paths still read it).
   // Set where symmetric_int4_mins() (kernels/quantize.h) holds.
   bool symmetric_int4 = false;
-  // kI8 with int8_activations only: the weights repacked at load into lane panels of
-  // lane_panel_layout, values and scales (kernels/lane_panels.h), for the tables whose
-  // KernelTable::int8_lane_panels names that layout; data and scales are then null. Other
-  // tables' matmul never sees such a view (the loader packs for the table it computes with);
-  // dequantize_row reads it on every table, in any layout.
+  // kI8 / kI4 with int8_activations only: the weights repacked at load into lane panels of
+  // lane_panel_layout, values, scales and (asymmetric kI4) mins (kernels/lane_panels.h), for
+  // the tables whose KernelTable::int8_lane_panels / int4_lane_panels names that layout; data,
+  // scales and mins are then null. Other tables' matmul never sees such a view (the loader
+  // packs for the table it computes with); dequantize_row reads it on every table, in any
+  // layout.
   const int8_t* lane_panels = nullptr;
   LanePanelLayout lane_panel_layout{};
 };
@@ -82,6 +84,15 @@ struct KernelTable {
   // then packs int8 matrices once (x86 without AVX512_VNNI: 16 x 2; AArch64 with the dot
   // product: 4 x 4, with i8mm: 4 x 8). Unset: row-major int8.
   LanePanelLayout int8_lane_panels{};
+  // The same for kI4 W4A8 weights (AArch64 with the dot product: 4 x 4, with i8mm: 4 x 8;
+  // arm/int4_panels.h). Unset: row-major int4.
+  LanePanelLayout int4_lane_panels{};
+  // The layout the loader packs W8A8 / W4A8 weights of `dtype` into (unset: none).
+  LanePanelLayout lane_panel_layout(DType dtype) const {
+    return dtype == DType::kI8   ? int8_lane_panels
+           : dtype == DType::kI4 ? int4_lane_panels
+                                 : LanePanelLayout{};
+  }
 
   // y[t, r] = sum_c x[t, c] * W[r, c] for t in [0, num_tokens), r in [row_begin, row_end).
   // x is [num_tokens, W.cols] (row stride W.cols); y has row stride ldy. Every dtype,

@@ -4,66 +4,94 @@
 #include <vector>
 
 #include "util/error.h"
+#include "util/half.h"
 
 namespace pagoda {
 
 namespace {
 
+// int4 panels store each nibble q as q ^ 8 (lane_panels.h): xor-ing a byte of two nibbles
+// with this flips both, and flipping again gives the row-major byte back.
+constexpr uint8_t kInt4PanelFlip = 0x88;
+
+bool has_mins_plane(const WeightView& w) {
+  return w.dtype == DType::kI4 && !w.symmetric_int4;
+}
+
 // Throws unless `w` can be packed in `layout` (before any size is computed from either).
 void check_packable(const WeightView& w, LanePanelLayout layout) {
-  if (layout.rows <= 0 || layout.row_bytes <= 0 || 32 % layout.row_bytes != 0) {
-    fail("lane panels: a layout of {} rows x {} bytes (expected rows > 0, bytes dividing 32)",
-         layout.rows, layout.row_bytes);
+  // int4: a panel byte pairs a value with the one 16 columns on, which sits 16 R bytes later in
+  // the int8 order only when chunks do not straddle the run's halves.
+  const int64_t divides = w.dtype == DType::kI4 ? 16 : 32;
+  if (layout.rows <= 0 || layout.row_bytes <= 0 || divides % layout.row_bytes != 0) {
+    fail("lane panels of {}: a layout of {} rows x {} bytes (expected rows > 0, bytes dividing {})",
+         dtype_name(w.dtype), layout.rows, layout.row_bytes, divides);
   }
-  if (w.dtype != DType::kI8 || w.lane_panels != nullptr || w.data == nullptr || w.rows <= 0 ||
-      w.scales == nullptr || w.group_size <= 0 || w.group_size % layout.row_bytes != 0 ||
-      w.cols % 32 != 0 || w.cols % w.group_size != 0) {
+  if ((w.dtype != DType::kI8 && w.dtype != DType::kI4) || w.lane_panels != nullptr ||
+      w.data == nullptr || w.rows <= 0 || w.scales == nullptr ||
+      (has_mins_plane(w) && w.mins == nullptr) || w.group_size <= 0 ||
+      w.group_size % layout.row_bytes != 0 || w.cols % 32 != 0 || w.cols % w.group_size != 0) {
     fail(
-        "lane panels of {} bytes: expected row-major int8 weights in groups of a multiple of {} "
-        "over a multiple of 32 columns, got dtype {} [{}, {}] in groups of {}",
+        "lane panels of {} bytes: expected row-major int8 or int4 weights in groups of a "
+        "multiple of {} over a multiple of 32 columns, got dtype {} [{}, {}] in groups of {}",
         layout.row_bytes, layout.row_bytes, dtype_name(w.dtype), w.rows, w.cols, w.group_size);
   }
 }
 
+// The byte offsets of a panel's planes.
+struct PanelPlanes {
+  int64_t row_bytes, scales, mins, bytes;
+};
+PanelPlanes panel_planes(const WeightView& w, LanePanelLayout layout) {
+  const int64_t row_bytes = dtype_row_bytes(w.dtype, w.cols);
+  const int64_t scales = layout.rows * row_bytes;
+  const int64_t mins = scales + layout.rows * (w.cols / w.group_size) * 2;
+  return {row_bytes, scales, mins, lane_panel_bytes(w, layout)};
+}
+
 }  // namespace
 
-WeightView pack_int8_lane_panels_into(const WeightView& w, LanePanelLayout layout, void* dst) {
+WeightView pack_lane_panels_into(const WeightView& w, LanePanelLayout layout, void* dst) {
   check_packable(w, layout);
-  const int64_t cols = w.cols, num_groups = cols / w.group_size;
+  const int64_t num_groups = w.cols / w.group_size;
   const int64_t num_rows = layout.rows, chunk = layout.row_bytes;
-  const int64_t panel_bytes = lane_panel_bytes(cols, w.group_size, layout);
+  const PanelPlanes planes = panel_planes(w, layout);
   const int64_t num_panels = num_lane_panels(w.rows, layout);
+  const bool int4 = w.dtype == DType::kI4, mins = has_mins_plane(w);
   auto* bytes = static_cast<int8_t*>(dst);
   // Rows past the matrix: the tiles compute them (and nobody stores them), so they must be
   // finite, and zeros are.
-  std::memset(bytes + (num_panels - 1) * panel_bytes, 0, static_cast<size_t>(panel_bytes));
-  const auto* values = static_cast<const int8_t*>(w.data);
+  std::memset(bytes + (num_panels - 1) * planes.bytes, 0, static_cast<size_t>(planes.bytes));
+  const auto* values = static_cast<const uint8_t*>(w.data);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < num_panels; ++i) {
-    int8_t* panel = bytes + i * panel_bytes;
-    int8_t* scales = panel + num_rows * cols;
+    auto* panel = reinterpret_cast<uint8_t*>(bytes + i * planes.bytes);
     const int64_t first = i * num_rows;
     for (int64_t r = 0; r < num_rows && first + r < w.rows; ++r) {
-      const int8_t* src = values + (first + r) * cols;
-      for (int64_t k = 0; k < cols / chunk; ++k) {
-        std::memcpy(panel + (k * num_rows + r) * chunk, src + k * chunk,
-                    static_cast<size_t>(chunk));
+      const uint8_t* src = values + (first + r) * planes.row_bytes;
+      for (int64_t k = 0; k < planes.row_bytes / chunk; ++k) {
+        uint8_t* out = panel + (k * num_rows + r) * chunk;
+        for (int64_t j = 0; j < chunk; ++j) {
+          out[j] = int4 ? src[k * chunk + j] ^ kInt4PanelFlip : src[k * chunk + j];
+        }
       }
       for (int64_t g = 0; g < num_groups; ++g) {
-        // memcpy: the panel's scales need not be 2-byte aligned in a buffer of int8.
-        std::memcpy(scales + (g * num_rows + r) * 2, &w.scales[(first + r) * num_groups + g], 2);
+        // memcpy: the panel's planes need not be 2-byte aligned in a buffer of int8.
+        const int64_t at = (first + r) * num_groups + g, to = (g * num_rows + r) * 2;
+        std::memcpy(panel + planes.scales + to, &w.scales[at], 2);
+        if (mins) std::memcpy(panel + planes.mins + to, &w.mins[at], 2);
       }
     }
   }
   return with_lane_panels(w, bytes, layout);
 }
 
-LanePanels pack_int8_lane_panels(const WeightView& w, LanePanelLayout layout) {
+LanePanels pack_lane_panels(const WeightView& w, LanePanelLayout layout) {
   check_packable(w, layout);
   LanePanels out;
   out.size_bytes = lane_panels_bytes(w, layout);
   out.bytes = std::shared_ptr<int8_t[]>(new int8_t[static_cast<size_t>(out.size_bytes)]);
-  pack_int8_lane_panels_into(w, layout, out.bytes.get());
+  pack_lane_panels_into(w, layout, out.bytes.get());
   return out;
 }
 
@@ -73,32 +101,45 @@ WeightView with_lane_panels(const WeightView& w, const int8_t* panels, LanePanel
   out.lane_panel_layout = layout;
   out.data = nullptr;
   out.scales = nullptr;
+  out.mins = nullptr;
   return out;
 }
 
 WeightView unpacked_lane_panel_row(const WeightView& w, int64_t row) {
-  static thread_local std::vector<int8_t> values;
-  static thread_local std::vector<uint16_t> scales;
+  static thread_local std::vector<uint8_t> values;
+  static thread_local std::vector<uint16_t> scales, mins;
   const LanePanelLayout layout = w.lane_panel_layout;
-  const int64_t cols = w.cols, num_groups = cols / w.group_size;
+  const int64_t num_groups = w.cols / w.group_size;
   const int64_t num_rows = layout.rows, chunk = layout.row_bytes;
-  values.resize(static_cast<size_t>(cols));
+  const PanelPlanes planes = panel_planes(w, layout);
+  const bool int4 = w.dtype == DType::kI4;
+  values.resize(static_cast<size_t>(planes.row_bytes));
   scales.resize(static_cast<size_t>(num_groups));
-  const int8_t* panel =
-      w.lane_panels + row / num_rows * lane_panel_bytes(cols, w.group_size, layout);
+  mins.resize(static_cast<size_t>(int4 ? num_groups : 0));
+  const auto* panel =
+      reinterpret_cast<const uint8_t*>(w.lane_panels) + row / num_rows * planes.bytes;
   const int64_t r = row % num_rows;
-  for (int64_t k = 0; k < cols / chunk; ++k) {
-    std::memcpy(&values[k * chunk], panel + (k * num_rows + r) * chunk, static_cast<size_t>(chunk));
+  for (int64_t k = 0; k < planes.row_bytes / chunk; ++k) {
+    const uint8_t* in = panel + (k * num_rows + r) * chunk;
+    for (int64_t j = 0; j < chunk; ++j) {
+      values[k * chunk + j] = int4 ? in[j] ^ kInt4PanelFlip : in[j];
+    }
   }
-  const int8_t* panel_scales = panel + num_rows * cols;
   for (int64_t g = 0; g < num_groups; ++g) {
-    std::memcpy(&scales[g], panel_scales + (g * num_rows + r) * 2, 2);
+    const int64_t at = (g * num_rows + r) * 2;
+    std::memcpy(&scales[g], panel + planes.scales + at, 2);
+    if (has_mins_plane(w)) {
+      std::memcpy(&mins[g], panel + planes.mins + at, 2);
+    } else if (int4) {  // exact: the packer stored no plane only where min == -8 * scale held
+      mins[g] = f32_to_f16(-8.0f * f16_to_f32(scales[g]));
+    }
   }
   WeightView one = w;
   one.lane_panels = nullptr;
   one.lane_panel_layout = {};
   one.data = values.data();
   one.scales = scales.data();
+  one.mins = int4 ? mins.data() : nullptr;
   one.rows = 1;
   return one;
 }

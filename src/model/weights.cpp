@@ -260,9 +260,9 @@ int64_t WeightLoader::load_group_size(const WeightView& stored) {
 }
 
 bool WeightLoader::packs_lane_panels(const WeightView& w) const {
-  const LanePanelLayout layout = kernels_->int8_lane_panels;
-  return layout && w.dtype == DType::kI8 && w.int8_activations && w.lane_panels == nullptr &&
-         w.cols % 32 == 0 && w.group_size % layout.row_bytes == 0;
+  const LanePanelLayout layout = kernels_->lane_panel_layout(w.dtype);
+  return layout && w.int8_activations && w.lane_panels == nullptr && w.cols % 32 == 0 &&
+         w.group_size % layout.row_bytes == 0 && (w.dtype != DType::kI4 || w.group_size % 32 == 0);
 }
 
 namespace {
@@ -293,11 +293,11 @@ void WeightLoader::done_with_source(const WeightView& stored, const std::string&
 WeightView WeightLoader::lane_panels(const WeightView& host, const std::string& name) {
   WeightView packed;
   const void* at = nullptr;
-  const LanePanelLayout layout = kernels_->int8_lane_panels;
+  const LanePanelLayout layout = kernels_->lane_panel_layout(host.dtype);
   void* device =
       derived(name, static_cast<size_t>(lane_panels_bytes(host, layout)), [&](void* dst) {
         at = dst;
-        packed = pack_int8_lane_panels_into(host, layout, dst);
+        packed = pack_lane_panels_into(host, layout, dst);
       });
   return rebased(packed, at, device);
 }
@@ -306,7 +306,7 @@ std::optional<WeightView> WeightLoader::converted(const WeightView& stored,
                                                   const std::string& name) {
   if (const int64_t group = load_group_size(stored); group > 0) {
     const DType to = options_.quantize_to;
-    if (kernels_->int8_lane_panels && to == DType::kI8 && options_.int8_activations) {
+    if (kernels_->lane_panel_layout(to) && options_.int8_activations) {
       // Quantized on the host, then packed: the row-major copy is freed on return, so the
       // device holds the panels alone.
       QuantizedMatrix whole = quantize_matrix(stored, to, group);
@@ -330,9 +330,10 @@ std::optional<WeightView> WeightLoader::converted(const WeightView& stored,
     if (options_.on_quantized) options_.on_quantized(name, q);
     return q;
   }
-  // Stored int8 (a pagoda quantize checkpoint, GGUF's Q8_0): the panels take the place of the
-  // rows where nothing else holds them: a mapped file's pages, or a converter's buffers the
-  // store lets go of (GGUF's repacked blocks). Other bytes in host memory (a file read or
+  // Stored int8 or int4 (a pagoda quantize checkpoint, GGUF's Q8_0 or Q4_0 / Q4_K / Q4_1, AWQ /
+  // GPTQ): the panels take the place of the rows where nothing else holds them: a mapped
+  // file's pages, or a converter's buffers the store lets go of (GGUF's repacked blocks). Other
+  // bytes in host memory (a file read or
   // decrypted into memory, a converter's when other models load from the store) stay for as
   // long as the model runs: the CPU device uses them in place rather than hold them twice, and
   // a device with memory of its own copies them in anyway, so it takes panels for the same bytes.
@@ -366,7 +367,7 @@ WeightView WeightLoader::prepare(const WeightView& loaded, const std::string& na
   if (stored.data == nullptr) return loaded;  // a converted copy already
   if (loaded.scales) stored.scales = static_cast<const uint16_t*>(host_of(loaded.scales));
   if (loaded.mins) stored.mins = static_cast<const uint16_t*>(host_of(loaded.mins));
-  // A stored int8 table that is also read by rows (a tied embedding) stays as it is rather
+  // A stored int8 / int4 table that is also read by rows (a tied embedding) stays as it is rather
   // than be held twice, row-major and in panels.
   if (packs_lane_panels(stored)) return loaded;
   const std::optional<WeightView> out = converted(stored, name);

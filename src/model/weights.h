@@ -4,9 +4,10 @@
 // unless the model is quantized at load (`--quantization int8|int4`), in which case they are
 // quantized into device memory the loader allocates. Already-quantized tensors (pagoda quantize
 // checkpoints, AWQ/GPTQ, GGUF) are mapped as they come. Small vectors (norms, biases) are
-// widened to fp32 once, into device memory. Where the kernel table reads int8 W8A8 matrices as
-// lane panels (KernelTable::int8_lane_panels names their layout, kernels/lane_panels.h) the
-// loader packs them in that layout on the host, in place of their row-major bytes, and the
+// widened to fp32 once, into device memory. Where the kernel table reads int8 W8A8 or int4 W4A8
+// matrices as lane panels (KernelTable::int8_lane_panels / int4_lane_panels name their layout,
+// kernels/lane_panels.h) the loader packs them in that layout on the host, in place of their
+// row-major bytes, and the
 // panels go to the device like any other converted weight; row-major bytes a converter holds
 // are packed only when the store can let go of them (WeightOptions::release_converted). Every byte
 // a model computes with is a buffer this loader holds, so weight_bytes() is what the device holds
@@ -139,9 +140,10 @@ class WeightLoader {
   // `stored` (a host view) quantized, widened or packed into device memory per the options and
   // the kernel table; nothing when it is used as stored.
   std::optional<WeightView> converted(const WeightView& stored, const std::string& name);
-  // The table reads `w` (row-major int8 W8A8) as lane panels: it is packed at load.
+  // The table reads `w` (row-major int8 W8A8 or int4 W4A8) as lane panels: it is packed at load.
   bool packs_lane_panels(const WeightView& w) const;
-  // `host` (row-major int8 on the host) packed into lane panels in device memory, counted.
+  // `host` (row-major int8 or int4 on the host) packed into lane panels in device memory,
+  // counted.
   WeightView lane_panels(const WeightView& host, const std::string& name);
   // The values of `stored` (rows of tensor `name`) come straight from a mapped file, whose
   // pages can be dropped once they are packed.

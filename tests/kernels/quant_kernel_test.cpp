@@ -12,8 +12,10 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <ostream>
 #include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -162,6 +164,16 @@ class QuantKernelTest : public ::testing::TestWithParam<TableCase> {
     if (table_ == nullptr) GTEST_SKIP() << "this CPU cannot run " << GetParam().name;
   }
   const KernelTable& scalar() const { return *kernels_for("scalar"); }
+
+  // For each weight kind this table reads lane panels of, over kLayouts with 37 rows (a last
+  // panel of 1 or 5 rows): the kind packed as the table reads it must give, on this table,
+  // `reference`'s bits on the row-major weights, for each token count and row range (ranges
+  // that start and end inside a panel; the 2048-wide layout only up to 5 tokens and at 33).
+  // Counts the kinds checked in num_kinds.
+  void expect_lane_panels_give(const KernelTable& reference, std::span<const int64_t> token_counts,
+                               std::initializer_list<std::pair<int64_t, int64_t>> ranges,
+                               int& num_kinds);
+
   const KernelTable* table_ = nullptr;
   std::mt19937 rng_{4321};
 };
@@ -175,8 +187,8 @@ struct Layout {
 // decode tiles' scale transposes take as 32 + 8 + 1.
 const Layout kLayouts[] = {{128, 32}, {224, 32},  {256, 64},    {384, 128},
                            {192, 96}, {160, 160}, {2048, 2048}, {1312, 32}};
-// The lane panel layouts the tables read (kernels/lane_panels.h): x86 vpmaddwd, AArch64 sdot
-// by element, smmla.
+// The lane panel layouts the tables read (kernels/lane_panels.h): x86 vpmaddwd (int8 only),
+// AArch64 sdot by element, smmla.
 const LanePanelLayout kPanelLayouts[] = {{16, 2}, {4, 4}, {4, 8}};
 const int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13, 17, 24, 33, 40};
 
@@ -316,35 +328,17 @@ TEST_P(QuantKernelTest, Aarch64Int8ActivationsAreTheScalarBits) {
   }
 }
 
-// The AArch64 tiles on int8 lane panels packed at load (arm/int8_panels.h: sdot by element on
-// 4 x 4 panels, smmla on 4 x 8) finish every block as the row-major tiles do, so they too must
-// give the scalar table's bits: every group size (32 is Q8_0, cols is per channel), decode and
-// prefill token counts (odd ones: a pair's second token repeated), 37 rows (a last panel of one
-// row) and ranges that start and end inside a panel.
-TEST_P(QuantKernelTest, Aarch64Int8LanePanelsAreTheScalarBits) {
-  if (!table_->int8_lane_panels) GTEST_SKIP() << GetParam().name << " reads no lane panels";
-  const int64_t kRows = 37, kLdy = kRows + 1;
-  for (const Layout& layout : kLayouts) {
-    QuantWeights w = random_quant_weights(rng_, DType::kI8, kRows, layout.cols, layout.group_size);
-    w.view.int8_activations = true;
-    const LanePanels panels = pack_int8_lane_panels(w.view, table_->int8_lane_panels);
-    const WeightView packed =
-        with_lane_panels(w.view, panels.bytes.get(), table_->int8_lane_panels);
-    for (int64_t num_tokens : {1, 2, 3, 4, 5, 8, 9, 17}) {
-      const std::vector<float> x = activations(rng_, num_tokens, layout.cols);
-      for (auto [row_begin, row_end] : {std::pair<int64_t, int64_t>{0, kRows}, {3, 36}, {5, 6}}) {
-        std::vector<float> expected(num_tokens * kLdy, -7.0f), actual(num_tokens * kLdy, -7.0f);
-        scalar().matmul(x.data(), num_tokens, w.view, row_begin, row_end, expected.data(), kLdy);
-        table_->matmul(x.data(), num_tokens, packed, row_begin, row_end, actual.data(), kLdy);
-        for (int64_t i = 0; i < num_tokens * kLdy; ++i) {
-          ASSERT_EQ(std::bit_cast<uint32_t>(actual[i]), std::bit_cast<uint32_t>(expected[i]))
-              << GetParam().name << " cols=" << layout.cols << " group=" << layout.group_size
-              << " tokens=" << num_tokens << " rows [" << row_begin << ", " << row_end
-              << ") t=" << i / kLdy << " r=" << i % kLdy;
-        }
-      }
-    }
-  }
+// The AArch64 tiles on lane panels packed at load (arm/int8_panels.h: sdot by element on 4 x 4
+// panels, smmla on 4 x 8; int4 in the same layouts two values a byte, arm/int4_panels.h) finish
+// every block as the row-major tiles do, so they too must give the scalar table's bits: int8,
+// int4 with zero points and symmetric int4, every group size (32 is Q8_0 / Q4_0 / Q4_K, 128
+// GPTQ's, cols per channel), decode and prefill token counts (odd ones: a pair's second token
+// repeated), 37 rows (a last panel of one row) and ranges that start and end inside a panel.
+TEST_P(QuantKernelTest, Aarch64LanePanelsAreTheScalarBits) {
+  const int64_t token_counts[] = {1, 2, 3, 4, 5, 8, 9, 17};
+  int num_kinds = 0;
+  expect_lane_panels_give(scalar(), token_counts, {{0, 37}, {3, 36}, {5, 6}}, num_kinds);
+  if (num_kinds == 0) GTEST_SKIP() << GetParam().name << " reads no lane panels";
 }
 #endif
 
@@ -426,60 +420,79 @@ TEST_P(QuantKernelTest, DequantizeRowMatchesReferenceExactly) {
   EXPECT_EQ(actual, expected);
 }
 
-// int8 panels packed at load (kernels/lane_panels.h) on the tables that read them: the bits of
-// the row-major weights on the same table, for every token count (decode included, which
-// otherwise runs other tiles), every group size, ranges that start and end inside a panel and
-// a last panel of 5 rows, with the row-major values and scales gone from the view.
-TEST_P(QuantKernelTest, LanePanelsPackedAtLoadGiveTheRowMajorBits) {
-  if (!table_->int8_lane_panels) GTEST_SKIP() << GetParam().name << " reads no lane panels";
+// Panels packed at load (kernels/lane_panels.h) on the tables that read them, int8 and int4
+// (with zero points and symmetric): the bits of the row-major weights on the same table, for
+// every token count (decode included, which otherwise runs other tiles), every group size,
+// ranges that start and end inside a panel and a last panel of 5 rows, with the row-major
+// values, scales and mins gone from the view (a symmetric panel has no mins plane).
+void QuantKernelTest::expect_lane_panels_give(
+    const KernelTable& reference, std::span<const int64_t> token_counts,
+    std::initializer_list<std::pair<int64_t, int64_t>> ranges, int& num_kinds) {
   const int64_t kRows = 37, kLdy = kRows + 2;
-  for (const Layout& layout : kLayouts) {
-    QuantWeights w = random_quant_weights(rng_, DType::kI8, kRows, layout.cols, layout.group_size);
-    w.view.int8_activations = true;
-    const LanePanelLayout panel_layout = table_->int8_lane_panels;
-    const LanePanels panels = pack_int8_lane_panels(w.view, panel_layout);
-    ASSERT_EQ(panels.size_bytes,
-              num_lane_panels(kRows, panel_layout) *
-                  lane_panel_bytes(layout.cols, layout.group_size, panel_layout));
-    const WeightView packed = with_lane_panels(w.view, panels.bytes.get(), panel_layout);
-    ASSERT_EQ(packed.data, nullptr);
-    ASSERT_EQ(packed.scales, nullptr);
-    for (int64_t num_tokens : kTokenCounts) {
-      if (layout.cols == 2048 && num_tokens > 5 && num_tokens != 33) continue;  // time
-      const std::vector<float> x = activations(rng_, num_tokens, layout.cols);
-      for (auto [row_begin, row_end] : {std::pair<int64_t, int64_t>{0, kRows}, {3, 36}, {16, 21}}) {
-        std::vector<float> expected(num_tokens * kLdy, -7.0f), actual(num_tokens * kLdy, -7.0f);
-        table_->matmul(x.data(), num_tokens, w.view, row_begin, row_end, expected.data(), kLdy);
-        table_->matmul(x.data(), num_tokens, packed, row_begin, row_end, actual.data(), kLdy);
-        for (int64_t i = 0; i < num_tokens * kLdy; ++i) {
-          ASSERT_EQ(std::bit_cast<uint32_t>(actual[i]), std::bit_cast<uint32_t>(expected[i]))
-              << GetParam().name << " cols=" << layout.cols << " group=" << layout.group_size
-              << " tokens=" << num_tokens << " rows [" << row_begin << ", " << row_end
-              << ") t=" << i / kLdy << " r=" << i % kLdy;
+  for (const WeightKind& kind : kWeightKinds) {
+    const LanePanelLayout panel_layout = table_->lane_panel_layout(kind.dtype);
+    if (!panel_layout) continue;
+    ++num_kinds;
+    for (const Layout& layout : kLayouts) {
+      QuantWeights w = random_weights_of_kind(rng_, kind, kRows, layout.cols, layout.group_size);
+      w.view.int8_activations = true;
+      const LanePanels panels = pack_lane_panels(w.view, panel_layout);
+      const int64_t planes = kind.dtype == DType::kI4 && !kind.symmetric ? 2 : 1;
+      ASSERT_EQ(panels.size_bytes,
+                num_lane_panels(kRows, panel_layout) *
+                    (panel_layout.rows * dtype_row_bytes(kind.dtype, layout.cols) +
+                     panel_layout.rows * (layout.cols / layout.group_size) * 2 * planes));
+      const WeightView packed = with_lane_panels(w.view, panels.bytes.get(), panel_layout);
+      ASSERT_EQ(packed.data, nullptr);
+      ASSERT_EQ(packed.scales, nullptr);
+      ASSERT_EQ(packed.mins, nullptr);
+      for (int64_t num_tokens : token_counts) {
+        if (layout.cols == 2048 && num_tokens > 5 && num_tokens != 33) continue;  // time
+        const std::vector<float> x = activations(rng_, num_tokens, layout.cols);
+        for (auto [row_begin, row_end] : ranges) {
+          std::vector<float> expected(num_tokens * kLdy, -7.0f), actual(num_tokens * kLdy, -7.0f);
+          reference.matmul(x.data(), num_tokens, w.view, row_begin, row_end, expected.data(), kLdy);
+          table_->matmul(x.data(), num_tokens, packed, row_begin, row_end, actual.data(), kLdy);
+          for (int64_t i = 0; i < num_tokens * kLdy; ++i) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(actual[i]), std::bit_cast<uint32_t>(expected[i]))
+                << GetParam().name << " " << kind.name << " cols=" << layout.cols
+                << " group=" << layout.group_size << " tokens=" << num_tokens << " rows ["
+                << row_begin << ", " << row_end << ") t=" << i / kLdy << " r=" << i % kLdy;
+          }
         }
       }
     }
   }
 }
 
-// Every table's dequantize_row reads packed panels of every layout (an int8 matrix's row
-// outside matmul).
+TEST_P(QuantKernelTest, LanePanelsPackedAtLoadGiveTheRowMajorBits) {
+  int num_kinds = 0;
+  expect_lane_panels_give(*table_, kTokenCounts, {{0, 37}, {3, 36}, {16, 21}}, num_kinds);
+  if (num_kinds == 0) GTEST_SKIP() << GetParam().name << " reads no lane panels";
+}
+
+// Every table's dequantize_row reads packed panels of every layout and both dtypes (a packed
+// matrix's row outside matmul).
 TEST_P(QuantKernelTest, DequantizeRowReadsLanePanels) {
-  for (const LanePanelLayout panel_layout : kPanelLayouts) {
-    for (const Layout& layout : kLayouts) {
-      const QuantWeights w =
-          random_quant_weights(rng_, DType::kI8, 21, layout.cols, layout.group_size);
-      const LanePanels panels = pack_int8_lane_panels(w.view, panel_layout);
-      const WeightView packed = with_lane_panels(w.view, panels.bytes.get(), panel_layout);
-      std::vector<float> expected(layout.cols), actual(layout.cols), reference(layout.cols);
-      for (int64_t r = 0; r < 21; ++r) {
-        dequantize_row_reference(w.view, r, expected.data());
-        table_->dequantize_row(packed, r, actual.data());
-        dequantize_row_reference(packed, r, reference.data());
-        ASSERT_EQ(actual, expected) << panel_layout.rows << " x " << panel_layout.row_bytes
-                                    << " group=" << layout.group_size << " r=" << r;
-        ASSERT_EQ(reference, expected) << panel_layout.rows << " x " << panel_layout.row_bytes
-                                       << " group=" << layout.group_size << " r=" << r;
+  for (const WeightKind& kind : kWeightKinds) {
+    for (const LanePanelLayout panel_layout : kPanelLayouts) {
+      for (const Layout& layout : kLayouts) {
+        const QuantWeights w =
+            random_weights_of_kind(rng_, kind, 21, layout.cols, layout.group_size);
+        const LanePanels panels = pack_lane_panels(w.view, panel_layout);
+        const WeightView packed = with_lane_panels(w.view, panels.bytes.get(), panel_layout);
+        std::vector<float> expected(layout.cols), actual(layout.cols), reference(layout.cols);
+        for (int64_t r = 0; r < 21; ++r) {
+          dequantize_row_reference(w.view, r, expected.data());
+          table_->dequantize_row(packed, r, actual.data());
+          dequantize_row_reference(packed, r, reference.data());
+          ASSERT_EQ(actual, expected)
+              << kind.name << " " << panel_layout.rows << " x " << panel_layout.row_bytes
+              << " group=" << layout.group_size << " r=" << r;
+          ASSERT_EQ(reference, expected)
+              << kind.name << " " << panel_layout.rows << " x " << panel_layout.row_bytes
+              << " group=" << layout.group_size << " r=" << r;
+        }
       }
     }
   }
@@ -494,17 +507,63 @@ INSTANTIATE_TEST_SUITE_P(AllTables, QuantKernelTest, ::testing::ValuesIn(table_c
 // The scalar table against plain definitions.
 
 // The packer refuses what its layouts cannot hold, with an error rather than wrong panels:
-// groups that split a row's kept bytes, layouts whose bytes do not divide a block of 32, int4.
+// groups that split a row's kept bytes, layouts whose bytes do not divide a block of 32 (int4:
+// half a block, whose two halves share a byte), int4 with zero points but no mins.
 TEST(LanePanelPacking, RejectsGroupsAndLayoutsThatDoNotFit) {
   std::mt19937 rng(5);
   const QuantWeights g36 = random_quant_weights(rng, DType::kI8, 5, 288, 36);
-  EXPECT_NO_THROW(pack_int8_lane_panels(g36.view, {4, 4}));
-  EXPECT_THROW(pack_int8_lane_panels(g36.view, {4, 8}), Error);
+  EXPECT_NO_THROW(pack_lane_panels(g36.view, {4, 4}));
+  EXPECT_THROW(pack_lane_panels(g36.view, {4, 8}), Error);
   const QuantWeights g32 = random_quant_weights(rng, DType::kI8, 5, 64, 32);
-  EXPECT_THROW(pack_int8_lane_panels(g32.view, {4, 3}), Error);
-  EXPECT_THROW(pack_int8_lane_panels(g32.view, {0, 4}), Error);
-  const QuantWeights i4 = random_quant_weights(rng, DType::kI4, 5, 64, 32);
-  EXPECT_THROW(pack_int8_lane_panels(i4.view, {4, 4}), Error);
+  EXPECT_THROW(pack_lane_panels(g32.view, {4, 3}), Error);
+  EXPECT_THROW(pack_lane_panels(g32.view, {0, 4}), Error);
+  EXPECT_NO_THROW(pack_lane_panels(g32.view, {4, 32}));
+  QuantWeights i4 = random_quant_weights(rng, DType::kI4, 5, 64, 32);
+  EXPECT_NO_THROW(pack_lane_panels(i4.view, {4, 4}));
+  EXPECT_NO_THROW(pack_lane_panels(i4.view, {4, 16}));
+  EXPECT_THROW(pack_lane_panels(i4.view, {4, 32}), Error);
+  i4.view.mins = nullptr;
+  EXPECT_THROW(pack_lane_panels(i4.view, {4, 4}), Error);
+  i4.view.symmetric_int4 = true;  // w = scale (q - 8): no mins plane to pack
+  EXPECT_NO_THROW(pack_lane_panels(i4.view, {4, 4}));
+  const WeightView f32{g32.values.data(), DType::kF32, 5, 16};
+  EXPECT_THROW(pack_lane_panels(f32, {4, 4}), Error);
+}
+
+// Packing and unpacking a row gives back its bytes, scales and mins exactly (symmetric int4: the
+// mins it had, as -8 * scale), in every layout; int4 panels hold each byte's nibbles as q ^ 8 in
+// the int8 panel's order, which the tiles rely on (arm/int4_panels.h).
+TEST(LanePanelPacking, UnpackedRowsAreTheRowMajorBytes) {
+  std::mt19937 rng(11);
+  for (const WeightKind& kind : kWeightKinds) {
+    for (const LanePanelLayout panel_layout : kPanelLayouts) {
+      QuantWeights w = random_weights_of_kind(rng, kind, 9, 256, 64);
+      const LanePanels panels = pack_lane_panels(w.view, panel_layout);
+      const WeightView packed = with_lane_panels(w.view, panels.bytes.get(), panel_layout);
+      const int64_t row_bytes = dtype_row_bytes(kind.dtype, 256);
+      for (int64_t r = 0; r < 9; ++r) {
+        const WeightView one = unpacked_lane_panel_row(packed, r);
+        ASSERT_EQ(one.rows, 1);
+        ASSERT_EQ(one.lane_panels, nullptr);
+        const auto* bytes = static_cast<const uint8_t*>(one.data);
+        for (int64_t i = 0; i < row_bytes; ++i) {
+          ASSERT_EQ(bytes[i], w.values[r * row_bytes + i]) << kind.name << " r=" << r << " i=" << i;
+        }
+        for (int64_t g = 0; g < 4; ++g) {
+          ASSERT_EQ(one.scales[g], w.scales[r * 4 + g]) << kind.name << " r=" << r;
+          if (kind.dtype == DType::kI4) {
+            ASSERT_EQ(one.mins[g], w.mins[r * 4 + g]) << kind.name << " r=" << r;
+          }
+        }
+      }
+      if (kind.dtype == DType::kI4 && panel_layout == LanePanelLayout{4, 4}) {
+        // Row 1's first byte sits at row 1's first chunk of panel 0, flipped.
+        const auto* bytes = reinterpret_cast<const uint8_t*>(panels.bytes.get());
+        EXPECT_EQ(bytes[4], w.values[128] ^ 0x88);
+        EXPECT_EQ(bytes[16], w.values[4] ^ 0x88);  // row 0's second chunk
+      }
+    }
+  }
 }
 
 TEST(SymmetricInt4Mins, HoldsOnlyWhenEveryMinIsMinus8TimesItsScale) {

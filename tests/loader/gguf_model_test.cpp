@@ -41,6 +41,8 @@ using test::GgufBuilder;
 using test::TempDir;
 
 constexpr uint32_t kGgmlF32 = 0;
+constexpr uint32_t kGgmlQ4_0 = 2;
+constexpr uint32_t kGgmlQ4_1 = 3;
 constexpr uint32_t kGgmlQ8_0 = 8;
 
 // HF name -> GGUF name (the inverse of what the loader maps).
@@ -115,9 +117,39 @@ std::vector<uint8_t> q8_0(const float* x, int64_t n) {
   return out;
 }
 
-// Writes `hf_dir` as a GGUF file the way llama.cpp's converter lays it out. With `quantize`,
-// 2-D weights other than the embedding are Q8_0.
-void convert_to_gguf(const std::string& hf_dir, const std::string& out, bool quantize) {
+// Q4_0 (symmetric: d = the value of largest magnitude / -8, q = round(x / d) + 8) and Q4_1
+// (d = (max - min) / 15, m = min, q = round((x - m) / d)) of one row, in ggml's block layouts:
+// byte j of a block's 16 holds value j and (high nibble) value j + 16.
+std::vector<uint8_t> q4(const float* x, int64_t n, bool with_min) {
+  std::vector<uint8_t> out;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* v = x + 32 * b;
+    float lo = v[0], hi = v[0], extreme = 0;
+    for (int i = 0; i < 32; ++i) {
+      lo = std::min(lo, v[i]);
+      hi = std::max(hi, v[i]);
+      if (std::fabs(v[i]) > std::fabs(extreme)) extreme = v[i];
+    }
+    const float d = with_min ? (hi - lo) / 15.0f : extreme / -8.0f;
+    const float offset = with_min ? lo : -8.0f * d;
+    for (const float h : with_min ? std::vector<float>{d, lo} : std::vector<float>{d}) {
+      const uint16_t bits = f32_to_f16(h);
+      out.push_back(static_cast<uint8_t>(bits & 0xff));
+      out.push_back(static_cast<uint8_t>(bits >> 8));
+    }
+    uint8_t q[32];
+    for (int i = 0; i < 32; ++i) {
+      const float r = d != 0 ? std::round((v[i] - offset) / d) : 0.0f;
+      q[i] = static_cast<uint8_t>(std::clamp(r, 0.0f, 15.0f));
+    }
+    for (int j = 0; j < 16; ++j) out.push_back(static_cast<uint8_t>(q[j] | q[j + 16] << 4));
+  }
+  return out;
+}
+
+// Writes `hf_dir` as a GGUF file the way llama.cpp's converter lays it out: 2-D weights other
+// than the embedding as `type` (kGgmlF32, kGgmlQ8_0, kGgmlQ4_0 or kGgmlQ4_1), the rest F32.
+void convert_to_gguf(const std::string& hf_dir, const std::string& out, uint32_t type) {
   const ModelConfig c = ModelConfig::from_dir(hf_dir);
   const TensorStore store = TensorStore::open(hf_dir);
   const bool llama = c.architecture == "LlamaForCausalLM";
@@ -212,13 +244,15 @@ void convert_to_gguf(const std::string& hf_dir, const std::string& out, bool qua
       }
     }
     std::vector<uint64_t> dims(t.shape.rbegin(), t.shape.rend());
-    if (quantize && t.shape.size() == 2 && name != "model.embed_tokens.weight") {
+    if (type != kGgmlF32 && t.shape.size() == 2 && name != "model.embed_tokens.weight") {
       std::vector<uint8_t> q;
       for (int64_t r = 0; r < rows; ++r) {
-        const auto row = q8_0(data.data() + r * cols, cols);
+        const float* row_values = data.data() + r * cols;
+        const auto row =
+            type == kGgmlQ8_0 ? q8_0(row_values, cols) : q4(row_values, cols, type == kGgmlQ4_1);
         q.insert(q.end(), row.begin(), row.end());
       }
-      b.tensor(gguf_name(name), dims, kGgmlQ8_0, std::move(q));
+      b.tensor(gguf_name(name), dims, type, std::move(q));
     } else {
       b.tensor(gguf_name(name), dims, kGgmlF32, as_bytes(data));
     }
@@ -300,7 +334,7 @@ void expect_float_gguf_matches(const ModelSpec& spec) {
   TempDir dir;
   const std::string hf = dir.file("hf"), gguf = dir.file("model.gguf");
   generate_model(spec, hf);
-  convert_to_gguf(hf, gguf, /*quantize=*/false);
+  convert_to_gguf(hf, gguf, kGgmlF32);
 
   GgufModel g = open_gguf_model(gguf);
   const ModelConfig hf_config = ModelConfig::from_dir(hf);
@@ -361,7 +395,7 @@ TEST_P(GgufModelLogits, Q8_0GgufMatchesDequantizedWeights) {
   TempDir dir;
   const std::string hf = dir.file("hf"), gguf = dir.file("model.gguf");
   generate_model(tiny_spec(GetParam()), hf);
-  convert_to_gguf(hf, gguf, /*quantize=*/true);
+  convert_to_gguf(hf, gguf, kGgmlQ8_0);
   GgufModel g = open_gguf_model(gguf);
   const Tensor& q = g.tensors.get("model.layers.0.mlp.up_proj.weight");
   EXPECT_EQ(q.dtype, DType::kI8);
@@ -420,56 +454,66 @@ TEST_P(GgufModelLogits, Q8_0GgufMatchesDequantizedWeights) {
   std::printf("W8A8 max |diff| / max |logit| = %.4f\n", max_diff / max_abs);
 }
 
-// On a table that reads int8 lane panels (x86 avx2; AArch64 neon_dotprod and neon_i8mm) an
-// engine's GGUF Q8_0 model (WeightOptions::release_converted) has its matrices packed, the
-// repacked rows let go of, and generates the same tokens, with the same logits bit for bit, as
-// with the panels off; the embedding stays row-major in the store.
-TEST_P(GgufModelLogits, Q8_0GgufIsPackedIntoLanePanelsWithTheSameTokens) {
-  std::vector<const KernelTable*> tables;
-  for (const char* isa : {"avx2", "avx512", "neon_dotprod", "neon_i8mm"}) {
-    const KernelTable* t = kernels_for(isa);
-    if (t != nullptr && t->int8_lane_panels) tables.push_back(t);
-  }
-  if (tables.empty()) GTEST_SKIP() << "no table here reads lane panels";
-  TempDir dir;
-  const std::string hf = dir.file("hf"), gguf = dir.file("model.gguf");
+// On a table that reads lane panels (int8: x86 avx2; AArch64 neon_dotprod and neon_i8mm; int4:
+// the AArch64 ones) an engine's GGUF Q8_0, Q4_0 (symmetric int4) or Q4_1 (int4 with zero points)
+// model (WeightOptions::release_converted) has its matrices packed, the repacked rows let go of,
+// and generates the same tokens, with the same logits bit for bit, as with the panels off; the
+// embedding stays row-major in the store.
+TEST_P(GgufModelLogits, QuantizedGgufIsPackedIntoLanePanelsWithTheSameTokens) {
   const ModelSpec spec = tiny_spec(GetParam());
-  generate_model(spec, hf);
-  convert_to_gguf(hf, gguf, /*quantize=*/true);
   ModelOptions options;
   options.weights.release_converted = true;
   const std::vector<int32_t> prompt = {1, 17, 300, 42, 99};
-  for (const KernelTable* table : tables) {
-    KernelTable row_major_table = *table;
-    row_major_table.int8_lane_panels = {};
-    const ExecutionContext panels(cpu_device(), *table), rows(cpu_device(), row_major_table);
-    const GgufModel packed = open_gguf_model(gguf), row_major = open_gguf_model(gguf);
-    const std::unique_ptr<Model> packed_model =
-        create_model(panels, packed.config, packed.tensors, options);
-    const std::unique_ptr<Model> row_major_model =
-        create_model(rows, row_major.config, row_major.tensors, options);
-    int num_packed = 0;
-    for (const auto& [name, t] : packed.tensors.tensors()) {
-      if (t.dtype != DType::kI8) continue;
-      const bool embedding = name == "model.embed_tokens.weight";
-      EXPECT_EQ(packed.tensors.holds_converted(name), embedding) << table->isa << " " << name;
-      EXPECT_TRUE(row_major.tensors.holds_converted(name)) << name;
-      num_packed += embedding ? 0 : 1;
+  int num_runs = 0;
+  for (const uint32_t type : {kGgmlQ8_0, kGgmlQ4_0, kGgmlQ4_1}) {
+    const DType dtype = type == kGgmlQ8_0 ? DType::kI8 : DType::kI4;
+    std::vector<const KernelTable*> tables;
+    for (const char* isa : {"avx2", "avx512", "neon_dotprod", "neon_i8mm"}) {
+      const KernelTable* t = kernels_for(isa);
+      if (t != nullptr && t->lane_panel_layout(dtype)) tables.push_back(t);
     }
-    EXPECT_EQ(num_packed, 7 * spec.num_layers + (spec.tie_word_embeddings ? 0 : 1));
-    {  // What the model's loader hands its layers, on a store of its own.
-      const GgufModel third = open_gguf_model(gguf);
-      WeightLoader loader(third.tensors, options.weights, panels);
-      const WeightView up = loader.matrix("model.layers.0.mlp.up_proj.weight",
-                                          spec.intermediate_size, spec.hidden_size);
-      EXPECT_NE(up.lane_panels, nullptr) << table->isa;
-      EXPECT_EQ(up.data, nullptr);
+    if (tables.empty()) continue;
+    TempDir dir;
+    const std::string hf = dir.file("hf"), gguf = dir.file("model.gguf");
+    generate_model(spec, hf);
+    convert_to_gguf(hf, gguf, type);
+    for (const KernelTable* table : tables) {
+      ++num_runs;
+      KernelTable row_major_table = *table;
+      row_major_table.int8_lane_panels = {};
+      row_major_table.int4_lane_panels = {};
+      const ExecutionContext panels(cpu_device(), *table), rows(cpu_device(), row_major_table);
+      const GgufModel packed = open_gguf_model(gguf), row_major = open_gguf_model(gguf);
+      const std::unique_ptr<Model> packed_model =
+          create_model(panels, packed.config, packed.tensors, options);
+      const std::unique_ptr<Model> row_major_model =
+          create_model(rows, row_major.config, row_major.tensors, options);
+      int num_packed = 0;
+      for (const auto& [name, t] : packed.tensors.tensors()) {
+        if (t.dtype != dtype) continue;
+        const bool embedding = name == "model.embed_tokens.weight";
+        EXPECT_EQ(packed.tensors.holds_converted(name), embedding) << table->isa << " " << name;
+        EXPECT_TRUE(row_major.tensors.holds_converted(name)) << name;
+        num_packed += embedding ? 0 : 1;
+      }
+      EXPECT_EQ(num_packed, 7 * spec.num_layers + (spec.tie_word_embeddings ? 0 : 1));
+      {  // What the model's loader hands its layers, on a store of its own.
+        const GgufModel third = open_gguf_model(gguf);
+        WeightLoader loader(third.tensors, options.weights, panels);
+        const WeightView up = loader.matrix("model.layers.0.mlp.up_proj.weight",
+                                            spec.intermediate_size, spec.hidden_size);
+        EXPECT_NE(up.lane_panels, nullptr) << table->isa;
+        EXPECT_EQ(up.data, nullptr);
+        EXPECT_EQ(up.dtype, dtype);
+        EXPECT_EQ(up.symmetric_int4, type == kGgmlQ4_0);
+      }
+      const auto [packed_ids, packed_logits] = greedy_run(*packed_model, panels, prompt, 8);
+      const auto [row_major_ids, row_major_logits] = greedy_run(*row_major_model, rows, prompt, 8);
+      EXPECT_EQ(packed_ids, row_major_ids) << table->isa << " type " << type;
+      EXPECT_EQ(packed_logits, row_major_logits) << table->isa << " type " << type;
     }
-    const auto [packed_ids, packed_logits] = greedy_run(*packed_model, panels, prompt, 8);
-    const auto [row_major_ids, row_major_logits] = greedy_run(*row_major_model, rows, prompt, 8);
-    EXPECT_EQ(packed_ids, row_major_ids) << table->isa;
-    EXPECT_EQ(packed_logits, row_major_logits) << table->isa;
   }
+  if (num_runs == 0) GTEST_SKIP() << "no table here reads lane panels";
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GgufModelLogits,

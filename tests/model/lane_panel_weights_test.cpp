@@ -1,5 +1,6 @@
-// int8 W8A8 matrices packed into lane panels at load (kernels/lane_panels.h) for the tables that
-// read them (KernelTable::int8_lane_panels): quantized at load, stored int8, and the rows and
+// int8 W8A8 and int4 W4A8 matrices packed into lane panels at load (kernels/lane_panels.h) for
+// the tables that read them (KernelTable::int8_lane_panels, int4_lane_panels: int4 on AArch64
+// only): quantized at load, stored int8 / int4 (with zero points or symmetric), and the rows and
 // columns of tensor-parallel shards are packed on the host, in place of their row-major bytes,
 // and go to the device like any other converted weight (in place on the CPU device, copied
 // into a device the host cannot write), counted once. They must multiply to the bits the
@@ -27,6 +28,7 @@
 #include "loader/safetensors_writer.h"
 #include "model/weights.h"
 #include "recording_device.h"
+#include "util/half.h"
 
 namespace pagoda {
 namespace {
@@ -67,17 +69,29 @@ struct LanePanelWeights : ::testing::Test {
     std::vector<int8_t> q(kRows * kCols);
     std::vector<uint16_t> scales(kRows * 2);
     quantize_rows_i8(f.data(), kRows, kCols, 32, q.data(), scales.data());
+    std::vector<uint8_t> q4(kRows * kCols / 2);
+    std::vector<uint16_t> scales4(kRows * 2), mins4(kRows * 2), symmetric_mins4(kRows * 2);
+    quantize_rows_i4(f.data(), kRows, kCols, 32, q4.data(), scales4.data(), mins4.data());
+    // The same nibbles as Q4_0 stores them: w = scale (q - 8).
+    for (size_t i = 0; i < scales4.size(); ++i)
+      symmetric_mins4[i] = f32_to_f16(-8.0f * f16_to_f32(scales4[i]));
     write_safetensors(dir.file("model.safetensors"),
                       {{{"float.weight", "F32", {kRows, kCols}}, bytes_of(f)},
                        {{"int8.weight", "I8", {kRows, kCols}}, bytes_of(q)},
-                       {{"int8.weight_scale", "F16", {kRows, 2}}, bytes_of(scales)}});
+                       {{"int8.weight_scale", "F16", {kRows, 2}}, bytes_of(scales)},
+                       {{"int4.weight", "U8", {kRows, kCols / 2}}, q4},
+                       {{"int4.weight_scale", "F16", {kRows, 2}}, bytes_of(scales4)},
+                       {{"int4.weight_min", "F16", {kRows, 2}}, bytes_of(mins4)},
+                       {{"q4_0.weight", "U8", {kRows, kCols / 2}}, q4},
+                       {{"q4_0.weight_scale", "F16", {kRows, 2}}, bytes_of(scales4)},
+                       {{"q4_0.weight_min", "F16", {kRows, 2}}, bytes_of(symmetric_mins4)}});
     store = std::make_unique<TensorStore>(TensorStore::open(dir.str()));
     for (float& v : x) v = unit(rng);
   }
 
-  static WeightOptions quantized_at_load(int64_t group_size) {
+  static WeightOptions quantized_at_load(int64_t group_size, DType to = DType::kI8) {
     WeightOptions o;
-    o.quantize_to = DType::kI8;
+    o.quantize_to = to;
     o.group_size = group_size;
     return o;
   }
@@ -185,9 +199,72 @@ TEST_F(LanePanelWeights, ADeviceTheHostCannotWriteGetsACopyOfThePanels) {
   }
 }
 
+// The tables that read int4 lane panels on this CPU (AArch64: neon_dotprod in 4 x 4, neon_i8mm in
+// 4 x 8; none on x86).
+std::vector<const KernelTable*> int4_panel_tables() {
+  std::vector<const KernelTable*> tables;
+  for (const char* isa : {"neon_dotprod", "neon_i8mm", "neon_bf16", "sve"}) {
+    const KernelTable* t = kernels_for(isa);
+    if (t != nullptr && t->int4_lane_panels) tables.push_back(t);
+  }
+  return tables;
+}
+
+// int4 quantized at load (zero points), stored int4 with zero points and symmetric (Q4_0's
+// form, no mins plane packed), and a stored matrix's row and column shards: packed in place of
+// their rows, counted once, and multiplying to the row-major bits on the same table.
+TEST_F(LanePanelWeights, Int4IsPackedInPlaceOfItsRows) {
+  const std::vector<const KernelTable*> tables = int4_panel_tables();
+  if (tables.empty()) GTEST_SKIP() << "no table here reads int4 lane panels";
+  for (const KernelTable* table : tables) {
+    KernelTable row_major_table = *table;
+    row_major_table.int4_lane_panels = {};
+    const ExecutionContext ctx(cpu_device(), *table), plain_ctx(cpu_device(), row_major_table);
+    const LanePanelLayout layout = table->int4_lane_panels;
+    const auto panels_of = [&](int64_t rows, int64_t cols, int64_t group, int planes) {
+      return num_lane_panels(rows, layout) *
+             (layout.rows * cols / 2 + layout.rows * (cols / group) * 2 * planes);
+    };
+    for (int64_t group : {int64_t{32}, int64_t{64}}) {
+      WeightLoader loader(*store, quantized_at_load(group, DType::kI4), ctx);
+      WeightLoader plain_loader(*store, quantized_at_load(group, DType::kI4), plain_ctx);
+      const WeightView packed = loader.matrix("float.weight", kRows, kCols);
+      const WeightView row_major = plain_loader.matrix("float.weight", kRows, kCols);
+      EXPECT_EQ(packed.data, nullptr);
+      EXPECT_EQ(packed.mins, nullptr);
+      EXPECT_EQ(loader.weight_bytes(), panels_of(kRows, kCols, group, 2)) << table->isa;
+      expect_same_bits(*table, packed, row_major);
+    }
+    for (const char* name : {"int4.weight", "q4_0.weight"}) {
+      const bool symmetric = std::string(name) == "q4_0.weight";
+      WeightLoader loader(*store, WeightOptions{}, ctx);
+      WeightLoader plain_loader(*store, WeightOptions{}, plain_ctx);
+      const WeightView packed = loader.matrix(name, kRows, kCols);
+      EXPECT_EQ(packed.symmetric_int4, symmetric) << name;
+      EXPECT_EQ(loader.weight_bytes(), panels_of(kRows, kCols, 32, symmetric ? 1 : 2)) << name;
+      const WeightView row_major = plain_loader.matrix(name, kRows, kCols);
+      EXPECT_EQ(row_major.data, store->get(name).data);  // in place
+      expect_same_bits(*table, packed, row_major);
+      // Rows 16..36 packed on their own, and columns 32..63 cut and packed.
+      const WeightView rows = loader.matrix_rows(name, kRows, kCols, 16, 21);
+      ASSERT_NE(rows.lane_panels, nullptr);
+      std::vector<float> expected(kCols), actual(kCols);
+      for (int64_t r = 0; r < 21; ++r) {
+        dequantize_row_reference(row_major, 16 + r, expected.data());
+        table->dequantize_row(rows, r, actual.data());
+        ASSERT_EQ(actual, expected) << table->isa << " " << name << " shard row " << r;
+      }
+      expect_same_bits(*table, rows, plain_loader.matrix_rows(name, kRows, kCols, 16, 21));
+      expect_same_bits(*table, loader.matrix_columns(name, kRows, kCols, 32, 32),
+                       plain_loader.matrix_columns(name, kRows, kCols, 32, 32));
+    }
+  }
+}
+
 TEST_F(LanePanelWeights, OtherTablesAndTablesReadByRowsStayRowMajor) {
   const KernelTable& scalar = *kernels_for("scalar");
   ASSERT_FALSE(scalar.int8_lane_panels);
+  ASSERT_FALSE(scalar.int4_lane_panels);
   {
     WeightLoader loader(*store, quantized_at_load(32), ExecutionContext(cpu_device(), scalar));
     EXPECT_EQ(loader.matrix("int8.weight", kRows, kCols).lane_panels, nullptr);

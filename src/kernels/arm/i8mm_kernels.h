@@ -1,7 +1,7 @@
 // The many-token W8A8 / W4A8 tile on smmla (Armv8.6-A FEAT_I8MM, optional from Armv8.2-A:
 // Neoverse V1 / N2, Graviton 3, newer HiSilicon cores; not Kunpeng 920), for prefill and batched
 // decode. On row-major weights decode (fewer than kIntManyTokens tokens) keeps the sdot tile of
-// arm/int8_kernels.h; on int8 lane panels decode runs smmla too.
+// arm/int8_kernels.h; on int8 and int4 lane panels decode runs smmla too.
 //
 // smmla multiplies a 2 x 8 int8 matrix by an 8 x 2 one into a 2 x 2 int32 block: 32
 // multiply-adds per instruction where sdot does 16. Here the 2 x 8 operand is 8 columns of
@@ -12,11 +12,12 @@
 // what finish_block (int8_kernels.h) takes: the integer sums are exact, so every row and token
 // gets the scalar table's bits, as from the sdot tiles (batch invariance holds across both).
 //
-// Layouts. Row-major weights (int4; int8 the loader did not pack): per 32 columns each row is
+// Layouts. Row-major weights (int8 and int4 the loader did not pack): per 32 columns each row is
 // loaded as two 16-byte vectors (int4: one, split into nibbles) and each row pair is
 // interleaved 8 bytes at a time with zip1 / zip2 on 64-bit lanes, once per tile and shared by
-// all its tokens. int8 packed at load into 4 x 8 lane panels (arm/int8_panels.h) is already
-// interleaved so: mmla_panel_tile below loads the pairs as they lie, for every token count. The
+// all its tokens. int8 and int4 packed at load into 4 x 8 lane panels (arm/int8_panels.h,
+// arm/int4_panels.h) are already interleaved so: mmla_panel_tile below loads the pairs as they
+// lie (int4: with a shift or a mask), for every token count. The
 // activations are interleaved once per call into token pairs (pair_activations: 8 bytes of token
 // 2p, then 8 of token 2p + 1), so a tile loads them ready-made. Tile: 4 rows x up to 8 tokens (4
 // pairs): 8 int32 blocks + 8 fp32 accumulators
@@ -147,52 +148,59 @@ template <class V, DType kType, int kPairs>
 namespace pagoda::arm {
 
 // The smmla tile on a 4 x 8 lane panel (arm/int8_panels.h), declared there: the tile above with
-// the row pairs loaded as packed (a[p][k] is one 16-byte load) instead of zipped, and the 4
-// rows' scales one load. Decode (one token) is one pair whose second token repeats the first,
-// and only the first is finished.
-template <class V, int kTokens, bool kBlock32>
+// the row pairs loaded as packed (a[p][k] is one 16-byte load; int4: half of one, shifted or
+// masked out of it, arm/int4_panels.h) instead of zipped, and the 4 rows' scales one load.
+// Decode (one token) is one pair whose second token repeats the first, and only the first is
+// finished.
+template <class V, PanelValues kValues, int kTokens, bool kGroup32>
 [[gnu::noinline]] void mmla_panel_tile(const QuantizedActivations& qa, const int8_t* x_pairs,
                                        int64_t token, const Int8Panel& panel, int64_t first,
                                        int64_t count, float* y, int64_t ldy) {
   constexpr int kPairs = (kTokens + 1) / 2;
+  constexpr int64_t kStepBytes = kPanelStepBytes<kValues>;
   const int64_t cols = qa.cols, num_blocks = qa.num_blocks;
-  const int64_t block = kBlock32 ? kQuantBlock : qa.block;
+  const int64_t block = kGroup32 || is_int4(kValues) ? kQuantBlock : qa.block;
+  const int64_t blocks_per_group = kGroup32 ? 1 : panel.blocks_per_group;
   const int8_t* const values = panel.values;
   const int8_t* const xp = x_pairs + token * cols;  // pair token / 2 at (token / 2) * 2 * cols
   const float* const d = qa.d + token * num_blocks;
+  const int32_t* const sum_q = qa.sum_q + token * num_blocks;
   float32x4_t acc[kTokens];
   for (int t = 0; t < kTokens; ++t) acc[t] = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    const float32x4_t scale = panel_scales(panel, b);  // int8: a block is a group
-    int32x4_t mm[2][kPairs];
-    for (int p = 0; p < 2; ++p) {
-      for (int q = 0; q < kPairs; ++q) mm[p][q] = vdupq_n_s32(0);
-    }
-    for (int64_t c = b * block; c < (b + 1) * block; c += kQuantBlock) {
-      const int8_t* wc = values + c * kPanelRows;  // 32 values of 4 rows: 128 bytes
-      if constexpr (kTokens <= 2) {  // decode: one stream from DRAM, 512 values of 4 rows ahead
-        V::prefetch_l2(wc + 16 * kQuantBlock * kPanelRows);
-        V::prefetch_l2(wc + 16 * kQuantBlock * kPanelRows + 64);
+  for (int64_t g = 0; g < num_blocks / blocks_per_group; ++g) {
+    const float32x4_t scale = panel_plane(panel.scales, g);
+    const float32x4_t min =
+        kValues == PanelValues::kInt4Mins ? panel_plane(panel.mins, g) : vdupq_n_f32(0.0f);
+    for (int64_t b = g * blocks_per_group; b < (g + 1) * blocks_per_group; ++b) {
+      int32x4_t mm[2][kPairs];
+      for (int p = 0; p < 2; ++p) {
+        for (int q = 0; q < kPairs; ++q) mm[p][q] = vdupq_n_s32(0);
       }
-      int8x16_t a[2][4];  // a[p][k]: values c + 8k .. c + 8k + 7 of rows 2p and 2p + 1
-      for (int k = 0; k < 4; ++k) {
-        a[0][k] = vld1q_s8(wc + 32 * k);
-        a[1][k] = vld1q_s8(wc + 32 * k + 16);
-      }
-      for (int q = 0; q < kPairs; ++q) {
-        const int8_t* xq = xp + q * 2 * cols + 2 * c;
-        for (int k = 0; k < 4; ++k) {
-          const int8x16_t x = vld1q_s8(xq + 16 * k);
-          mm[0][q] = vmmlaq_s32(mm[0][q], a[0][k], x);
-          mm[1][q] = vmmlaq_s32(mm[1][q], a[1][k], x);
+      for (int64_t c = b * block; c < (b + 1) * block; c += kQuantBlock) {
+        const int8_t* wc = values + c * (kStepBytes / kQuantBlock);  // 32 values of 4 rows
+        if constexpr (kTokens <= 2) {  // decode: one stream from DRAM, 16 steps ahead
+          V::prefetch_l2(wc + 16 * kStepBytes);
+          if constexpr (kStepBytes > 64) V::prefetch_l2(wc + 16 * kStepBytes + 64);
+        }
+        int8x16_t v[8];  // v[2k + p]: values c + 8k .. c + 8k + 7 of rows 2p and 2p + 1
+        panel_step<kValues>(wc, v);
+        for (int q = 0; q < kPairs; ++q) {
+          const int8_t* xq = xp + q * 2 * cols + 2 * c;
+          for (int k = 0; k < 4; ++k) {
+            const int8x16_t x = vld1q_s8(xq + 16 * k);
+            mm[0][q] = vmmlaq_s32(mm[0][q], v[2 * k], x);
+            mm[1][q] = vmmlaq_s32(mm[1][q], v[2 * k + 1], x);
+          }
         }
       }
-    }
-    for (int t = 0; t < kTokens; ++t) {
-      // Token 2q's rows 0..3 are the even lanes of the pair's two blocks, token 2q + 1's the odd.
-      const int32x4_t dot = t % 2 == 0 ? vuzp1q_s32(mm[0][t / 2], mm[1][t / 2])
-                                       : vuzp2q_s32(mm[0][t / 2], mm[1][t / 2]);
-      acc[t] = finish_panel_block(acc[t], dot, scale, d[t * num_blocks + b]);
+      for (int t = 0; t < kTokens; ++t) {
+        // Token 2q's rows 0..3 are the even lanes of the pair's two blocks, token 2q + 1's the
+        // odd.
+        const int32x4_t dot = t % 2 == 0 ? vuzp1q_s32(mm[0][t / 2], mm[1][t / 2])
+                                         : vuzp2q_s32(mm[0][t / 2], mm[1][t / 2]);
+        acc[t] = finish_panel_block<kValues>(acc[t], dot, scale, min, d[t * num_blocks + b],
+                                             sum_q[t * num_blocks + b]);
+      }
     }
   }
   store_panel_rows<kTokens>(acc, kTokens, first, count, y, ldy);

@@ -212,8 +212,8 @@ void mmla_tile(const QuantizedActivations& qa, const int8_t* x_pairs, int64_t to
 template <class V>
 const int8_t* pair_activations(const QuantizedActivations& qa, int64_t num_tokens);
 
-// int8 on lane panels packed at load (WeightView::lane_panels), for the files whose V sets
-// kInt8PanelRowBytes: defined in arm/int8_panels.h, which only they include.
+// int8 and int4 on lane panels packed at load (WeightView::lane_panels), for the files whose V
+// sets kInt8PanelRowBytes: defined in arm/int8_panels.h, which only they include.
 template <class V>
 void matmul_int8_panels(const float* x, int64_t num_tokens, const WeightView& w, int64_t row_begin,
                         int64_t row_end, float* y, int64_t ldy);

@@ -24,7 +24,8 @@ namespace {
 struct NeonBf16 : NeonBase {
   static constexpr int kIntTileTokens = 8;  // the smmla tiles of neon_i8mm
   static constexpr bool kMatrixMultiply = true;
-  // int8 read as neon_i8mm reads it: 4 x 8 lane panels packed at load (arm/int8_panels.h).
+  // int8 and int4 read as neon_i8mm reads them: 4 x 8 lane panels packed at load
+  // (arm/int8_panels.h).
   static constexpr int kInt8PanelRowBytes = arm::kMmlaPanelRowBytes;
   static int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }
 };
@@ -37,6 +38,7 @@ const KernelTable& neon_bf16_table() {
     t.matmul = arm::matmul_bf16_dot<NeonBf16, &arm::matmul<NeonBf16>>;
     t.matmul_bf16_activations = true;
     t.int8_lane_panels = arm::int8_panel_layout<NeonBf16>();
+    t.int4_lane_panels = arm::int8_panel_layout<NeonBf16>();  // arm/int4_panels.h
     return t;
   }();
   return table;

@@ -21,7 +21,7 @@ namespace pagoda::detail {
 namespace {
 
 struct NeonDotprod : NeonBase {
-  // int8 read as 4 x 4 lane panels packed at load (arm/int8_panels.h).
+  // int8 and int4 read as 4 x 4 lane panels packed at load (arm/int8_panels.h).
   static constexpr int kInt8PanelRowBytes = arm::kSdotPanelRowBytes;
   static int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }
 };
@@ -33,6 +33,7 @@ const KernelTable& neon_dotprod_table() {
     KernelTable t =
         arm::with_f16_arithmetic<NeonDotprod>(arm::make_table<NeonDotprod>("neon_dotprod"));
     t.int8_lane_panels = arm::int8_panel_layout<NeonDotprod>();
+    t.int4_lane_panels = arm::int8_panel_layout<NeonDotprod>();  // arm/int4_panels.h
     return t;
   }();
   return table;

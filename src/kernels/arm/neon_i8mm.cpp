@@ -25,7 +25,8 @@ struct NeonI8mm : NeonBase {
   // smmla tiles of 4 rows x 8 tokens (4 token pairs) for many tokens (see i8mm_kernels.h).
   static constexpr int kIntTileTokens = 8;
   static constexpr bool kMatrixMultiply = true;
-  // int8 read as 4 x 8 lane panels packed at load, decode included (arm/int8_panels.h).
+  // int8 and int4 read as 4 x 8 lane panels packed at load, decode included
+  // (arm/int8_panels.h).
   static constexpr int kInt8PanelRowBytes = arm::kMmlaPanelRowBytes;
   static int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }
 };
@@ -36,6 +37,7 @@ const KernelTable& neon_i8mm_table() {
   static const KernelTable table = [] {
     KernelTable t = arm::with_f16_arithmetic<NeonI8mm>(arm::make_table<NeonI8mm>("neon_i8mm"));
     t.int8_lane_panels = arm::int8_panel_layout<NeonI8mm>();
+    t.int4_lane_panels = arm::int8_panel_layout<NeonI8mm>();  // arm/int4_panels.h
     return t;
   }();
   return table;

@@ -31,8 +31,9 @@ struct NeonBase {
   static constexpr int kIntTileTokens = 4;
   // Whether the many-token W8A8 / W4A8 tiles use smmla (arm/i8mm_kernels.h).
   static constexpr bool kMatrixMultiply = false;
-  // int8 W8A8 on lane panels packed at load (arm/int8_panels.h): the bytes of a row kept
-  // together in a 4-row panel (4: sdot by element, 8: smmla); 0: row-major int8 only.
+  // W8A8 / W4A8 on lane panels packed at load (arm/int8_panels.h, arm/int4_panels.h): the int8
+  // values of a row kept together in a 4-row panel (4: sdot by element, 8: smmla); 0: row-major
+  // int8 and int4 only.
   static constexpr int kInt8PanelRowBytes = 0;
 
   // The ISA-specific helpers of the shared templates.

@@ -15,9 +15,9 @@
 // neon_i8mm, neon_dotprod, or plain neon on A64FX, which has SVE but not NEON's dot product):
 // f16 weights and an fp16 cache in NEON's fp16 arithmetic (8 multiply-adds per fmla on the
 // stored values, which the widening SVE loop needs 256 bits and more instructions to match),
-// bf16 on NEON's bfdot / bfmmla where SVE's bfdot is missing, the int8 lane panels, axpy and
-// the element-wise entries. The instruction counts behind each
-// choice: bench/peers/aarch64_inner_loops.py, docs/kernels.md. Compiled with
+// bf16 on NEON's bfdot / bfmmla where SVE's bfdot is missing, the int8 and int4 lane panels,
+// axpy and the element-wise entries. The instruction counts behind each choice:
+// bench/peers/aarch64_inner_loops.py, docs/kernels.md. Compiled with
 // -march=armv8.2-a+sve+bf16 (src/kernels/CMakeLists.txt: svdot is SVE's own, so no +dotprod;
 // +bf16 for svbfdot, reached only with svebf16) and only chosen where the CPU reports SVE with a
 // vector above 128 bits (arm/variants.cpp).
@@ -168,9 +168,11 @@ const KernelTable& sve_over() {
     t.isa = "sve";
     t.matmul = matmul<kNeon, kNeonHasSmmla, kSveBf16>;
     if constexpr (kSveBf16) t.matmul_bf16_activations = true;  // x meets bfdot as bf16
-    // int8_lane_panels stays the NEON table's: weights the loader packs run the NEON panel tiles
-    // (at 256 bits 8.2 instructions per 32 Q8_0 weights in decode against the row-major svdot
-    // tile's 13.0), row-major ones (int4, GGUF Q8_0 held in memory) the svdot tiles.
+    // int8_lane_panels and int4_lane_panels stay the NEON table's: weights the loader packs run
+    // the NEON panel tiles (per 32 weights in decode, Q8_0 8.2 instructions against the
+    // row-major svdot tile's 13.0 at 256 bits, Q4_0 9.0 against 20.0 (10.0 at 512); Q4_0
+    // prefill 5.9 on sdot panels, 3.9 on smmla ones, against 11.1), row-major ones (GGUF Q8_0 or
+    // Q4 held in memory for the CPU device) the svdot tiles.
     // dot with dot_rows' chains (a score is the same bits either way); axpy and the
     // element-wise entries stay NEON's (a value sum's bits do not depend on the vector length,
     // so NEON's axpy gives axpy_rows' bits).

@@ -164,8 +164,8 @@ void matmul_quantized(const float* x, int64_t num_tokens, const WeightView& w, i
 
 template <class V>
 void dequantize_row(const WeightView& w, int64_t row, float* dst) {
-  if (w.lane_panels != nullptr) {
-    dequantize_rows<V, DType::kI8>(unpacked_lane_panel_row(w, row), 0, 1, dst);
+  if (w.lane_panels != nullptr) {  // int8 or int4, row-major again
+    dequantize_row<V>(unpacked_lane_panel_row(w, row), 0, dst);
     return;
   }
   switch (w.dtype) {
