@@ -160,7 +160,7 @@ OwnedWeight make_weight(const Variant& v, const Shape& s, uint64_t seed) {
   }
   if (v.lane_panels) {
     const pagoda::LanePanelLayout layout = pagoda::kernels().int8_lane_panels;
-    w.panels = pagoda::pack_int8_lane_panels(w.view, layout);
+    w.panels = pagoda::pack_lane_panels(w.view, layout);
     w.view = pagoda::with_lane_panels(w.view, w.panels.bytes.get(), layout);
     w.values = {};
     w.scales = {};

@@ -57,12 +57,12 @@ VARIANTS = {
 GGML_ARCH = {"dotprod": "armv8.2-a+dotprod+fp16", "i8mm": "armv8.2-a+dotprod+fp16+i8mm"}
 
 # One row per weight type: the label, Pagoda's cases, llama.cpp's cases (the workloads' case
-# names; a new Pagoda layout, e.g. int4 lane panels, is its workload case named here).
+# names; a new Pagoda layout is its workload case named here).
 WEIGHT_TYPES = [
     ("Q8_0", ["q8_0", "q8_0_panels"], ["q8_0", "q8_0_repack"]),
     ("int8 per channel", ["int8", "int8_panels"], []),
-    ("Q4_0", ["q4_0"], ["q4_0", "q4_0_repack"]),
-    ("Q4_K / Q4_1 (int4 with mins)", ["q4_k"], ["q4_k", "q4_k_repack", "q4_1"]),
+    ("Q4_0", ["q4_0", "q4_0_panels"], ["q4_0", "q4_0_repack"]),
+    ("Q4_K / Q4_1 (int4 with mins)", ["q4_k", "q4_k_panels"], ["q4_k", "q4_k_repack", "q4_1"]),
     ("f16", ["f16"], ["f16"]),
     ("bf16", ["bf16"], ["bf16"]),
     ("f32", ["f32"], ["f32"]),

@@ -1,9 +1,9 @@
 // One weight type's matmul through the kernel table, as a workload whose executed instructions
 // qemu's TCG plugin counts (bench/peers/aarch64_dynamic_counts.sh, tcg_insn_counts.c): random
 // weights of the type in Pagoda's layout (as the loader leaves them: GGUF Q8_0 as row-major int8
-// in groups of 32, Q4_0 as symmetric int4, Q4_K/Q4_1 as int4 with mins, int8 in the lane panels
-// the table reads), one warm-up call, then CALLS calls of ops::matmul each between the region
-// markers tcg_region_on() / tcg_region_off(), so that the plugin's on=/off= count every
+// in groups of 32, Q4_0 as symmetric int4, Q4_K/Q4_1 as int4 with mins, row-major or in the lane
+// panels the table reads), one warm-up call, then CALLS calls of ops::matmul each between the
+// region markers tcg_region_on() / tcg_region_off(), so that the plugin's on=/off= count every
 // instruction of the call: activation quantization, the thread split, the tiles, the finish.
 //
 // usage: pagoda_matmul_workload CASE TOKENS [ROWS COLS] [--calls N] [--isa NAME]
@@ -37,8 +37,8 @@ namespace {
 using pagoda::DType;
 using pagoda::WeightView;
 
-// A weight type as Pagoda holds it after loading. A new packed layout (e.g. int4 lane panels)
-// is one row here and one branch in pack_lane_panels().
+// A weight type as Pagoda holds it after loading. A new packed layout is one row here and one
+// branch in pack_lane_panels().
 struct WorkloadCase {
   const char* name;
   DType dtype;
@@ -54,6 +54,8 @@ constexpr WorkloadCase kWorkloadCases[] = {
     {"int8_panels", DType::kI8, 0, false, true},   // per-channel int8 packed at load (-q int8)
     {"q4_0", DType::kI4, 32, true, false},         // GGUF Q4_0: symmetric, no mins read
     {"q4_k", DType::kI4, 32, false, false},        // GGUF Q4_K / Q4_1: int4 with mins
+    {"q4_0_panels", DType::kI4, 32, true, true},   // Q4_0 packed at load
+    {"q4_k_panels", DType::kI4, 32, false, true},  // Q4_K / Q4_1 packed at load
     {"f16", DType::kF16, 0, false, false},         // fp16 arithmetic where the table has it
     {"bf16", DType::kBF16, 0, false, false},       // bfdot / bfmmla, or widened to fp32
     {"f32", DType::kF32, 0, false, false},
@@ -77,14 +79,15 @@ std::vector<uint16_t> random_halves(std::mt19937& rng, size_t n, float lo, float
 
 // Whether the table reads lane panels of this case's dtype.
 bool has_lane_panels(const WorkloadCase& c, const pagoda::KernelTable& k) {
-  return c.dtype == DType::kI8 && k.int8_lane_panels;
+  return static_cast<bool>(k.lane_panel_layout(c.dtype));
 }
 
 // v packed as the loader packs it for table k, into `storage`.
 WeightView pack_lane_panels(const WeightView& v, const pagoda::KernelTable& k,
                             pagoda::LanePanels& storage) {
-  storage = pagoda::pack_int8_lane_panels(v, k.int8_lane_panels);
-  return pagoda::with_lane_panels(v, storage.bytes.get(), k.int8_lane_panels);
+  const pagoda::LanePanelLayout layout = k.lane_panel_layout(v.dtype);
+  storage = pagoda::pack_lane_panels(v, layout);
+  return pagoda::with_lane_panels(v, storage.bytes.get(), layout);
 }
 
 // Random values: the instruction counts do not depend on them (no data-dependent branches in
@@ -173,7 +176,8 @@ int main(int argc, char** argv) {
 
   const pagoda::KernelTable& k = pagoda::kernels();
   if (chosen->lane_panels && !has_lane_panels(*chosen, k)) {
-    std::fprintf(stderr, "%s: table %s reads no int8 lane panels\n", chosen->name, k.isa);
+    std::fprintf(stderr, "%s: table %s reads no %s lane panels\n", chosen->name, k.isa,
+                 pagoda::dtype_name(chosen->dtype));
     return 3;
   }
   const WorkloadWeights w = make_weights(*chosen, rows, cols, k);
