@@ -61,9 +61,6 @@ inline float32x4_t panel_plane(const uint16_t* plane, int64_t g) {
   const uint8x8_t bits = vld1_u8(reinterpret_cast<const uint8_t*>(plane + g * kPanelRows));
   return vcvt_f32_f16(vreinterpret_f16_u8(bits));
 }
-inline float32x4_t panel_scales(const Int8Panel& panel, int64_t g) {
-  return panel_plane(panel.scales, g);
-}
 
 // finish_block (int8_kernels.h) with the token's d and Σ q_x already loaded, from a tile's
 // integer sum of the block (int4: 16 Σ (q - 8) q_x, arm/int4_panels.h): the scalar table's
@@ -206,15 +203,16 @@ void matmul_int8_panels(const float* x, int64_t num_tokens, const WeightView& w,
   const int64_t mins_at = scales_at + kPanelRows * num_groups * 2;
   [[maybe_unused]] const int8_t* x_pairs = nullptr;
   if constexpr (V::kMatrixMultiply) x_pairs = pair_activations<V>(qa, num_tokens);
-  for (int64_t r0 = row_begin; r0 < row_end;) {
-    const int64_t first = r0 % kPanelRows;
-    const int64_t count = simd::min_i64<V>(kPanelRows - first, row_end - r0);
-    const int8_t* bytes = w.lane_panels + r0 / kPanelRows * panel_bytes;
-    const Int8Panel panel{bytes, reinterpret_cast<const uint16_t*>(bytes + scales_at),
-                          reinterpret_cast<const uint16_t*>(bytes + mins_at),
-                          int4 ? w.group_size / kQuantBlock : 1};
-    float* const y_rows = y + r0;
-    with_panel_values(w, [&]<PanelValues kValues, bool kGroup32>() {
+  // What the panels hold is chosen once a call, outside the loop over panels.
+  with_panel_values(w, [&]<PanelValues kValues, bool kGroup32>() {
+    for (int64_t r0 = row_begin; r0 < row_end;) {
+      const int64_t first = r0 % kPanelRows;
+      const int64_t count = simd::min_i64<V>(kPanelRows - first, row_end - r0);
+      const int8_t* bytes = w.lane_panels + r0 / kPanelRows * panel_bytes;
+      const Int8Panel panel{bytes, reinterpret_cast<const uint16_t*>(bytes + scales_at),
+                            reinterpret_cast<const uint16_t*>(bytes + mins_at),
+                            int4 ? w.group_size / kQuantBlock : 1};
+      float* const y_rows = y + r0;
       if constexpr (V::kMatrixMultiply) {
         for (int64_t t = 0; t < num_tokens; t += V::kIntTileTokens) {
           simd::with_tile_shape<V, 1, V::kIntTileTokens>(1, num_tokens - t, [&]<int R, int T>() {
@@ -232,9 +230,9 @@ void matmul_int8_panels(const float* x, int64_t num_tokens, const WeightView& w,
           });
         }
       }
-    });
-    r0 += count;
-  }
+      r0 += count;
+    }
+  });
 }
 
 }  // namespace pagoda::arm
