@@ -11,11 +11,11 @@
 #   is the same on every architecture) exports from them;
 # - f16 weights too large for the fp16 arithmetic the model's variant may use are widened at
 #   load (tests/model/f16_weights_test);
-# - int8 W8A8 matrices are packed at load into the lane panels of every table this CPU model
-#   runs that reads them (neon_dotprod's 4 x 4, neon_i8mm's 4 x 8), shards included, and give
-#   the row-major bits (tests/model/lane_panel_weights_test);
-# - GGUF files read, repacked and run as models (tests/loader/gguf_test), a Q8_0 model on every
-#   panel table packed with the row-major path's tokens;
+# - int8 W8A8 and int4 W4A8 matrices are packed at load into the lane panels of every table this
+#   CPU model runs that reads them (neon_dotprod's 4 x 4, neon_i8mm's 4 x 8), shards included,
+#   and give the row-major bits (tests/model/lane_panel_weights_test);
+# - GGUF files read, repacked and run as models (tests/loader/gguf_test), Q8_0, Q4_0 and Q4_1
+#   models on every panel table packed with the row-major path's tokens;
 # - the DeepSeek unit tests (config, MoE router, MLA attention with the fp16 cache).
 # One OpenMP thread, as in scripts/qemu-kernel-tests.sh. Exits 77 (CTest's "skipped") without qemu-user or without the cross build.
 set -euo pipefail
