@@ -43,13 +43,14 @@ std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
   return b;
 }
 
-// The tables that read lane panels on this CPU (x86: avx2, avx512 without VNNI, in 16 x 2
-// panels; AArch64: neon_dotprod in 4 x 4, neon_i8mm in 4 x 8).
-std::vector<const KernelTable*> panel_tables() {
+// The tables that read lane panels of `dtype` on this CPU (int8: x86's avx2 and avx512 without
+// VNNI in 16 x 2 panels; AArch64's neon_dotprod in 4 x 4, neon_i8mm in 4 x 8; int4: the AArch64
+// ones only).
+std::vector<const KernelTable*> panel_tables(DType dtype = DType::kI8) {
   std::vector<const KernelTable*> tables;
   for (const char* isa : {"avx2", "avx512", "neon_dotprod", "neon_i8mm"}) {
     const KernelTable* t = kernels_for(isa);
-    if (t != nullptr && t->int8_lane_panels) tables.push_back(t);
+    if (t != nullptr && t->lane_panel_layout(dtype)) tables.push_back(t);
   }
   return tables;
 }
@@ -199,22 +200,11 @@ TEST_F(LanePanelWeights, ADeviceTheHostCannotWriteGetsACopyOfThePanels) {
   }
 }
 
-// The tables that read int4 lane panels on this CPU (AArch64: neon_dotprod in 4 x 4, neon_i8mm in
-// 4 x 8; none on x86).
-std::vector<const KernelTable*> int4_panel_tables() {
-  std::vector<const KernelTable*> tables;
-  for (const char* isa : {"neon_dotprod", "neon_i8mm", "neon_bf16", "sve"}) {
-    const KernelTable* t = kernels_for(isa);
-    if (t != nullptr && t->int4_lane_panels) tables.push_back(t);
-  }
-  return tables;
-}
-
 // int4 quantized at load (zero points), stored int4 with zero points and symmetric (Q4_0's
 // form, no mins plane packed), and a stored matrix's row and column shards: packed in place of
 // their rows, counted once, and multiplying to the row-major bits on the same table.
 TEST_F(LanePanelWeights, Int4IsPackedInPlaceOfItsRows) {
-  const std::vector<const KernelTable*> tables = int4_panel_tables();
+  const std::vector<const KernelTable*> tables = panel_tables(DType::kI4);
   if (tables.empty()) GTEST_SKIP() << "no table here reads int4 lane panels";
   for (const KernelTable* table : tables) {
     KernelTable row_major_table = *table;
