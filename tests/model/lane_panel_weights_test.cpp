@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "../loader/test_helpers.h"
@@ -27,6 +30,7 @@
 #include "loader/safetensors_writer.h"
 #include "model/weights.h"
 #include "recording_device.h"
+#include "util/half.h"
 
 namespace pagoda {
 namespace {
@@ -318,6 +322,85 @@ TEST_F(LanePanelWeights, ATiedEmbeddingAConverterHoldsStaysInTheStore) {
     EXPECT_EQ(head.data, converted->values);
     EXPECT_TRUE(converted->store.holds_converted("part0.weight"));
     EXPECT_EQ(converted->store.get("part0.weight").data, converted->values);
+  }
+}
+
+// How many of the whole pages inside [begin, end) are mapped into this process
+// (/proc/self/pagemap's present bit; mincore would count a file's pages in the page cache,
+// which dropping them from the process leaves there). -1 where pagemap cannot be read.
+int64_t present_pages(const void* begin, const void* end) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page;
+  const uintptr_t last = reinterpret_cast<uintptr_t>(end) / page;
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int64_t present = 0;
+  for (uintptr_t p = first; p < last && present >= 0; ++p) {
+    uint64_t entry = 0;
+    const auto at = static_cast<off_t>(p * sizeof(entry));
+    if (::pread(fd, &entry, sizeof(entry), at) != static_cast<ssize_t>(sizeof(entry))) {
+      present = -1;
+    } else {
+      present += static_cast<int64_t>(entry >> 63);
+    }
+  }
+  ::close(fd);
+  return present;
+}
+
+// A stored int8 matrix from a file map larger than a packing step (8 MiB: 4096 rows of 2048
+// columns) is packed a step at a time, each step's file pages dropped as it is done: the panels
+// are the bytes the whole matrix packs into (the last panel padded), and afterwards none of
+// its values' or scales' whole pages are mapped in (they stay in the page cache, out of the
+// process).
+TEST(LanePanelWeightsFromAMap, AMatrixLargerThanAPackingStepIsPackedStepByStepAndDropped) {
+  const std::vector<const KernelTable*> tables = panel_tables();
+  if (tables.empty()) GTEST_SKIP() << "no table here reads lane panels";
+  constexpr int64_t kBigRows = 4096 + 20, kBigCols = 2048, kGroups = kBigCols / 32;
+  std::mt19937 rng(11);
+  std::vector<int8_t> values(kBigRows * kBigCols);
+  for (int8_t& v : values) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  std::vector<uint16_t> scales(kBigRows * kGroups);
+  for (uint16_t& s : scales) s = f32_to_f16(0.001f * static_cast<float>(1 + rng() % 100));
+  const test::TempDir dir;
+  write_safetensors(dir.file("model.safetensors"),
+                    {{{"big.weight", "I8", {kBigRows, kBigCols}}, bytes_of(values)},
+                     {{"big.weight_scale", "F16", {kBigRows, kGroups}}, bytes_of(scales)}});
+  const TensorStore store = TensorStore::open(dir.str());  // mapped
+  const Tensor& stored = store.get("big.weight");
+  const WeightView view{stored.data,
+                        DType::kI8,
+                        kBigRows,
+                        kBigCols,
+                        stored.scales,
+                        nullptr,
+                        32,
+                        /*int8_activations=*/true};
+  const uint8_t* values_end = stored.data + kBigRows * kBigCols;
+  const auto* scales_end = reinterpret_cast<const uint8_t*>(stored.scales + kBigRows * kGroups);
+  for (const KernelTable* table : tables) {
+    SCOPED_TRACE(table->isa);
+    int64_t sum = 0;  // every page read in, as a forward pass would
+    for (const uint8_t* p = stored.data; p < values_end; p += 4096) sum += *p;
+    for (const auto* p = reinterpret_cast<const uint8_t*>(stored.scales); p < scales_end; p += 4096)
+      sum += *p;
+    EXPECT_NE(sum, -1);
+    const int64_t mapped_in = present_pages(stored.data, values_end);
+    if (mapped_in < 0) GTEST_SKIP() << "/proc/self/pagemap cannot be read here";
+    EXPECT_GT(mapped_in, 0);
+
+    WeightLoader loader(store, WeightOptions{}, ExecutionContext(cpu_device(), *table));
+    const WeightView packed = loader.matrix("big.weight", kBigRows, kBigCols);
+    const LanePanelLayout layout = table->int8_lane_panels;
+    ASSERT_NE(packed.lane_panels, nullptr);
+    EXPECT_EQ(present_pages(stored.data, values_end), 0);
+    EXPECT_EQ(present_pages(stored.scales, scales_end), 0);
+    // (This reads the pages back in, from the page cache.)
+    const LanePanels whole = pack_int8_lane_panels(view, layout);
+    ASSERT_EQ(loader.weight_bytes(), whole.size_bytes);
+    EXPECT_EQ(
+        std::memcmp(packed.lane_panels, whole.bytes.get(), static_cast<size_t>(whole.size_bytes)),
+        0);
   }
 }
 
