@@ -6,10 +6,14 @@
 // row-major matrix gives on the same table for 1..40 tokens; tables without the flag, a stored
 // table also read by rows (a tied embedding) and bytes a converter holds in memory for the CPU
 // device stay row-major, unless the store lets go of the converter's bytes once they are
-// packed (WeightOptions::release_converted), which frees a buffer with its last tensor.
+// packed (WeightOptions::release_converted), which frees a buffer with its last tensor. A
+// stored int8 matrix from a file map is packed a few MiB of rows at a time, each step's file
+// pages (values and scales) dropped once packed, into the bytes the whole matrix packs into.
 #include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -31,6 +35,7 @@
 #include "model/weights.h"
 #include "recording_device.h"
 #include "util/half.h"
+#include "util/mapped_file.h"
 
 namespace pagoda {
 namespace {
@@ -348,6 +353,20 @@ int64_t present_pages(const void* begin, const void* end) {
   return present;
 }
 
+// True when this process sees a file map's pages leave it once dropped: pagemap is readable
+// and madvise drops them (qemu-user may ignore the advice, or show the host's pagemap).
+bool drops_are_visible(const test::TempDir& dir) {
+  const std::string path = dir.file("probe.bin");
+  std::ofstream(path, std::ios::binary) << std::string(8 * 4096, 'x');
+  const MappedFile probe(path);
+  int64_t sum = 0;
+  for (size_t i = 0; i < probe.size(); i += 4096) sum += probe.data()[i];
+  const uint8_t* end = probe.data() + probe.size();
+  if (sum == 0 || present_pages(probe.data(), end) <= 0) return false;
+  probe.drop_pages(probe.data(), end);
+  return present_pages(probe.data(), end) == 0;
+}
+
 // A stored int8 matrix from a file map larger than a packing step (8 MiB: 4096 rows of 2048
 // columns) is packed a step at a time, each step's file pages dropped as it is done: the panels
 // are the bytes the whole matrix packs into (the last panel padded), and afterwards none of
@@ -378,6 +397,8 @@ TEST(LanePanelWeightsFromAMap, AMatrixLargerThanAPackingStepIsPackedStepByStepAn
                         /*int8_activations=*/true};
   const uint8_t* values_end = stored.data + kBigRows * kBigCols;
   const auto* scales_end = reinterpret_cast<const uint8_t*>(stored.scales + kBigRows * kGroups);
+  const bool visible = drops_are_visible(dir);
+  if (!visible) std::printf("dropped pages are not visible here: checking the panels only\n");
   for (const KernelTable* table : tables) {
     SCOPED_TRACE(table->isa);
     int64_t sum = 0;  // every page read in, as a forward pass would
@@ -385,16 +406,18 @@ TEST(LanePanelWeightsFromAMap, AMatrixLargerThanAPackingStepIsPackedStepByStepAn
     for (const auto* p = reinterpret_cast<const uint8_t*>(stored.scales); p < scales_end; p += 4096)
       sum += *p;
     EXPECT_NE(sum, -1);
-    const int64_t mapped_in = present_pages(stored.data, values_end);
-    if (mapped_in < 0) GTEST_SKIP() << "/proc/self/pagemap cannot be read here";
-    EXPECT_GT(mapped_in, 0);
+    if (visible) {
+      EXPECT_GT(present_pages(stored.data, values_end), 0);
+    }
 
     WeightLoader loader(store, WeightOptions{}, ExecutionContext(cpu_device(), *table));
     const WeightView packed = loader.matrix("big.weight", kBigRows, kBigCols);
     const LanePanelLayout layout = table->int8_lane_panels;
     ASSERT_NE(packed.lane_panels, nullptr);
-    EXPECT_EQ(present_pages(stored.data, values_end), 0);
-    EXPECT_EQ(present_pages(stored.scales, scales_end), 0);
+    if (visible) {
+      EXPECT_EQ(present_pages(stored.data, values_end), 0);
+      EXPECT_EQ(present_pages(stored.scales, scales_end), 0);
+    }
     // (This reads the pages back in, from the page cache.)
     const LanePanels whole = pack_int8_lane_panels(view, layout);
     ASSERT_EQ(loader.weight_bytes(), whole.size_bytes);
