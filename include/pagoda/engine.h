@@ -83,7 +83,8 @@ struct EngineArgs {
   std::string cpu_bind = "none";
   // Weight files "mmap"ed, or copied into "huge-pages" at load (util/mapped_file.h); "auto":
   // huge pages when the weights are used as stored, a map when they are only read once to be
-  // quantized (--quantization) or repacked (GGUF files).
+  // quantized (--quantization), converted (FP8) or repacked (GGUF files; `pagoda quantize`
+  // int8 checkpoints on kernels that read int8 lane panels). engine/weights_memory.h.
   std::string weights_memory = "auto";
   // Where the key of weights that `pagoda encrypt` wrote comes from (src/crypto/model_key.h):
   // a file, a shell command printing it, or an environment variable the caller saw set; all

@@ -27,6 +27,7 @@
 #include "engine/parallel_groups.h"
 #include "engine/speculative_config.h"
 #include "engine/tensor_parallel_executor.h"
+#include "engine/weights_memory.h"
 #include "hub/resolve_model.h"
 #include "kernels/host_context.h"
 #include "kernels/thread_placement.h"
@@ -88,23 +89,6 @@ class Engine::Impl {
   void load_draft_model(const SpeculativeConfig& speculative, ModelOptions options);
 };
 
-namespace {
-
-// --weights-memory, "auto" resolved: decode streams weights used as stored through the TLB on
-// every step, so they go into huge pages (measured faster, docs/kernels.md); files read once to
-// be quantized or repacked are mapped, since a copy would only cost memory and load time.
-FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_path) {
-  if (args.weights_memory != "auto") return parse_file_memory(args.weights_memory);
-  // A tensor-parallel rank uses a part of each matrix: mapped, it faults in only its part's
-  // pages (shared with the other ranks through the page cache), where a copy would be whole.
-  if (parallel_world_size(args) > 1) return FileMemory::kMap;
-  const bool read_once =
-      !args.quantization.empty() || is_gguf_path(model_path) || is_fp8_checkpoint(model_path);
-  return read_once ? FileMemory::kMap : FileMemory::kHugePageCopy;
-}
-
-}  // namespace
-
 // `org/name` names a Hub repository, fetched into the cache unless there (docs/models.md). The
 // built-in `demo` model is the CLI's, which passes its directory instead of the name.
 std::string resolve_model_dir(const EngineArgs& args) {
@@ -139,12 +123,14 @@ ModelSource open_model_with_progress(const EngineArgs& args) {
       .file = args.model_key_file,
       .command = args.model_key_command,
       .environment_variable = args.model_key_environment_variable};
-  if (key_source.empty()) {
-    return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress, nullptr,
-                             fp8);
-  }
+  // The table the model will be loaded with (host_execution_context's).
+  const FileMemory memory = weights_memory_for(args, path, kernels());
+  spdlog::info("weights memory: {}{}", file_memory_name(memory),
+               args.weights_memory == "auto" ? " (--weights-memory auto)" : "");
+  if (key_source.empty())
+    return open_model_source(path, tokenizer, memory, &progress, nullptr, fp8);
   const crypto::ModelKey key = crypto::load_model_key(key_source);
-  return open_model_source(path, tokenizer, weights_memory_for(args, path), &progress, &key, fp8);
+  return open_model_source(path, tokenizer, memory, &progress, &key, fp8);
 }
 
 }  // namespace
@@ -354,8 +340,8 @@ void Engine::Impl::load_draft_model(const SpeculativeConfig& speculative, ModelO
   const std::string path = resolve_model_dir(draft_args);
   Progress progress("reading draft weights", 0);
   draft_source_ = std::make_unique<ModelSource>(
-      open_model_source(path, "", weights_memory_for(draft_args, path), &progress, nullptr,
-                        parse_fp8_weights(args_.fp8_weights)));
+      open_model_source(path, "", weights_memory_for(draft_args, path, kernels()), &progress,
+                        nullptr, parse_fp8_weights(args_.fp8_weights)));
   const ModelSource& draft = *draft_source_;
   // Drafts are token ids: they mean the same only in the same vocabulary.
   if (draft.config.vocab_size != config_.vocab_size) {

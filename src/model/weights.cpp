@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -275,6 +276,22 @@ Tensor values_of(const TensorStore& store, const WeightView& stored, const std::
   return values;
 }
 
+// Bytes [data, data + size_bytes) of the store's tensor `name` (a plane of it), as
+// TensorStore::drop_source_pages takes them.
+Tensor bytes_of(const TensorStore& store, const std::string& name, const void* data,
+                int64_t size_bytes) {
+  Tensor bytes = store.get(name);
+  bytes.data = static_cast<const uint8_t*>(data);
+  bytes.size_bytes = size_bytes;
+  return bytes;
+}
+
+// Rows of int8 packed at a time when their file pages are dropped as they are packed: a few
+// MiB, so that loading peaks at the panels plus that much instead of plus the largest matrix
+// (the lm_head: 63 MiB of int8 at DeepSeek-Coder's 32256 x 2048, 223 MiB at Qwen2's
+// 151936 x 1536), and still a hundred panels or more to share among the threads.
+constexpr int64_t kPackStepBytes = int64_t{8} << 20;
+
 }  // namespace
 
 bool WeightLoader::from_file_map(const WeightView& stored, const std::string& name) const {
@@ -285,21 +302,45 @@ bool WeightLoader::releases_converted(const std::string& name) const {
   return options_.release_converted && store_.holds_converted(name);
 }
 
-void WeightLoader::done_with_source(const WeightView& stored, const std::string& name) {
+void WeightLoader::drop_source_pages(const WeightView& stored, const std::string& name) const {
   store_.drop_source_pages(values_of(store_, stored, name));
+  // A stored quantized matrix went whole into its converted form (lane panels hold their own
+  // scales), its scale planes with it; theirs are a 16th of the values' bytes in groups of 32.
+  if (!is_quantized(stored.dtype)) return;
+  const int64_t plane_bytes =
+      stored.rows * (stored.cols / stored.group_size) * static_cast<int64_t>(sizeof(uint16_t));
+  if (stored.scales) store_.drop_source_pages(bytes_of(store_, name, stored.scales, plane_bytes));
+  if (stored.mins) store_.drop_source_pages(bytes_of(store_, name, stored.mins, plane_bytes));
+}
+
+void WeightLoader::done_with_source(const WeightView& stored, const std::string& name) {
+  drop_source_pages(stored, name);
   if (packs_lane_panels(stored) && releases_converted(name)) store_.release_converted(name);
 }
 
-WeightView WeightLoader::lane_panels(const WeightView& host, const std::string& name) {
-  WeightView packed;
+WeightView WeightLoader::lane_panels(const WeightView& host, const std::string& name,
+                                     bool drop_as_packed) {
   const void* at = nullptr;
   const LanePanelLayout layout = kernels_->lane_panel_layout(host.dtype);
+  const int64_t panel_bytes = lane_panel_bytes(host, layout);
+  // Whole panels per step, so that each step's panels lie where the whole matrix's would.
+  const int64_t step_rows =
+      drop_as_packed
+          ? std::max<int64_t>(
+                1, kPackStepBytes / (layout.rows * dtype_row_bytes(host.dtype, host.cols))) *
+                layout.rows
+          : host.rows;
   void* device =
       derived(name, static_cast<size_t>(lane_panels_bytes(host, layout)), [&](void* dst) {
         at = dst;
-        packed = pack_lane_panels_into(host, layout, dst);
+        auto* panels = static_cast<int8_t*>(dst);
+        for (int64_t first = 0; first < host.rows; first += step_rows) {
+          const WeightView rows = weight_rows(host, first, std::min(step_rows, host.rows - first));
+          pack_lane_panels_into(rows, layout, panels + first / layout.rows * panel_bytes);
+          if (drop_as_packed) drop_source_pages(rows, name);
+        }
       });
-  return rebased(packed, at, device);
+  return rebased(with_lane_panels(host, static_cast<const int8_t*>(at), layout), at, device);
 }
 
 std::optional<WeightView> WeightLoader::converted(const WeightView& stored,
@@ -337,9 +378,11 @@ std::optional<WeightView> WeightLoader::converted(const WeightView& stored,
   // decrypted into memory, a converter's when other models load from the store) stay for as
   // long as the model runs: the CPU device uses them in place rather than hold them twice, and
   // a device with memory of its own copies them in anyway, so it takes panels for the same bytes.
-  if (packs_lane_panels(stored) &&
-      (!device_->host_accessible() || from_file_map(stored, name) || releases_converted(name)))
-    return lane_panels(stored, name);
+  if (packs_lane_panels(stored)) {
+    // From a file map, each step's pages are dropped once packed.
+    if (from_file_map(stored, name)) return lane_panels(stored, name, /*drop_as_packed=*/true);
+    if (!device_->host_accessible() || releases_converted(name)) return lane_panels(stored, name);
+  }
   if (stored.dtype != DType::kF16 || !kernels_->f16_arithmetic) return std::nullopt;
   // One pass over the bits (NaN and inf count as large): the pages are read at the first
   // forward anyway, and a model whose weights all fit pays nothing else.

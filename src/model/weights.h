@@ -142,14 +142,20 @@ class WeightLoader {
   std::optional<WeightView> converted(const WeightView& stored, const std::string& name);
   // The table reads `w` (row-major int8 W8A8 or int4 W4A8) as lane panels: it is packed at load.
   bool packs_lane_panels(const WeightView& w) const;
-  // `host` (row-major int8 or int4 on the host) packed into lane panels in device memory,
-  // counted.
-  WeightView lane_panels(const WeightView& host, const std::string& name);
+  // `host` (row-major int8 or int4 on the host) packed into lane panels in device memory, counted.
+  // `drop_as_packed` (for rows of tensor `name` from a mapped file): a few MiB at a time, each
+  // step's source pages dropped once packed, so that the load never holds the whole matrix
+  // twice.
+  WeightView lane_panels(const WeightView& host, const std::string& name,
+                         bool drop_as_packed = false);
   // The values of `stored` (rows of tensor `name`) come straight from a mapped file, whose
   // pages can be dropped once they are packed.
   bool from_file_map(const WeightView& stored, const std::string& name) const;
   // Tensor `name`'s bytes are a converter's that the store lets go of once they are packed.
   bool releases_converted(const std::string& name) const;
+  // Drops the pages of `stored` (rows of tensor `name`) that come straight from a mapped file:
+  // its values and, for a quantized matrix, its scale planes.
+  void drop_source_pages(const WeightView& stored, const std::string& name) const;
   // After rows of `stored` (tensor `name`, as stored) went to the device in another form: the
   // pages of a mapped file are dropped, and a converter's buffers released once the table
   // reads the stored matrix as panels.

@@ -46,6 +46,10 @@ FileMemory parse_file_memory(std::string_view name) {
   fail("weights memory must be 'mmap' or 'huge-pages', got '{}'", name);
 }
 
+const char* file_memory_name(FileMemory memory) {
+  return memory == FileMemory::kMap ? "mmap" : "huge-pages";
+}
+
 MappedFile::MappedFile(const std::string& path, FileMemory memory, Progress* progress)
     : path_(path) {
   FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};

@@ -22,6 +22,8 @@ enum class FileMemory {
 
 // "mmap" / "huge-pages"; throws pagoda::Error naming the accepted values otherwise.
 FileMemory parse_file_memory(std::string_view name);
+// The name parse_file_memory takes for `memory` (for logs).
+const char* file_memory_name(FileMemory memory);
 
 class MappedFile {
  public:

@@ -2,7 +2,8 @@
 // DeepSeek preset shrunk by flags loads and generates with `pagoda generate`; `pagoda info`
 // names the KV dtype, the weight format (float, int8, GGUF Q8_0) and the MLA/MoE layout;
 // tokenize/detokenize take a directory, `demo` and a GGUF file alike; make-draft's drafts keep
-// generate's greedy tokens.
+// generate's greedy tokens; an int8 checkpoint mapped and packed into lane panels generates
+// what its huge-page copy does.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -273,6 +274,39 @@ TEST(TokenizeCli, ADirectoryTheDemoModelAndAGgufFileAllTokenize) {
   }
   // The GGUF file carries the directory's tokenizer.
   EXPECT_EQ(ids_by_model[0], ids_by_model[1]);
+}
+
+// An int8 checkpoint on the avx2 table, which reads int8 in 16 x 2 lane panels: --weights-memory
+// auto maps it (engine/weights_memory.h), each matrix is packed from the map and its file pages
+// dropped, and the tokens are those of the huge-page copy, which is used row-major. Skipped
+// where the CPU (or the build) has no avx2.
+TEST(GenerateCli, AnInt8CheckpointMappedAndPackedForAvx2GeneratesTheCopysTokens) {
+  const Scratch scratch;
+  const TinyModels m = make_tiny_models(scratch);
+  auto generate = [&](const std::string& weights_memory) {
+    return run_pagoda({"generate", "--model", m.int8_dir, "--isa", "avx2", "--weights-memory",
+                       weights_memory, "--prompt", "Once upon a time", "--max-tokens", "24",
+                       "--ignore-eos", "--temperature", "0", "--json", "--log-level", "info"},
+                      scratch.dir());
+  };
+  const RunResult automatic = generate("auto");
+  if (automatic.exit_code != 0 && automatic.err.find("avx2") != std::string::npos &&
+      (automatic.err.find("not supported by this CPU") != std::string::npos ||
+       automatic.err.find("not in") != std::string::npos)) {
+    GTEST_SKIP() << "no avx2 kernels here: " << automatic.err;
+  }
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
+  EXPECT_NE(automatic.err.find("weights memory: mmap (--weights-memory auto)"), std::string::npos)
+      << automatic.err;
+  const RunResult copied = generate("huge-pages");
+  ASSERT_EQ(copied.exit_code, 0) << copied.err;
+  EXPECT_NE(copied.err.find("weights memory: huge-pages\n"), std::string::npos) << copied.err;
+
+  const nlohmann::json mapped_output = nlohmann::json::parse(automatic.out);
+  const nlohmann::json copied_output = nlohmann::json::parse(copied.out);
+  ASSERT_EQ(mapped_output["token_ids"].size(), 24u) << automatic.out;
+  EXPECT_EQ(mapped_output["token_ids"], copied_output["token_ids"]);
+  EXPECT_EQ(mapped_output["text"], copied_output["text"]);
 }
 
 // make-draft derives drafts `generate` takes as a draft model: greedy tokens are plain

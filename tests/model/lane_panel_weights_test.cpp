@@ -7,14 +7,21 @@
 // row-major matrix gives on the same table for 1..40 tokens; tables without the flag, a stored
 // table also read by rows (a tied embedding) and bytes a converter holds in memory for the CPU
 // device stay row-major, unless the store lets go of the converter's bytes once they are
-// packed (WeightOptions::release_converted), which frees a buffer with its last tensor.
+// packed (WeightOptions::release_converted), which frees a buffer with its last tensor. A
+// stored int8 matrix from a file map is packed a few MiB of rows at a time, each step's file
+// pages (values and scales) dropped once packed, into the bytes the whole matrix packs into.
 #include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -29,6 +36,7 @@
 #include "model/weights.h"
 #include "recording_device.h"
 #include "util/half.h"
+#include "util/mapped_file.h"
 
 namespace pagoda {
 namespace {
@@ -385,6 +393,120 @@ TEST_F(LanePanelWeights, ATiedEmbeddingAConverterHoldsStaysInTheStore) {
     EXPECT_EQ(head.data, converted->values);
     EXPECT_TRUE(converted->store.holds_converted("part0.weight"));
     EXPECT_EQ(converted->store.get("part0.weight").data, converted->values);
+  }
+}
+
+// How many of the whole pages inside [begin, end) are mapped into this process
+// (/proc/self/pagemap's present bit; mincore would count a file's pages in the page cache,
+// which dropping them from the process leaves there). -1 where pagemap cannot be read.
+int64_t present_pages(const void* begin, const void* end) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page;
+  const uintptr_t last = reinterpret_cast<uintptr_t>(end) / page;
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int64_t present = 0;
+  for (uintptr_t p = first; p < last && present >= 0; ++p) {
+    uint64_t entry = 0;
+    const auto at = static_cast<off_t>(p * sizeof(entry));
+    if (::pread(fd, &entry, sizeof(entry), at) != static_cast<ssize_t>(sizeof(entry))) {
+      present = -1;
+    } else {
+      present += static_cast<int64_t>(entry >> 63);
+    }
+  }
+  ::close(fd);
+  return present;
+}
+
+// True when this process sees a file map's pages leave it once dropped: pagemap is readable
+// and madvise drops them (qemu-user may ignore the advice, or show the host's pagemap).
+bool drops_are_visible(const test::TempDir& dir) {
+  const std::string path = dir.file("probe.bin");
+  std::ofstream(path, std::ios::binary) << std::string(8 * 4096, 'x');
+  const MappedFile probe(path);
+  int64_t sum = 0;
+  for (size_t i = 0; i < probe.size(); i += 4096) sum += probe.data()[i];
+  const uint8_t* end = probe.data() + probe.size();
+  if (sum == 0 || present_pages(probe.data(), end) <= 0) return false;
+  probe.drop_pages(probe.data(), end);
+  return present_pages(probe.data(), end) == 0;
+}
+
+// A stored int8 or int4 matrix from a file map larger than a packing step (8 MiB: 4096 int8
+// rows or 8192 int4 rows of 2048 columns) is packed a step at a time, each step's file pages
+// dropped as it is done: the panels are the bytes the whole matrix packs into (the last panel
+// padded), and afterwards none of its values', scales' or mins' whole pages are mapped in (they
+// stay in the page cache, out of the process). int4 runs where a table reads int4 panels
+// (AArch64, under qemu here).
+TEST(LanePanelWeightsFromAMap, AMatrixLargerThanAPackingStepIsPackedStepByStepAndDropped) {
+  if (panel_tables().empty()) GTEST_SKIP() << "no table here reads lane panels";
+  constexpr int64_t kBigCols = 2048, kGroups = kBigCols / 32;
+  const test::TempDir probe_dir;
+  const bool visible = drops_are_visible(probe_dir);
+  if (!visible) std::printf("dropped pages are not visible here: checking the panels only\n");
+  for (const DType dtype : {DType::kI8, DType::kI4}) {
+    const std::vector<const KernelTable*> tables = panel_tables(dtype);
+    if (tables.empty()) {
+      std::printf("no table here reads %s lane panels\n", dtype_name(dtype));
+      continue;
+    }
+    const bool int4 = dtype == DType::kI4;
+    const int64_t big_rows = int4 ? 8192 + 40 : 4096 + 20;
+    const int64_t value_bytes = big_rows * dtype_row_bytes(dtype, kBigCols);
+    std::mt19937 rng(11);
+    std::vector<int8_t> values(static_cast<size_t>(value_bytes));
+    for (int8_t& v : values) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    std::vector<uint16_t> scales(big_rows * kGroups), mins(big_rows * kGroups);
+    for (uint16_t& s : scales) s = f32_to_f16(0.001f * static_cast<float>(1 + rng() % 100));
+    for (uint16_t& m : mins) m = f32_to_f16(-0.001f * static_cast<float>(rng() % 800));
+    const test::TempDir dir;
+    std::vector<TensorBytes> tensors = {
+        {{"big.weight", int4 ? "U8" : "I8", {big_rows, int4 ? kBigCols / 2 : kBigCols}},
+         bytes_of(values)},
+        {{"big.weight_scale", "F16", {big_rows, kGroups}}, bytes_of(scales)}};
+    if (int4) tensors.push_back({{"big.weight_min", "F16", {big_rows, kGroups}}, bytes_of(mins)});
+    write_safetensors(dir.file("model.safetensors"), tensors);
+    const TensorStore store = TensorStore::open(dir.str());  // mapped
+    const Tensor& stored = store.get("big.weight");
+    const WeightView view{stored.data,   dtype,       big_rows, kBigCols,
+                          stored.scales, stored.mins, 32,       /*int8_activations=*/true};
+    const uint8_t* values_end = stored.data + value_bytes;
+    const auto plane_end = [&](const uint16_t* plane) {
+      return reinterpret_cast<const uint8_t*>(plane + big_rows * kGroups);
+    };
+    for (const KernelTable* table : tables) {
+      SCOPED_TRACE(std::string(table->isa) + " " + dtype_name(dtype));
+      int64_t sum = 0;  // every page read in, as a forward pass would
+      for (const uint8_t* p = stored.data; p < values_end; p += 4096) sum += *p;
+      for (const uint16_t* plane : {stored.scales, stored.mins}) {
+        if (plane == nullptr) continue;
+        for (const auto* p = reinterpret_cast<const uint8_t*>(plane); p < plane_end(plane);
+             p += 4096)
+          sum += *p;
+      }
+      EXPECT_NE(sum, -1);
+      if (visible) {
+        EXPECT_GT(present_pages(stored.data, values_end), 0);
+      }
+
+      WeightLoader loader(store, WeightOptions{}, ExecutionContext(cpu_device(), *table));
+      const WeightView packed = loader.matrix("big.weight", big_rows, kBigCols);
+      ASSERT_NE(packed.lane_panels, nullptr);
+      if (visible) {
+        EXPECT_EQ(present_pages(stored.data, values_end), 0);
+        EXPECT_EQ(present_pages(stored.scales, plane_end(stored.scales)), 0);
+        if (int4) {
+          EXPECT_EQ(present_pages(stored.mins, plane_end(stored.mins)), 0);
+        }
+      }
+      // (This reads the pages back in, from the page cache.)
+      const LanePanels whole = pack_lane_panels(view, table->lane_panel_layout(dtype));
+      ASSERT_EQ(loader.weight_bytes(), whole.size_bytes);
+      EXPECT_EQ(
+          std::memcmp(packed.lane_panels, whole.bytes.get(), static_cast<size_t>(whole.size_bytes)),
+          0);
+    }
   }
 }
 

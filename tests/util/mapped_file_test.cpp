@@ -89,6 +89,9 @@ TEST(MappedFile, EmptyFilesAndErrorsNameThePath) {
 TEST(MappedFile, ParseFileMemoryNamesTheChoices) {
   EXPECT_EQ(parse_file_memory("mmap"), FileMemory::kMap);
   EXPECT_EQ(parse_file_memory("huge-pages"), FileMemory::kHugePageCopy);
+  // The log names a choice as the flag takes it.
+  EXPECT_STREQ(file_memory_name(FileMemory::kMap), "mmap");
+  EXPECT_STREQ(file_memory_name(FileMemory::kHugePageCopy), "huge-pages");
   try {
     parse_file_memory("hugepages");
     FAIL() << "expected an error";

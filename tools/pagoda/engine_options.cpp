@@ -114,7 +114,8 @@ void add_engine_options(CLI::App* app, EngineFlags& f) {
       ->envname("PAGODA_NUM_RESERVED_CPUS");
   app->add_option("--weights-memory", a.weights_memory,
                   "Weight files memory-mapped (mmap) or copied into huge pages (huge-pages); "
-                  "auto: huge pages unless the weights are quantized or repacked at load")
+                  "auto: huge pages unless the weights are quantized, converted or repacked "
+                  "at load")
       ->check(CLI::IsMember({"auto", "mmap", "huge-pages"}))
       ->capture_default_str();
   add_model_key_options(app, f.model_key);
