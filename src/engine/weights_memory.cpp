@@ -8,16 +8,8 @@
 namespace pagoda {
 
 bool packs_stored_matrices(const KernelTable& kernels, DType dtype) {
-  switch (dtype) {
-    case DType::kI8:
-      return static_cast<bool>(kernels.int8_lane_panels);
-    case DType::kI4:
-      // Stored int4 is used in place by every table so far; a table that packs int4 panels at
-      // load says so here, and `auto` then maps Pagoda's int4 checkpoints too.
-      return false;
-    default:
-      return false;  // float matrices are packed only when quantized at load
-  }
+  // Float matrices are packed only when quantized at load (lane_panel_layout names none).
+  return static_cast<bool>(kernels.lane_panel_layout(dtype));
 }
 
 FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_path,
@@ -29,9 +21,9 @@ FileMemory weights_memory_for(const EngineArgs& args, const std::string& model_p
   // Quantized at load (-q), repacked (GGUF) or converted as the store opens (FP8).
   if (!args.quantization.empty() || is_gguf_path(model_path) || is_fp8_checkpoint(model_path))
     return FileMemory::kMap;
-  // A Pagoda-quantized checkpoint whose matrices the table reads as lane panels: each is
-  // packed from the map and its file pages dropped (WeightLoader::done_with_source), so that
-  // the panels alone stay resident. A copy would be used in place, row-major (the loader does
+  // A Pagoda-quantized checkpoint (int8 or int4) whose matrices the table reads as lane panels:
+  // each is packed from the map and its file pages dropped (WeightLoader::done_with_source), so
+  // that the panels alone stay resident. A copy would be used in place, row-major (the loader does
   // not hold a matrix twice), the whole file resident and prefill repacking panels per call.
   const std::optional<DType> stored = pagoda_checkpoint_weight_type(model_path);
   if (stored && args.int8_activations && packs_stored_matrices(kernels, *stored))

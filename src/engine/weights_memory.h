@@ -16,8 +16,9 @@ namespace pagoda {
 
 // True when a weight loader for `kernels` (model/weights.h) packs matrices stored as `dtype`
 // into lane panels (kernels/lane_panels.h) that replace their stored bytes: then a checkpoint
-// stored so is read once, at load. kI8 on the tables with KernelTable::int8_lane_panels (x86
-// avx2 and avx512 without VNNI; AArch64 with the dot product or i8mm). The loader packs only
+// stored so is read once, at load: kI8 on the tables with KernelTable::int8_lane_panels (x86
+// avx2 and avx512 without VNNI; AArch64 with the dot product or i8mm), kI4 on those with
+// int4_lane_panels (AArch64 with the dot product or i8mm). The loader packs only
 // for int8 activations (EngineArgs::int8_activations), which the caller checks.
 bool packs_stored_matrices(const KernelTable& kernels, DType dtype);
 

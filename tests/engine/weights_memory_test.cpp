@@ -1,9 +1,9 @@
 // --weights-memory auto (engine/weights_memory.h): weights used as stored are copied into huge
 // pages; files read once (quantized at load, GGUF, FP8, and Pagoda's int8 checkpoints on a
-// table that packs int8 lane panels) are mapped; a tensor-parallel rank maps; an explicit
+// table that packs their lane panels) are mapped; a tensor-parallel rank maps; an explicit
 // choice wins. The checkpoints are directories with only a config.json, which is all the
-// decision reads; the tables are the scalar one with and without an int8 panel layout, so
-// that both kinds are decided on every CPU.
+// decision reads; the tables are the scalar one with and without int8 / int4 panel layouts,
+// so that every kind is decided on every CPU.
 #include <fstream>
 #include <string>
 
@@ -43,6 +43,13 @@ KernelTable panel_table() {
   t.int8_lane_panels = LanePanelLayout{16, 2};
   return t;
 }
+// One that reads int8 and int4 in lane panels (AArch64 neon_dotprod's 4 x 4).
+KernelTable int4_panel_table() {
+  KernelTable t = *kernels_for("scalar");
+  t.int8_lane_panels = LanePanelLayout{4, 4};
+  t.int4_lane_panels = LanePanelLayout{4, 4};
+  return t;
+}
 
 EngineArgs args_with(const std::string& weights_memory) {
   EngineArgs args;
@@ -70,9 +77,22 @@ TEST(WeightsMemory, FloatAndInt4CheckpointsUsedAsStoredGoIntoHugePagesOnEitherTa
   for (const KernelTable& table : {row_major_table(), panel_table()}) {
     SCOPED_TRACE(table.int8_lane_panels ? "int8 panels" : "row-major int8");
     EXPECT_EQ(weights_memory_for(automatic, c.float_dir.str(), table), FileMemory::kHugePageCopy);
-    // No table packs stored int4 (yet): Pagoda's int4 checkpoints are used as stored.
+    // Neither table packs int4: Pagoda's int4 checkpoints are used as stored.
     EXPECT_EQ(weights_memory_for(automatic, c.int4_dir.str(), table), FileMemory::kHugePageCopy);
   }
+}
+
+TEST(WeightsMemory, APagodaInt4CheckpointIsMappedWhenTheTablePacksInt4Panels) {
+  const Checkpoints c;
+  const EngineArgs automatic = args_with("auto");
+  EXPECT_EQ(weights_memory_for(automatic, c.int4_dir.str(), int4_panel_table()), FileMemory::kMap);
+  EXPECT_EQ(weights_memory_for(automatic, c.int8_dir.str(), int4_panel_table()), FileMemory::kMap);
+  EXPECT_EQ(weights_memory_for(automatic, c.float_dir.str(), int4_panel_table()),
+            FileMemory::kHugePageCopy);
+  EngineArgs weight_only = automatic;
+  weight_only.int8_activations = false;
+  EXPECT_EQ(weights_memory_for(weight_only, c.int4_dir.str(), int4_panel_table()),
+            FileMemory::kHugePageCopy);
 }
 
 TEST(WeightsMemory, FilesReadOnceAndTensorParallelRanksAreMappedOnEitherTable) {
@@ -107,18 +127,22 @@ TEST(WeightsMemory, AnExplicitChoiceWins) {
   EXPECT_NE(message.find("'copy'"), std::string::npos) << message;
 }
 
-// The predicate follows the table's int8 panel layout, for every table this CPU runs (x86:
-// avx2 and avx512 without VNNI pack; AArch64: neon_dotprod, neon_i8mm and their successors).
-TEST(WeightsMemory, TablesPackStoredInt8ExactlyWhenTheyReadInt8Panels) {
+// The predicate follows the table's panel layouts, for every table this CPU runs (x86: avx2
+// and avx512 without VNNI pack int8; AArch64: neon_dotprod, neon_i8mm and their successors
+// pack int8 and int4).
+TEST(WeightsMemory, TablesPackStoredInt8AndInt4ExactlyWhenTheyReadTheirPanels) {
   EXPECT_TRUE(packs_stored_matrices(panel_table(), DType::kI8));
+  EXPECT_FALSE(packs_stored_matrices(panel_table(), DType::kI4));
   EXPECT_FALSE(packs_stored_matrices(row_major_table(), DType::kI8));
+  EXPECT_TRUE(packs_stored_matrices(int4_panel_table(), DType::kI4));
   for (const std::string& isa : kernel_isa_names()) {
     const KernelTable* table = kernels_for(isa);
     if (table == nullptr) continue;  // this CPU cannot run it
     SCOPED_TRACE(isa);
     EXPECT_EQ(packs_stored_matrices(*table, DType::kI8),
               static_cast<bool>(table->int8_lane_panels));
-    EXPECT_FALSE(packs_stored_matrices(*table, DType::kI4));
+    EXPECT_EQ(packs_stored_matrices(*table, DType::kI4),
+              static_cast<bool>(table->int4_lane_panels));
     for (DType f : {DType::kF32, DType::kF16, DType::kBF16}) {
       EXPECT_FALSE(packs_stored_matrices(*table, f));
     }
