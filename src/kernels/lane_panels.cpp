@@ -57,7 +57,8 @@ WeightView pack_lane_panels_into(const WeightView& w, LanePanelLayout layout, vo
   const int64_t num_rows = layout.rows, chunk = layout.row_bytes;
   const PanelPlanes planes = panel_planes(w, layout);
   const int64_t num_panels = num_lane_panels(w.rows, layout);
-  const bool int4 = w.dtype == DType::kI4, mins = has_mins_plane(w);
+  const uint8_t flip = w.dtype == DType::kI4 ? kInt4PanelFlip : 0;
+  const bool mins = has_mins_plane(w);
   auto* bytes = static_cast<int8_t*>(dst);
   // Rows past the matrix: the tiles compute them (and nobody stores them), so they must be
   // finite, and zeros are.
@@ -71,9 +72,7 @@ WeightView pack_lane_panels_into(const WeightView& w, LanePanelLayout layout, vo
       const uint8_t* src = values + (first + r) * planes.row_bytes;
       for (int64_t k = 0; k < planes.row_bytes / chunk; ++k) {
         uint8_t* out = panel + (k * num_rows + r) * chunk;
-        for (int64_t j = 0; j < chunk; ++j) {
-          out[j] = int4 ? src[k * chunk + j] ^ kInt4PanelFlip : src[k * chunk + j];
-        }
+        for (int64_t j = 0; j < chunk; ++j) out[j] = src[k * chunk + j] ^ flip;
       }
       for (int64_t g = 0; g < num_groups; ++g) {
         // memcpy: the panel's planes need not be 2-byte aligned in a buffer of int8.
@@ -113,6 +112,7 @@ WeightView unpacked_lane_panel_row(const WeightView& w, int64_t row) {
   const int64_t num_rows = layout.rows, chunk = layout.row_bytes;
   const PanelPlanes planes = panel_planes(w, layout);
   const bool int4 = w.dtype == DType::kI4;
+  const uint8_t flip = int4 ? kInt4PanelFlip : 0;
   values.resize(static_cast<size_t>(planes.row_bytes));
   scales.resize(static_cast<size_t>(num_groups));
   mins.resize(static_cast<size_t>(int4 ? num_groups : 0));
@@ -121,9 +121,7 @@ WeightView unpacked_lane_panel_row(const WeightView& w, int64_t row) {
   const int64_t r = row % num_rows;
   for (int64_t k = 0; k < planes.row_bytes / chunk; ++k) {
     const uint8_t* in = panel + (k * num_rows + r) * chunk;
-    for (int64_t j = 0; j < chunk; ++j) {
-      values[k * chunk + j] = int4 ? in[j] ^ kInt4PanelFlip : in[j];
-    }
+    for (int64_t j = 0; j < chunk; ++j) values[k * chunk + j] = in[j] ^ flip;
   }
   for (int64_t g = 0; g < num_groups; ++g) {
     const int64_t at = (g * num_rows + r) * 2;

@@ -31,10 +31,6 @@
 
 namespace pagoda {
 
-// Bytes of one panel of a [*, cols] int8 matrix in groups of group_size.
-inline int64_t lane_panel_bytes(int64_t cols, int64_t group_size, LanePanelLayout layout) {
-  return layout.rows * cols + layout.rows * (cols / group_size) * 2;
-}
 // Bytes of one panel of `w` (kI8, or kI4 with a mins plane unless symmetric_int4).
 inline int64_t lane_panel_bytes(const WeightView& w, LanePanelLayout layout) {
   const int64_t planes = w.dtype == DType::kI4 && !w.symmetric_int4 ? 2 : 1;

@@ -63,10 +63,12 @@ std::vector<const KernelTable*> panel_tables(DType dtype = DType::kI8) {
   return tables;
 }
 
-// Bytes of the kRows-row matrix's panels in `table`'s layout.
+// Bytes of the kRows-row int8 matrix's panels in `table`'s layout: rows padded to whole
+// panels, each a byte a value and an fp16 scale a group.
 int64_t panels_bytes(const KernelTable& table, int64_t group_size) {
-  const LanePanelLayout layout = table.int8_lane_panels;
-  return num_lane_panels(kRows, layout) * lane_panel_bytes(kCols, group_size, layout);
+  const int64_t panel_rows = table.int8_lane_panels.rows;
+  const int64_t padded_rows = (kRows + panel_rows - 1) / panel_rows * panel_rows;
+  return padded_rows * (kCols + kCols / group_size * 2);
 }
 
 struct LanePanelWeights : ::testing::Test {

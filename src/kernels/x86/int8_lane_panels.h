@@ -249,7 +249,7 @@ void matmul_lane_panels(const float* x, int64_t num_tokens, const WeightView& w,
   const int64_t acc_floats = kLanePanelTileTokens * kLanePanelRows;
   if (w.lane_panels != nullptr) {
     float* acc = static_cast<float*>(scratch.get(static_cast<size_t>(acc_floats) * 4));
-    const int64_t panel_bytes = lane_panel_bytes(cols, w.group_size, kLanePanelLayout);
+    const int64_t panel_bytes = lane_panel_bytes(w, kLanePanelLayout);
     // A range that does not start on a panel (tests; ops splits rows at multiples of 16)
     // computes the whole panel and stores its part: every row takes the same operations.
     for (int64_t r0 = row_begin; r0 < row_end;) {
