@@ -268,16 +268,8 @@ bool WeightLoader::packs_lane_panels(const WeightView& w) const {
 
 namespace {
 
-// The store's tensor `name` cut down to the values of `stored`, rows of it.
-Tensor values_of(const TensorStore& store, const WeightView& stored, const std::string& name) {
-  Tensor values = store.get(name);
-  values.data = static_cast<const uint8_t*>(stored.data);
-  values.size_bytes = dtype_row_bytes(stored.dtype, stored.cols) * stored.rows;
-  return values;
-}
-
-// Bytes [data, data + size_bytes) of the store's tensor `name` (a plane of it), as
-// TensorStore::drop_source_pages takes them.
+// Bytes [data, data + size_bytes) of the store's tensor `name` (its values or a plane of
+// them), as TensorStore::maps_from_file and drop_source_pages take them.
 Tensor bytes_of(const TensorStore& store, const std::string& name, const void* data,
                 int64_t size_bytes) {
   Tensor bytes = store.get(name);
@@ -286,7 +278,13 @@ Tensor bytes_of(const TensorStore& store, const std::string& name, const void* d
   return bytes;
 }
 
-// Rows of int8 packed at a time when their file pages are dropped as they are packed: a few
+// The store's tensor `name` cut down to the values of `stored`, rows of it.
+Tensor values_of(const TensorStore& store, const WeightView& stored, const std::string& name) {
+  return bytes_of(store, name, stored.data,
+                  dtype_row_bytes(stored.dtype, stored.cols) * stored.rows);
+}
+
+// Stored bytes packed at a time when their file pages are dropped as they are packed: a few
 // MiB, so that loading peaks at the panels plus that much instead of plus the largest matrix
 // (the lm_head: 63 MiB of int8 at DeepSeek-Coder's 32256 x 2048, 223 MiB at Qwen2's
 // 151936 x 1536), and still a hundred panels or more to share among the threads.
@@ -374,10 +372,10 @@ std::optional<WeightView> WeightLoader::converted(const WeightView& stored,
   // Stored int8 or int4 (a pagoda quantize checkpoint, GGUF's Q8_0 or Q4_0 / Q4_K / Q4_1, AWQ /
   // GPTQ): the panels take the place of the rows where nothing else holds them: a mapped
   // file's pages, or a converter's buffers the store lets go of (GGUF's repacked blocks). Other
-  // bytes in host memory (a file read or
-  // decrypted into memory, a converter's when other models load from the store) stay for as
-  // long as the model runs: the CPU device uses them in place rather than hold them twice, and
-  // a device with memory of its own copies them in anyway, so it takes panels for the same bytes.
+  // bytes in host memory (a file read or decrypted into memory, a converter's when other models
+  // load from the store) stay for as long as the model runs: the CPU device uses them in place
+  // rather than hold them twice, and a device with memory of its own copies them in anyway, so it
+  // takes panels for the same bytes.
   if (packs_lane_panels(stored)) {
     // From a file map, each step's pages are dropped once packed.
     if (from_file_map(stored, name)) return lane_panels(stored, name, /*drop_as_packed=*/true);

@@ -7,11 +7,10 @@
 // widened to fp32 once, into device memory. Where the kernel table reads int8 W8A8 or int4 W4A8
 // matrices as lane panels (KernelTable::int8_lane_panels / int4_lane_panels name their layout,
 // kernels/lane_panels.h) the loader packs them in that layout on the host, in place of their
-// row-major bytes, and the
-// panels go to the device like any other converted weight; row-major bytes a converter holds
-// are packed only when the store can let go of them (WeightOptions::release_converted). Every byte
-// a model computes with is a buffer this loader holds, so weight_bytes() is what the device holds
-// for the model's weights.
+// row-major bytes, and the panels go to the device like any other converted weight; row-major bytes
+// a converter holds are packed only when the store can let go of them
+// (WeightOptions::release_converted). Every byte a model computes with is a buffer this loader
+// holds, so weight_bytes() is what the device holds for the model's weights.
 #pragma once
 
 #include <cstdint>
